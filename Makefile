@@ -1,0 +1,30 @@
+# Set-up and everyday commands. Everything runs inside a local virtualenv (.venv).
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+# TVM's CPU thread pool defaults to one thread on this kind of machine; use every core.
+export TVM_NUM_THREADS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: install test lint demo bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+
+install: $(PY)
+	$(PY) -m pip install -e ".[dev]"
+
+test:
+	$(PY) -m pytest -q tests
+
+lint:
+	$(VENV)/bin/ruff check tvm_tailsplit tests bench
+
+demo:
+	$(PY) -m tvm_tailsplit.demo
+
+bench:
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,50 @@
+"""The metrics and the seed's headline: an element-wise multiply over c1=3, h_o=3, w=4, h_i=8, c0=16 with the
+h axis cut into two full tiles and a tail, the mark below h_o: 4608 issued instructions become 9."""
+
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit.examples import elementwise_multiply_nc1hwc0
+
+
+def test_headline_4608_instructions_become_9():
+    mod = elementwise_multiply_nc1hwc0()
+    before = analysis.instruction_count(mod)
+    assert before == analysis.InstructionCount(sites=1, issued=3 * 3 * 4 * 8 * 16)
+    assert before.issued == 4608
+    assert analysis.conditions_under_marks(mod) == 1
+    after = TailSplit()(mod)
+    counts = analysis.instruction_count(after)
+    assert counts == analysis.InstructionCount(sites=2, issued=9)
+    assert before.issued // counts.issued == 512
+    assert analysis.conditions_under_marks(after) == 0
+    # 6 full-tile instructions (c1 x two full h tiles) and 3 tail-tile instructions (c1 x the tail).
+    script = after.script()
+    assert "for j_0 in range(2):" in script and "for j_0 in range(2, 3):" in script
+    assert "T.grid(4, 16)" in script  # the tail tile: h_i has 4 rows
+
+
+@T.prim_func(s_tir=True)
+def chain_with_symbolic(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range(n):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i_0 * 8 + i_1)
+                B[vi] = A[vi]
+
+
+def test_instruction_count_with_symbolic_values():
+    assert analysis.instruction_count(chain_with_symbolic, symbolic_values={"n": 5}).issued == 5
+    with pytest.raises(ValueError, match="extent of loop i_0 is n"):
+        analysis.instruction_count(chain_with_symbolic)
+    with pytest.raises(ValueError, match="symbolic variable 'm'"):
+        analysis.instruction_count(chain_with_symbolic, symbolic_values={"m": 5})
+
+
+def test_unknown_function_name_is_reported():
+    with pytest.raises(ValueError, match="function 'other' is not in the module"):
+        analysis.instruction_count(tvm.IRModule({"main": chain_with_symbolic}), func_name="other")

@@ -1,0 +1,136 @@
+"""Bad and undecidable input: functions without marks pass through unchanged, conditions the pass cannot
+decide are kept (and the program stays correct), invalid options raise ValueError, and the report explains
+per mark what was split and what was kept and why."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit.split import split_function
+from tvm_tailsplit.testing import assert_same_results
+
+
+@T.prim_func(s_tir=True)
+def no_marks(A: T.Buffer((10,), "float32"), B: T.Buffer((10,), "float32")):
+    for i_0, i_1 in T.grid(3, 4):
+        with T.sblock("B"):
+            vi = T.axis.spatial(10, i_0 * 4 + i_1)
+            T.where(i_0 * 4 + i_1 < 10)
+            B[vi] = A[vi]
+
+
+@T.prim_func(s_tir=True)
+def square_condition(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    for i in range(8):
+        for j in T.serial(8, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(i * j < 20)
+                B[vi, vj] = A[vi, vj] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def load_condition(A: T.Buffer((16,), "float32"), M: T.Buffer((16,), "int32"), B: T.Buffer((16,), "float32")):
+    for i_0 in range(4):
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "vmask"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                T.where(M[i_0 * 4 + i_1] > 0 and i_0 * 4 + i_1 < 14)
+                B[vi] = A[vi]
+
+
+@T.prim_func(s_tir=True)
+def symbolic_extent(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range(8):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i_0 * 8 + i_1)
+                T.where(i_0 * 8 + i_1 < n)
+                B[vi] = A[vi] * T.float32(2)
+
+
+def test_a_function_without_marks_passes_through_unchanged():
+    mod = tvm.IRModule({"main": no_marks})
+    after = TailSplit()(mod)
+    tvm.ir.assert_structural_equal(after, mod)
+    func, report = split_function(no_marks)
+    assert func.same_as(no_marks)
+    assert "no marks" in str(report)
+
+
+def test_non_affine_condition_is_kept_and_the_program_stays_correct():
+    mod = tvm.IRModule({"main": square_condition})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    assert_same_results(mod, after)
+    text = str(reports[0])
+    assert "i * j < 20 kept under the mark: not an affine integer comparison" in text
+
+
+def test_condition_on_a_load_is_kept_while_the_affine_part_is_split():
+    mod = tvm.IRModule({"main": load_condition})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    assert_same_results(mod, after, trials=4)
+    assert "opaque" in str(reports[0])
+    # The affine atom i_0 * 4 + i_1 < 14 is gone; only the load-based atom stays under the marks.
+    script = after.script()
+    assert "< 14" not in script and "M[" in script
+
+
+@pytest.mark.parametrize("n", [-2, 0, 1, 7, 8, 9, 30, 64])
+def test_symbolic_condition_is_kept_unchanged_and_correct(n):
+    mod = tvm.IRModule({"main": symbolic_extent})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    assert_same_results(mod, after, scalar_args={"n": n})
+    assert "symbolic n" in str(reports[0])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"strategy": "fastest"}, "strategy must be one of"),
+        ({"max_mapping_cost": 0}, "max_mapping_cost must be a positive integer"),
+        ({"max_mapping_cost": 2.5}, "max_mapping_cost must be a positive integer"),
+        ({"max_fuzzy_expansion": -1}, "max_fuzzy_expansion must be a positive integer"),
+    ],
+)
+def test_invalid_options_raise_value_error(options, message):
+    with pytest.raises(ValueError, match=message):
+        TailSplit(**options)
+
+
+def test_verbose_explains_what_was_split_and_kept(capsys):
+    TailSplit(strategy="auto", verbose=True)(tvm.IRModule({"main": load_condition}))
+    out = capsys.readouterr().out
+    assert "TailSplit load_condition:" in out
+    assert "marks i_1 (vmask)" in out
+    assert "mapping cost: full split" in out
+    assert "loop i_0: split by" in out
+    assert "kept under the mark" in out
+
+
+def test_long_fuzzy_interval_is_not_expanded_beyond_the_limit():
+    mod = tvm.IRModule({"main": square_condition.with_attr("global_symbol", "main")})
+
+    @T.prim_func(s_tir=True)
+    def diagonal(A: T.Buffer((40, 40), "float32"), B: T.Buffer((40, 40), "float32")):
+        for i in range(40):
+            for j in T.serial(40, annotations={"pragma_emit_insn": "vrow"}):
+                with T.sblock("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    T.where(j <= i)
+                    B[vi, vj] = A[vi, vj]
+
+    mod = tvm.IRModule({"main": diagonal})
+    reports = []
+    after = TailSplit(strategy="full", max_fuzzy_expansion=8, reports=reports)(mod)
+    assert_same_results(mod, after)
+    assert "more than max_fuzzy_expansion=8" in str(reports[0])
+    assert analysis.conditions_under_marks(after) >= 1
+    assert np.isfinite(analysis.instruction_count(after).issued)

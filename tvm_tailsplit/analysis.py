@@ -1,0 +1,151 @@
+"""Metrics over marked TensorIR, shared by the tests, the demo and the benchmarks.
+
+- ``instruction_count``: *instruction sites* are the marked loops in the code; *issued instructions* are the
+  times marked regions execute at run time. A mark with a guard at or below it cannot be mapped to one
+  instruction: the guard forces the instruction down to the innermost point, so every point of the marked
+  iteration space counts as one issued instruction (as the seed counts it).
+- ``conditions_under_marks``: guards (non-trivial block predicates, block-body ``if``s, loop-level ``if``s)
+  left at or below marks.
+- ``estimate_mapping_cost``: the code length of the full and the partial split of each loop nest, the
+  features it grows with, and the strategy ``auto`` picks (see ``tvm_tailsplit.split.cost``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+from tvm.s_tir import SBlockRealize
+
+from .split.apply import nests_of, plan_nest, validate_options
+from .split.conditions import guards_under, is_mark, loop_vars_in, substitute
+from .split.cost import MappingCost
+
+__all__ = ["InstructionCount", "conditions_under_marks", "estimate_mapping_cost", "instruction_count"]
+
+
+@dataclass(frozen=True)
+class InstructionCount:
+    """Marked regions in the code (``sites``) and their executions at run time (``issued``)."""
+
+    sites: int
+    issued: int
+
+
+def _functions(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None) -> list[tirx.PrimFunc]:
+    if isinstance(mod, tirx.PrimFunc):
+        return [mod]
+    if func_name is not None:
+        names = [gv.name_hint for gv in mod.functions]
+        if func_name not in names:
+            raise ValueError(f"function {func_name!r} is not in the module (it has {names})")
+        return [mod[func_name]]
+    return [f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc)]
+
+
+def _constant(expr, env: dict, what: str) -> int:
+    value = tvm.sym.Analyzer().simplify(substitute(expr, env))
+    if not isinstance(value, tirx.IntImm):
+        raise ValueError(
+            f"{what} is {expr}, not a constant; give the symbolic variables values with symbolic_values="
+        )
+    return int(value.value)
+
+
+def _points(stmt, env: dict) -> int:
+    """Iteration points of a marked region (every loop level multiplied, sequences added)."""
+    if isinstance(stmt, tirx.For):
+        return _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}") * _points(stmt.body, env)
+    if isinstance(stmt, tirx.SeqStmt):
+        return sum(_points(s, env) for s in stmt.seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        return max(_points(stmt.then_case, env), _points(stmt.else_case, env) if stmt.else_case else 0)
+    if isinstance(stmt, SBlockRealize):
+        return _points(stmt.block.body, env) if loop_vars_in(stmt.block.body) else 1
+    return 1
+
+
+def _issued(stmt, env: dict) -> int:
+    if isinstance(stmt, tirx.For):
+        if is_mark(stmt):
+            trips = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
+            if trips <= 0:
+                return 0
+            return _points(stmt, env) if guards_under(stmt) else 1
+        if not any(is_mark(loop) for loop in loop_vars_in(stmt.body)):
+            return 0
+        low = _constant(stmt.min, env, f"start of loop {stmt.loop_var.name}")
+        extent = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
+        return sum(_issued(stmt.body, {**env, stmt.loop_var: tirx.const(v, stmt.loop_var.ty.dtype)})
+                   for v in range(low, low + extent))
+    if isinstance(stmt, tirx.SeqStmt):
+        return sum(_issued(s, env) for s in stmt.seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        taken = _constant(tirx.Cast("int32", stmt.condition), env, f"condition {stmt.condition}")
+        if taken:
+            return _issued(stmt.then_case, env)
+        return _issued(stmt.else_case, env) if stmt.else_case is not None else 0
+    if isinstance(stmt, SBlockRealize):
+        return _issued(stmt.block.body, env)
+    return 0
+
+
+def _symbolic_env(func: tirx.PrimFunc, symbolic_values: Mapping[str, int] | None) -> dict:
+    if not symbolic_values:
+        return {}
+    env = {}
+    free = {}
+    for param in func.params:
+        for dim in getattr(param, "shape", []) or []:
+            if isinstance(dim, tirx.Var):
+                free[dim.name] = dim
+        if isinstance(param.ty, tvm.ir.PrimType):
+            free[param.name] = param
+    for name, value in symbolic_values.items():
+        if name not in free:
+            raise ValueError(f"symbolic variable {name!r} is not a parameter or buffer dimension of the function")
+        env[free[name]] = tirx.const(int(value), free[name].ty.dtype)
+    return env
+
+
+def instruction_count(
+    mod: tvm.IRModule | tirx.PrimFunc,
+    func_name: str = "main",
+    symbolic_values: Mapping[str, int] | None = None,
+) -> InstructionCount:
+    """Instruction sites and issued instructions of one function (see the module docstring).
+
+    ``symbolic_values`` gives values to symbolic extents by name (e.g. ``{"n": 100}``).
+    """
+    (func,) = _functions(mod, func_name)
+    marks = [loop for loop in loop_vars_in(func.body) if is_mark(loop)]
+    env = _symbolic_env(func, symbolic_values)
+    return InstructionCount(sites=len(marks), issued=_issued(func.body, env))
+
+
+def conditions_under_marks(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None = None) -> int:
+    """The number of guards left at or below marks (in one function, or in every PrimFunc of the module)."""
+    total = 0
+    for func in _functions(mod, func_name):
+        for loop in loop_vars_in(func.body):
+            if is_mark(loop):
+                total += len(guards_under(loop))
+    return total
+
+
+def estimate_mapping_cost(
+    func: tirx.PrimFunc | tvm.IRModule,
+    max_mapping_cost: int = 256,
+    max_fuzzy_expansion: int = 64,
+    func_name: str = "main",
+) -> list[MappingCost]:
+    """The mapping cost of each loop nest with marks: full and partial code length, features, choice."""
+    validate_options("auto", max_mapping_cost, max_fuzzy_expansion)
+    (func,) = _functions(func, func_name)
+    costs = []
+    for nest in nests_of(func):
+        if any(is_mark(loop) for loop in loop_vars_in(nest)):
+            costs.append(plan_nest(func, nest, "auto", max_mapping_cost, max_fuzzy_expansion)[2])
+    return costs

@@ -1,0 +1,137 @@
+"""CUDA without a GPU: generate CUDA source from an IRModule and compile it with nvcc.
+
+`tvm.compile` never runs nvcc on a machine without a CUDA driver (it returns a fallback module that only holds
+the source), so every capability checks its CUDA path here: generate the source with TVM, compile it with nvcc
+for each architecture, and read the ptxas resource usage (registers, barriers, shared memory) that TVM's own
+wrapper discards.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import tvm
+
+__all__ = [
+    "PtxasUsage",
+    "cuda_source",
+    "compile_cuda_source",
+    "gpu_available",
+    "nvcc_available",
+]
+
+
+@dataclass(frozen=True)
+class PtxasUsage:
+    """Resource usage of one kernel as reported by `ptxas -v`."""
+
+    kernel: str
+    arch: str
+    registers: int
+    barriers: int
+    shared_memory_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kernel} [{self.arch}]: {self.registers} registers, {self.barriers} barriers, "
+            f"{self.shared_memory_bytes} bytes smem, {self.spill_store_bytes}/{self.spill_load_bytes} "
+            "bytes spill store/load"
+        )
+
+
+def nvcc_available() -> bool:
+    """True when an `nvcc` executable is on PATH."""
+    return shutil.which("nvcc") is not None
+
+
+def gpu_available() -> bool:
+    """True when a CUDA driver is present and TVM sees a device (tests marked `gpu` need this)."""
+    if ctypes.util.find_library("cuda") is None:
+        return False
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # noqa: BLE001 - TVM raises various errors when the CUDA runtime is absent
+        return False
+
+
+def cuda_target(arch: str) -> tvm.target.Target:
+    """The CUDA target for one architecture, e.g. `cuda_target("sm_90")`."""
+    return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+def cuda_source(mod: tvm.IRModule, arch: str = "sm_80", tir_pipeline: str = "default") -> str:
+    """Compile `mod` for CUDA with TVM and return the generated CUDA C++ source (no nvcc involved)."""
+    executable = tvm.compile(mod, target=cuda_target(arch), tir_pipeline=tir_pipeline)
+    device_modules = [m for m in executable.mod.imports if m.kind in ("cuda", "fallback", "cuda_fallback")]
+    source_module = device_modules[0] if device_modules else executable.mod.imports[0]
+    return source_module.inspect_source()
+
+
+_PTXAS_FUNCTION = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_BARRIERS = re.compile(r"used (\d+) barriers")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
+    """Parse the `ptxas info` lines of `nvcc -Xptxas -v` into one `PtxasUsage` per kernel."""
+    usages: list[PtxasUsage] = []
+    kernel = None
+    spill = (0, 0)
+    for line in text.splitlines():
+        match = _PTXAS_FUNCTION.search(line)
+        if match:
+            kernel = match.group(1)
+            spill = (0, 0)
+            continue
+        match = _PTXAS_SPILL.search(line)
+        if match:
+            spill = (int(match.group(1)), int(match.group(2)))
+            continue
+        used = _PTXAS_USED.search(line)
+        if used and kernel is not None:
+            barriers = _PTXAS_BARRIERS.search(line)
+            smem = _PTXAS_SMEM.search(line)
+            usages.append(
+                PtxasUsage(
+                    kernel=kernel,
+                    arch=arch,
+                    registers=int(used.group(1)),
+                    barriers=int(barriers.group(1)) if barriers else 0,
+                    shared_memory_bytes=int(smem.group(1)) if smem else 0,
+                    spill_store_bytes=spill[0],
+                    spill_load_bytes=spill[1],
+                )
+            )
+            kernel = None
+    return usages
+
+
+def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] = ()) -> list[PtxasUsage]:
+    """Compile CUDA source to a cubin with nvcc for `arch` and return the ptxas usage of every kernel.
+
+    Raises `RuntimeError` with nvcc's complete output when compilation fails.
+    """
+    if not nvcc_available():
+        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
+    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
+        source_path = os.path.join(workdir, "kernel.cu")
+        with open(source_path, "w") as handle:
+            handle.write(source)
+        command = [
+            "nvcc", "--cubin", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", "-Xptxas", "-v",
+            *extra_options, "-o", os.path.join(workdir, "kernel.cubin"), source_path,
+        ]
+        result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
+    return parse_ptxas_report(result.stderr, arch)

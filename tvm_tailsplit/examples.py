@@ -1,0 +1,92 @@
+"""Built-in examples of marked, tail-tiled TensorIR used by the demo, the tutorials and the tests."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, te
+from tvm.script import tirx as T
+
+from .split.conditions import MARK_KEY
+
+__all__ = [
+    "elementwise_multiply_nc1hwc0",
+    "gpu_vector_add_one",
+    "register_vector_scale_intrinsic",
+    "vector_scale_1d",
+]
+
+
+def elementwise_multiply_nc1hwc0(
+    c1: int = 3, h: int = 20, w: int = 4, c0: int = 16, h_tile: int = 8, instruction: str = "vmuls"
+) -> tvm.IRModule:
+    """The seed's headline: ``C = A * B`` over an NC1HWC0 tensor whose ``h`` axis is cut into tiles of
+    ``h_tile`` (for ``h=20``: two full tiles and a tail of 4), loops ``c1, h_o, w, h_i, c0`` and the mark on
+    ``w`` (one instruction covers ``w x h_i x c0``)."""
+    shape = (c1, h, w, c0)
+    a = te.placeholder(shape, "float32", name="A")
+    b = te.placeholder(shape, "float32", name="B")
+    c = te.compute(shape, lambda i, j, k, l: a[i, j, k, l] * b[i, j, k, l], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C")
+    loop_c1, loop_h, loop_w, loop_c0 = sch.get_loops(block)
+    h_outer, h_inner = sch.split(loop_h, [None, h_tile])
+    sch.reorder(loop_c1, h_outer, loop_w, h_inner, loop_c0)
+    sch.annotate(loop_w, MARK_KEY, instruction)
+    return sch.mod
+
+
+def vector_scale_1d(n: int = 100, lanes: int = 16, instruction: str = "vmul16") -> tvm.IRModule:
+    """``B = A * 2`` over ``n`` elements split by the vector length ``lanes``, the mark on the inner loop."""
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] * tvm.tirx.const(2.0, "float32"), name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    _, inner = sch.split(loop, [None, lanes])
+    sch.annotate(inner, MARK_KEY, instruction)
+    return sch.mod
+
+
+def register_vector_scale_intrinsic(lanes: int = 16, name: str | None = None) -> str:
+    """Register (once) a ``TensorIntrin`` computing ``B[0:lanes] = A[0:lanes] * 2`` as one vector operation
+    on llvm, matching the marked loop of ``vector_scale_1d``; returns its name (default ``vmul{lanes}``)."""
+    name = name or f"vmul{lanes}"
+    if s_tir.TensorIntrin.get(name, allow_missing=True) is not None:
+        return name
+
+    @T.prim_func(s_tir=True)
+    def description(a: T.handle, b: T.handle) -> None:
+        A = T.match_buffer(a, (lanes,), "float32", offset_factor=1)
+        B = T.match_buffer(b, (lanes,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:lanes])
+            T.writes(B[0:lanes])
+            for i in T.serial(lanes):
+                with T.sblock("B"):
+                    vi = T.axis.remap("S", [i])
+                    B[vi] = A[vi] * T.float32(2.0)
+
+    @T.prim_func(s_tir=True)
+    def implementation(a: T.handle, b: T.handle) -> None:
+        A = T.match_buffer(a, (lanes,), "float32", offset_factor=1)
+        B = T.match_buffer(b, (lanes,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:lanes])
+            T.writes(B[0:lanes])
+            B[T.ramp(0, 1, lanes)] = A[T.ramp(0, 1, lanes)] * T.broadcast(T.float32(2.0), lanes)
+
+    s_tir.TensorIntrin.register(name, description, implementation)
+    return name
+
+
+def gpu_vector_add_one(n: int = 1000, threads: int = 32, vector: int = 8, instruction: str = "vadd8") -> tvm.IRModule:
+    """``B = A + 1`` scheduled for CUDA: ``blockIdx.x`` x ``threadIdx.x`` x a marked inner loop of ``vector``
+    elements; for ``n`` not a multiple of ``threads * vector`` the last block has a tail."""
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] + tvm.tirx.const(1.0, "float32"), name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    block_x, thread_x, inner = sch.split(loop, [None, threads, vector])
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_x, "threadIdx.x")
+    sch.annotate(inner, MARK_KEY, instruction)
+    return sch.mod

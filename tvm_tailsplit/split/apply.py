@@ -1,0 +1,159 @@
+"""TailSplit on one PrimFunc: plan both strategies per loop nest, pick one by mapping cost, emit, verify.
+
+Each top-level statement of the root block is a *loop nest*. A nest with marks is planned with the full split
+and, when ``strategy="auto"`` and the full split costs more than ``max_mapping_cost``, with the partial split;
+the chosen plan is emitted (``rewrite.py``) and the function checked with ``s_tir``'s well-formedness
+verifier. A nest whose plan changes nothing is left as it is. The ``SplitReport`` says, per nest, the marks,
+the mapping cost and the choice, and every note of the planner (what was split, what was kept and why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+from .conditions import find_marks, is_mark, loop_vars_in
+from .cost import MappingCost, choose_strategy, code_length, nest_features
+from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner
+from .rewrite import Emitter, unique_block_names
+
+__all__ = ["NestReport", "SplitReport", "STRATEGIES", "nests_of", "plan_nest", "split_function", "validate_options"]
+
+STRATEGIES = ("auto", FULL_SPLIT, PARTIAL_SPLIT)
+
+
+@dataclass
+class NestReport:
+    """What TailSplit did to one loop nest."""
+
+    index: int
+    marks: list[str]
+    cost: MappingCost
+    strategy: str
+    changed: bool
+    notes: list[Note] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"nest {self.index}: marks {', '.join(self.marks)}"]
+        lines.append(f"  {self.cost}")
+        lines.append(f"  strategy: {self.strategy} split" + ("" if self.changed else " (nothing to split)"))
+        lines.extend(f"  - {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass
+class SplitReport:
+    """Per-function report of TailSplit."""
+
+    function: str
+    nests: list[NestReport] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(n.changed for n in self.nests)
+
+    def __str__(self) -> str:
+        if not self.nests:
+            return f"TailSplit {self.function}: no marks ({'pragma_emit_insn'}), unchanged"
+        return "\n".join([f"TailSplit {self.function}:"] + [str(n) for n in self.nests])
+
+
+def validate_options(strategy: str, max_mapping_cost: int, max_fuzzy_expansion: int) -> None:
+    """Raise ``ValueError`` naming the option that is invalid."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"TailSplit: strategy must be one of {STRATEGIES}, got {strategy!r}")
+    for name, value in (("max_mapping_cost", max_mapping_cost), ("max_fuzzy_expansion", max_fuzzy_expansion)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"TailSplit: {name} must be a positive integer, got {value!r}")
+
+
+def _block_names(stmt) -> set[str]:
+    names: set[str] = set()
+    tvm_ffi.structural_walk(stmt, (SBlock, lambda b: names.add(b.name_hint)))
+    return names
+
+
+def plan_nest(
+    func: tirx.PrimFunc, nest: tirx.Stmt, strategy: str, max_mapping_cost: int, max_fuzzy_expansion: int
+) -> tuple[Planner, object, MappingCost]:
+    """Plan one loop nest with both strategies: the chosen planner, its plan, and the mapping cost."""
+    full_planner = Planner(func, FULL_SPLIT, max_fuzzy_expansion)
+    full_plan = full_planner.plan(nest)
+    partial_planner = Planner(func, PARTIAL_SPLIT, max_fuzzy_expansion)
+    partial_plan = partial_planner.plan(nest)
+    full_length, partial_length = code_length(full_plan), code_length(partial_plan)
+    chosen = choose_strategy(full_length, max_mapping_cost) if strategy == "auto" else strategy
+    variables, depth, fuzzy, conditions = nest_features(nest)
+    cost = MappingCost(full_length, partial_length, variables, depth, fuzzy, conditions, max_mapping_cost,
+                       chosen, forced=strategy != "auto")
+    if chosen == PARTIAL_SPLIT:
+        return partial_planner, partial_plan, cost
+    return full_planner, full_plan, cost
+
+
+def nests_of(func: tirx.PrimFunc) -> list[tirx.Stmt]:
+    """The top-level statements of the root block (the loop nests)."""
+    body = func.body.block.body
+    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+
+
+def split_function(
+    func: tirx.PrimFunc,
+    name: str = "main",
+    strategy: str = "auto",
+    max_mapping_cost: int = 256,
+    max_fuzzy_expansion: int = 64,
+) -> tuple[tirx.PrimFunc, SplitReport]:
+    """Apply TailSplit to ``func``; returns the new function (``func`` itself when nothing changed) and a report."""
+    validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
+    report = SplitReport(name)
+    root = func.body
+    if not isinstance(root, SBlockRealize) or not find_marks(func):
+        return func, report
+    nests = nests_of(func)
+    emitter = Emitter()
+    new_nests = []
+    rewritten = []
+    for index, nest in enumerate(nests):
+        marks = [loop for loop in loop_vars_in(nest) if is_mark(loop)] if isinstance(nest, tirx.Stmt) else []
+        if not marks:
+            new_nests.append(nest)
+            continue
+        chosen_planner, chosen_plan, cost = plan_nest(func, nest, strategy, max_mapping_cost,
+                                                      max_fuzzy_expansion)
+        mark_names = [f"{m.loop_var.name} ({m.annotations['pragma_emit_insn']})" for m in marks]
+        nest_report = NestReport(index, mark_names, cost, chosen_planner.strategy, chosen_planner.changed,
+                                 list(chosen_planner.notes))
+        report.nests.append(nest_report)
+        if not chosen_planner.changed:
+            new_nests.append(nest)
+            continue
+        if chosen_plan is None:
+            nest_report.notes.append(Note("nest", "removed: no guarded point of it ever runs"))
+            continue
+        new_nests.append(emitter.emit(chosen_plan))
+        rewritten.append(len(new_nests) - 1)
+    if not report.changed:
+        return func, report
+    taken = set()
+    for position, nest in enumerate(new_nests):
+        if position not in rewritten:
+            taken |= _block_names(nest)
+    for position in rewritten:
+        new_nests[position] = unique_block_names(new_nests[position], emitter.block_copies, taken)
+    if not new_nests:
+        new_nests = [tirx.Evaluate(tirx.const(0, "int32"))]
+    new_body = new_nests[0] if len(new_nests) == 1 else tirx.SeqStmt(new_nests)
+    block = root.block
+    new_root = SBlockRealize(
+        root.iter_values,
+        root.predicate,
+        SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, new_body, block.init,
+               block.alloc_buffers, block.match_buffers, block.annotations),
+    )
+    new_func = func.with_body(new_root)
+    s_tir.analysis.verify_well_formed(new_func)
+    return new_func, report

@@ -1,0 +1,239 @@
+"""Marks and guards: where instructions are mapped and which conditions stand in their way.
+
+A *mark* is a loop annotated ``pragma_emit_insn`` (the value names the instruction, e.g. a registered
+``TensorIntrin``). The loops below a mark form one instruction; the loops above enumerate the instructions.
+A *guard* is a condition at or below a mark that decides whether an iteration point runs:
+
+- the predicate of an ``SBlockRealize`` (``T.where``, e.g. from a non-divisible ``sch.split``);
+- an ``if`` at the top level of a block body (written over block iter vars; translated here into loop
+  variables through the block's bindings);
+- an ``if`` statement between loops.
+
+Each guard condition is split at its conjunctions into *atoms*. An atom that compares two integer expressions
+is normalised to ``linear >= 0``; the interval analysis (``intervals.py``) derives split points from that
+form. Any other atom (a disjunction, a call, a load, a float comparison) is *opaque*: it is only ever decided
+by proof, never split on.
+
+Everything here is a pure function over IR: nothing is rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+MARK_KEY = "pragma_emit_insn"
+
+__all__ = [
+    "MARK_KEY",
+    "Atom",
+    "GuardSite",
+    "Mark",
+    "atoms_of",
+    "block_if_statements",
+    "find_marks",
+    "guards_under",
+    "is_mark",
+    "loop_vars_in",
+    "substitute",
+]
+
+
+def substitute(node, var_map: dict):
+    """Replace variables in ``node`` by the expressions of ``var_map`` (other variables are kept)."""
+    if not var_map:
+        return node
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: var_map.get(v, v)), order="post")
+
+
+def is_mark(stmt) -> bool:
+    """True when ``stmt`` is a loop carrying the instruction-mapping mark."""
+    return isinstance(stmt, tirx.For) and MARK_KEY in stmt.annotations
+
+
+def free_vars(expr) -> set:
+    """The scalar variables (not buffers) that occur in ``expr``."""
+    found: set = set()
+    tvm_ffi.structural_walk(expr, (tvm.ir.Var, found.add))
+    return {v for v in found if isinstance(v.ty, tvm.ir.PrimType)}
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One conjunct of a guard, written over loop variables.
+
+    ``expr`` is the condition as it is emitted when the atom stays. ``linear`` is an integer expression with
+    ``expr <=> linear >= 0`` when the atom compares integers, else ``None`` (an opaque atom).
+    """
+
+    expr: tvm.ir.PrimExpr
+    linear: tvm.ir.PrimExpr | None
+    variables: frozenset = field(compare=False)
+
+    def __str__(self) -> str:
+        return str(self.expr)
+
+
+def _is_integer(expr) -> bool:
+    dtype = expr.ty.dtype
+    return dtype.startswith("int") or dtype.startswith("uint")
+
+
+def _linear_form(cond) -> list[tuple[tvm.ir.PrimExpr, tvm.ir.PrimExpr]]:
+    """``[(atom_expr, linear)]`` with ``atom_expr <=> linear >= 0``; an equality gives two atoms."""
+    a, b = cond.a, cond.b
+    if isinstance(cond, tirx.LT):
+        return [(cond, b - a - 1)]
+    if isinstance(cond, tirx.LE):
+        return [(cond, b - a)]
+    if isinstance(cond, tirx.GT):
+        return [(cond, a - b - 1)]
+    if isinstance(cond, tirx.GE):
+        return [(cond, a - b)]
+    if isinstance(cond, tirx.EQ):
+        return [(tirx.LE(a, b), b - a), (tirx.GE(a, b), a - b)]
+    return []
+
+
+def atoms_of(condition) -> list[Atom]:
+    """Split ``condition`` at its conjunctions into atoms (constant ``True`` gives no atom)."""
+    if isinstance(condition, tirx.IntImm) and condition.ty.dtype == "bool" and condition.value:
+        return []
+    if isinstance(condition, tirx.And):
+        return atoms_of(condition.a) + atoms_of(condition.b)
+    if isinstance(condition, (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ)) and _is_integer(condition.a):
+        atoms = []
+        for expr, linear in _linear_form(condition):
+            variables = free_vars(expr)
+            atoms.append(Atom(expr, linear if _is_affine(linear, variables) else None, frozenset(variables)))
+        return atoms
+    return [Atom(condition, None, frozenset(free_vars(condition)))]
+
+
+def _is_affine(expr, variables: set) -> bool:
+    """True when ``expr`` is an affine integer function of its variables (no loads, calls or products)."""
+    has_load_or_call = []
+    tvm_ffi.structural_walk(
+        expr, [(tvm.ir.TensorLoad, has_load_or_call.append), (tvm.ir.Call, has_load_or_call.append)]
+    )
+    if has_load_or_call:
+        return False
+    coefficients = sym.detect_linear_equation(expr, sorted(variables, key=lambda v: v.name))
+    return len(coefficients) == len(variables) + 1 and all(isinstance(c, tirx.IntImm) for c in coefficients[:-1])
+
+
+def block_if_statements(block: SBlock) -> Iterator[tirx.IfThenElse]:
+    """The ``if`` statements at the top level of a block body (directly or inside a sequence)."""
+    body = block.body
+    statements = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    for stmt in statements:
+        if isinstance(stmt, tirx.IfThenElse):
+            yield stmt
+
+
+def block_binding(realize: SBlockRealize) -> dict:
+    """Map each block iter var to the loop expression it is bound to."""
+    return {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)}
+
+
+@dataclass(frozen=True)
+class GuardSite:
+    """A guard at or below a mark: where it stands, the block it guards, and its atoms over loop variables."""
+
+    kind: str  # "predicate", "block_if" or "loop_if"
+    block_name: str | None
+    atoms: tuple[Atom, ...]
+
+    def describe(self) -> str:
+        where = f" of block {self.block_name!r}" if self.block_name else ""
+        return f"{self.kind}{where}: " + " and ".join(str(a) for a in self.atoms)
+
+
+def guards_under(stmt) -> list[GuardSite]:
+    """Every guard in ``stmt`` (block predicates, block-body ifs and loop-level ifs), over loop variables."""
+    sites: list[GuardSite] = []
+
+    def walk(node):
+        if isinstance(node, SBlockRealize):
+            if node.block.name_hint == "root":
+                walk(node.block.body)
+                return
+            name = node.block.name_hint
+            predicate_atoms = atoms_of(node.predicate)
+            if predicate_atoms:
+                sites.append(GuardSite("predicate", name, tuple(predicate_atoms)))
+            binding = block_binding(node)
+            for if_stmt in block_if_statements(node.block):
+                atoms = atoms_of(substitute(if_stmt.condition, binding))
+                if atoms:
+                    sites.append(GuardSite("block_if", name, tuple(atoms)))
+        elif isinstance(node, tirx.IfThenElse):
+            atoms = atoms_of(node.condition)
+            if atoms:
+                sites.append(GuardSite("loop_if", None, tuple(atoms)))
+            walk(node.then_case)
+            if node.else_case is not None:
+                walk(node.else_case)
+        elif isinstance(node, tirx.For):
+            walk(node.body)
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child)
+
+    walk(stmt)
+    return sites
+
+
+def loop_vars_in(stmt) -> list[tirx.For]:
+    """Every loop in ``stmt``, in pre-order."""
+    loops: list[tirx.For] = []
+    tvm_ffi.structural_walk(stmt, (tirx.For, loops.append), order="pre")
+    return loops
+
+
+@dataclass
+class Mark:
+    """A marked loop with the loops around it and the guards below it."""
+
+    loop: tirx.For
+    instruction: str
+    enclosing_loops: tuple[tirx.For, ...]
+    guards: tuple[GuardSite, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.loop.loop_var.name} ({self.instruction})"
+
+    def blocks(self) -> list[str]:
+        names: list[str] = []
+        tvm_ffi.structural_walk(self.loop, (SBlock, lambda b: names.append(b.name_hint)))
+        return names
+
+
+def find_marks(func: tirx.PrimFunc) -> list[Mark]:
+    """Every outermost mark of ``func`` (a mark below another mark belongs to the outer instruction)."""
+    marks: list[Mark] = []
+
+    def walk(node, enclosing: tuple):
+        if isinstance(node, tirx.For):
+            if is_mark(node):
+                marks.append(Mark(node, str(node.annotations[MARK_KEY]), enclosing, tuple(guards_under(node))))
+                return
+            walk(node.body, enclosing + (node,))
+        elif isinstance(node, SBlockRealize):
+            walk(node.block.body, enclosing)
+        elif isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                walk(child, enclosing)
+        elif isinstance(node, tirx.IfThenElse):
+            walk(node.then_case, enclosing)
+            if node.else_case is not None:
+                walk(node.else_case, enclosing)
+
+    walk(func.body, ())
+    return marks

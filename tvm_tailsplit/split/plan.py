@@ -1,0 +1,421 @@
+"""Split plans: what the rewrite will emit for one loop nest, decided by the interval analysis.
+
+The planner walks a loop nest from the outside in, keeping the current range of every loop variable in a
+``RangeContext`` (enclosing loops narrowed to the piece being planned, inner loops over their whole range).
+
+- **Loops.** The atoms of the guards under marks in a loop's body that mention its variable and are fuzzy on
+  the current ranges decide whether the loop is split. A full split splits every such loop (except
+  thread-bound ones, which cannot be copied); a partial split only the mark and the loops below it. A split
+  loop's range is decomposed into always-true / fuzzy / always-false intervals (``intervals.py``); a fuzzy
+  interval whose atom also mentions a variable decided deeper in the nest is expanded element by element, so
+  that the deeper split can decide the atom in each piece. Each interval (or point) becomes a ``LoopPiece``
+  whose body is planned with the variable narrowed to it; a piece whose body plans to nothing (every guard in
+  it always-false) is dropped, so no dead loop is left behind.
+- **Marks.** Enclosing loops that were not split but still appear in fuzzy atoms of the mark's guards are
+  decided by a *guard chain* above the mark: an if/elif chain over the intervals (and expanded points) of
+  each such variable, outermost first. Below the mark nothing branches on them any more.
+- **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
+  removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
+
+Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
+statements that define variables or buffers (lets, allocations, blocks with buffers) are never copied. The
+planner only reads IR; ``rewrite.py`` turns a plan into IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm_ffi
+from tvm import tirx
+from tvm.s_tir import SBlockRealize
+
+from .conditions import (
+    Atom,
+    atoms_of,
+    block_binding,
+    block_if_statements,
+    guards_under,
+    is_mark,
+    loop_vars_in,
+)
+from .intervals import Interval, RangeContext, Status, decompose_range
+
+__all__ = [
+    "FULL_SPLIT",
+    "PARTIAL_SPLIT",
+    "GuardChain",
+    "GuardCase",
+    "IfPlan",
+    "LoopPiece",
+    "LoopPlan",
+    "Note",
+    "Planner",
+    "RealizePlan",
+    "SequencePlan",
+    "VerbatimPlan",
+]
+
+FULL_SPLIT = "full"
+PARTIAL_SPLIT = "partial"
+
+
+@dataclass
+class LoopPiece:
+    """One emitted copy of a loop over ``[lo, hi)``; ``rebased`` copies start at 0 (below a mark)."""
+
+    lo: object
+    hi: object
+    body: object
+    rebased: bool = False
+
+
+@dataclass
+class LoopPlan:
+    loop: tirx.For
+    pieces: list[LoopPiece]
+    split: bool
+
+
+@dataclass
+class GuardCase:
+    """``if lo <= var < hi`` in a guard chain above a mark."""
+
+    lo: int
+    hi: int
+    body: object
+
+
+@dataclass
+class GuardChain:
+    """An if/elif chain on the variable of ``loop`` over its range ``[range_lo, range_hi)``."""
+
+    loop: tirx.For
+    range_lo: int
+    range_hi: int
+    cases: list[GuardCase]
+
+
+@dataclass
+class RealizePlan:
+    """A block copy: the predicate atoms that stay, and what each top-level ``if`` of its body becomes."""
+
+    realize: SBlockRealize
+    predicate_atoms: tuple[Atom, ...]
+    if_decisions: dict = field(default_factory=dict)  # if stmt -> "then" | "else" | tuple of atoms kept
+    changed: bool = False
+
+
+@dataclass
+class IfPlan:
+    """A loop-level ``if``: kept with some atoms (both branches planned), or replaced by one branch."""
+
+    if_stmt: tirx.IfThenElse
+    kept_atoms: tuple[Atom, ...]
+    then_plan: object
+    else_plan: object
+
+
+@dataclass
+class SequencePlan:
+    items: list
+
+
+@dataclass
+class VerbatimPlan:
+    """A statement copied as it is (with fresh definitions)."""
+
+    stmt: object
+
+
+@dataclass(frozen=True)
+class Note:
+    """A diagnostic of the planner: what was split or kept, and why."""
+
+    subject: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.text}"
+
+
+_DEFINING_STATEMENTS = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer, tirx.AttrStmt, tirx.While)
+
+
+def copy_blocker(stmt) -> str | None:
+    """Why ``stmt`` cannot be copied into several pieces, or ``None`` when it can."""
+    reasons: list[str] = []
+
+    def on_node(node):
+        if isinstance(node, _DEFINING_STATEMENTS):
+            reasons.append(f"it contains a {type(node).__name__} statement")
+        elif isinstance(node, SBlockRealize) and (node.block.alloc_buffers or node.block.match_buffers):
+            reasons.append(f"block {node.block.name_hint!r} allocates or matches buffers")
+
+    tvm_ffi.structural_walk(stmt, [(tirx.Stmt, on_node)])
+    return reasons[0] if reasons else None
+
+
+def _conjunction(atoms) -> str:
+    return " and ".join(str(a) for a in atoms)
+
+
+class Planner:
+    """Plans one strategy (full or partial split) for the loop nests of a function."""
+
+    def __init__(self, func: tirx.PrimFunc, strategy: str, max_fuzzy_expansion: int) -> None:
+        if strategy not in (FULL_SPLIT, PARTIAL_SPLIT):
+            raise ValueError(f"strategy must be {FULL_SPLIT!r} or {PARTIAL_SPLIT!r}, got {strategy!r}")
+        self.strategy = strategy
+        self.max_fuzzy_expansion = max_fuzzy_expansion
+        self.context = RangeContext()
+        for loop in loop_vars_in(func.body):
+            self.context.bind(loop.loop_var, loop.min, loop.extent)
+        self._notes: list[Note] = []
+        self._splits: dict[str, tuple[str, list[str]]] = {}
+        self._guard_atoms: dict = {}
+        self._enclosing: list[tirx.For] = []
+        self._split_loops: set = set()
+        self.changed = False
+
+    @property
+    def notes(self) -> list[Note]:
+        """What was split (each split loop or guard chain once, with the pieces of every copy), then the rest."""
+        splits = [
+            Note(subject, f"{how}: " + " | ".join(pieces)) for subject, (how, pieces) in self._splits.items()
+        ]
+        return splits + self._notes
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _note(self, subject: str, text: str) -> None:
+        note = Note(subject, text)
+        if note not in self._notes:
+            self._notes.append(note)
+
+    def _log_split(self, subject: str, how: str, pieces: list) -> None:
+        text = ", ".join(f"[{p.lo},{p.hi - 1}]" if p.hi - p.lo > 1 else str(p.lo) for p in pieces) or "none"
+        self._splits.setdefault(subject, (how, []))[1].append(text)
+
+    def _atoms_under_marks(self, loop: tirx.For, below_mark: bool = False) -> list[Atom]:
+        """Atoms of every guard at or below a mark inside ``loop`` (all of its guards when it is below a mark)."""
+        key = (loop, below_mark)
+        if key not in self._guard_atoms:
+            marked = [loop] if below_mark or is_mark(loop) else [m for m in loop_vars_in(loop.body) if is_mark(m)]
+            atoms: list[Atom] = []
+            for stmt in marked:
+                for site in guards_under(stmt):
+                    atoms.extend(a for a in site.atoms if a not in atoms)
+            self._guard_atoms[key] = atoms
+        return self._guard_atoms[key]
+
+    def _fuzzy_atoms_with(self, var, atoms) -> list[Atom]:
+        return [a for a in atoms if var in a.variables and self.context.status(a) is Status.FUZZY]
+
+    def _splits_as_loop(self, loop: tirx.For, below_mark: bool) -> bool:
+        if loop.kind == tirx.ForKind.THREAD_BINDING:
+            return False
+        return below_mark or self.strategy == FULL_SPLIT
+
+    def _pieces(self, var, lo: int, hi: int, atoms, deeper_vars: set, subject: str) -> list[Interval]:
+        """Intervals of ``var``, fuzzy ones expanded element by element where a deeper split can decide them."""
+        pieces: list[Interval] = []
+        for interval in decompose_range(var, lo, hi, atoms, self.context):
+            decidable_deeper = any(
+                status is Status.FUZZY and atom.linear is not None and atom.variables & deeper_vars
+                for atom, status in zip(atoms, interval.statuses, strict=True)
+            )
+            if interval.size > 1 and decidable_deeper:
+                if interval.size > self.max_fuzzy_expansion:
+                    self._note(
+                        subject,
+                        f"fuzzy interval [{interval.lo},{interval.hi - 1}] of {var.name} has {interval.size} "
+                        f"points, more than max_fuzzy_expansion={self.max_fuzzy_expansion}: not expanded, "
+                        "its condition stays",
+                    )
+                    pieces.append(interval)
+                    continue
+                pieces.extend(Interval(p, p + 1, interval.statuses) for p in range(interval.lo, interval.hi))
+            else:
+                pieces.append(interval)
+        return pieces
+
+    # -- planning --------------------------------------------------------------------------------------
+    def plan(self, stmt, mark: tirx.For | None = None):
+        """The plan of ``stmt``; ``None`` when nothing of it ever runs. ``mark`` is the enclosing mark."""
+        if isinstance(stmt, tirx.SeqStmt):
+            items = [p for p in (self.plan(s, mark) for s in stmt.seq) if p is not None]
+            if not items:
+                return None
+            return items[0] if len(items) == 1 else SequencePlan(items)
+        if isinstance(stmt, tirx.For):
+            if mark is None and is_mark(stmt):
+                return self._plan_mark(stmt)
+            return self._plan_loop(stmt, mark)
+        if isinstance(stmt, SBlockRealize):
+            return self._plan_realize(stmt, mark)
+        if isinstance(stmt, tirx.IfThenElse):
+            return self._plan_if(stmt, mark)
+        return VerbatimPlan(stmt)
+
+    def _plan_loop(self, loop: tirx.For, mark: tirx.For | None):
+        var = loop.loop_var
+        below_mark = mark is not None
+        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, below_mark))
+        constant = self.context.constant_range(var)
+        subject = f"loop {var.name}"
+        split = bool(atoms) and self._splits_as_loop(loop, below_mark) and constant is not None
+        if split:
+            blocker = copy_blocker(loop.body)
+            if blocker is not None:
+                self._note(subject, f"not split: {blocker}")
+                split = False
+        if atoms and constant is None:
+            self._note(subject, "not split: its range is not constant (symbolic bounds are kept as they are)")
+        self._enclosing.append(loop)
+        try:
+            if not split:
+                body = self.plan(loop.body, mark)
+                if body is None:
+                    return None
+                return LoopPlan(loop, [LoopPiece(loop.min, loop.min + loop.extent, body)], split=False)
+            lo, hi = constant
+            deeper = {inner.loop_var for inner in loop_vars_in(loop.body)}
+            self._split_loops.add(var)
+            self._splits.setdefault(subject, (f"split by {_conjunction(atoms)}", []))
+            pieces: list[LoopPiece] = []
+            for interval in self._pieces(var, lo, hi, atoms, deeper, subject):
+                with self.context.narrowed(var, interval.lo, interval.hi):
+                    body = self.plan(loop.body, mark)
+                if body is not None:
+                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=below_mark))
+            self._split_loops.discard(var)
+            self.changed = True
+            self._log_split(subject, f"split by {_conjunction(atoms)}", pieces)
+            if not pieces:
+                return None
+            return LoopPlan(loop, pieces, split=True)
+        finally:
+            self._enclosing.pop()
+
+    def _plan_mark(self, mark: tirx.For):
+        blocker = copy_blocker(mark)
+        chain_loops = []
+        if blocker is None:
+            mark_atoms = self._atoms_under_marks(mark)
+            for loop in self._enclosing:
+                var = loop.loop_var
+                if var in self._split_loops or not self._fuzzy_atoms_with(var, mark_atoms):
+                    continue
+                if self.context.constant_range(var) is None:
+                    self._note(f"loop {var.name}", "not decided above the mark: its range is not constant")
+                    continue
+                chain_loops.append(loop)
+        elif self._fuzzy_atoms_with(mark.loop_var, self._atoms_under_marks(mark)):
+            self._note(f"mark {mark.loop_var.name}", f"not split: {blocker}")
+            return self._plan_verbatim_mark(mark)
+        return self._plan_chain(mark, chain_loops, 0)
+
+    def _plan_verbatim_mark(self, mark: tirx.For):
+        self._enclosing.append(mark)
+        try:
+            body = self.plan(mark.body, mark)
+        finally:
+            self._enclosing.pop()
+        if body is None:
+            return None
+        return LoopPlan(mark, [LoopPiece(mark.min, mark.min + mark.extent, body)], split=False)
+
+    def _plan_chain(self, mark: tirx.For, chain_loops: list, index: int):
+        if index == len(chain_loops):
+            return self._plan_loop(mark, mark)
+        loop = chain_loops[index]
+        var = loop.loop_var
+        lo, hi = self.context.constant_range(var)
+        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(mark))
+        deeper = {c.loop_var for c in chain_loops[index + 1 :]} | {mark.loop_var}
+        deeper |= {inner.loop_var for inner in loop_vars_in(mark.body)}
+        cases: list[GuardCase] = []
+        self._splits.setdefault(
+            f"loop {var.name}", (f"decided by a guard chain above mark {mark.loop_var.name}", [])
+        )
+        for interval in self._pieces(var, lo, hi, atoms, deeper, f"loop {var.name}"):
+            with self.context.narrowed(var, interval.lo, interval.hi):
+                body = self._plan_chain(mark, chain_loops, index + 1)
+            if body is not None:
+                cases.append(GuardCase(interval.lo, interval.hi, body))
+        if not cases:
+            return None
+        self.changed = True
+        self._log_split(f"loop {var.name}", f"decided by a guard chain above mark {mark.loop_var.name}", cases)
+        if len(cases) == 1 and cases[0].lo == lo and cases[0].hi == hi:
+            return cases[0].body
+        return GuardChain(loop, lo, hi, cases)
+
+    def _decide(self, atoms, binding=None):
+        """``None`` when some atom is always-false, else the atoms that stay (fuzzy ones)."""
+        kept = []
+        for atom in atoms:
+            status = self.context.status(atom, binding)
+            if status is Status.ALWAYS_FALSE:
+                return None
+            if status is Status.FUZZY:
+                kept.append(atom)
+        return tuple(kept)
+
+    def _plan_realize(self, realize: SBlockRealize, mark: tirx.For | None):
+        name = realize.block.name_hint
+        if mark is None:
+            return RealizePlan(realize, tuple(atoms_of(realize.predicate)))
+        original = atoms_of(realize.predicate)
+        kept = self._decide(original)
+        if kept is None:
+            self.changed = True
+            self._note(f"block {name!r}", "dropped where its predicate is always-false")
+            return None
+        plan = RealizePlan(realize, kept, changed=len(kept) != len(original))
+        for atom in kept:
+            self._note(f"block {name!r}", f"condition {atom} kept under the mark: {self._why_kept(atom)}")
+        binding = block_binding(realize)
+        for if_stmt in block_if_statements(realize.block):
+            atoms = atoms_of(if_stmt.condition)
+            decided = self._decide(atoms, binding)
+            if decided is None:
+                plan.if_decisions[if_stmt] = "else"
+            elif not decided:
+                plan.if_decisions[if_stmt] = "then"
+            else:
+                plan.if_decisions[if_stmt] = decided
+                for atom in decided:
+                    self._note(f"block {name!r}", f"if {atom} kept under the mark: fuzzy on the current ranges")
+                continue
+            plan.changed = True
+        if plan.changed:
+            self.changed = True
+        return plan
+
+    def _why_kept(self, atom: Atom) -> str:
+        if atom.linear is None:
+            return "not an affine integer comparison (opaque: decided only by proof)"
+        loop_vars = set(self.context.ranges)
+        if atom.variables - loop_vars:
+            names = ", ".join(sorted(v.name for v in atom.variables - loop_vars))
+            return f"depends on symbolic {names}"
+        return "fuzzy on the current ranges"
+
+    def _plan_if(self, if_stmt: tirx.IfThenElse, mark: tirx.For | None):
+        atoms = tuple(atoms_of(if_stmt.condition))
+        kept = atoms if mark is None else self._decide(atoms)
+        else_case = if_stmt.else_case
+        if kept is None:
+            self.changed = True
+            return self.plan(else_case, mark) if else_case is not None else None
+        if not kept and atoms:
+            self.changed = True
+            return self.plan(if_stmt.then_case, mark)
+        if len(kept) != len(atoms):
+            self.changed = True
+        then_plan = self.plan(if_stmt.then_case, mark)
+        else_plan = self.plan(else_case, mark) if else_case is not None else None
+        if then_plan is None and else_plan is None:
+            return None
+        return IfPlan(if_stmt, kept, then_plan, else_plan)

@@ -1,0 +1,224 @@
+"""The IR surgery: turn a split plan into statements.
+
+Every loop piece becomes a copy of the loop over its interval (pieces below a mark are rebased to start at
+0, so that the mark's loops look like the instruction's description); every guard case becomes one arm of an
+if/elif chain; every block copy gets fresh iter vars, a unique name (``B`` when it is emitted once, ``B_0``,
+``B_1``, ... otherwise) and keeps only the predicate atoms and ``if`` branches the plan kept. All loop
+variables and block iter vars are defined afresh, so the copies of one loop never share a definition.
+
+Nothing is decided here: the plan (``plan.py``) says what to emit.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+from .conditions import MARK_KEY, substitute
+from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan
+
+__all__ = ["Emitter", "remove_marks", "unique_block_names"]
+
+
+def _conjunction(exprs: list) -> tirx.PrimExpr:
+    result = exprs[0]
+    for expr in exprs[1:]:
+        result = tirx.And(result, expr)
+    return result
+
+
+def _no_op() -> tirx.Stmt:
+    return tirx.Evaluate(tirx.const(0, "int32"))
+
+
+class Emitter:
+    """Emits statements from plans, with fresh definitions for every loop and block copy."""
+
+    def __init__(self) -> None:
+        self.var_map: dict = {}
+        self.block_copies: dict[str, int] = {}
+
+    def _fresh_var(self, var) -> tirx.Var:
+        return tirx.Var(var.name, var.ty)
+
+    def emit(self, plan) -> tirx.Stmt:
+        if isinstance(plan, SequencePlan):
+            return tirx.SeqStmt([self.emit(item) for item in plan.items])
+        if isinstance(plan, LoopPlan):
+            return self._emit_loop(plan)
+        if isinstance(plan, GuardChain):
+            return self._emit_chain(plan)
+        if isinstance(plan, RealizePlan):
+            return self._emit_realize(plan)
+        if isinstance(plan, IfPlan):
+            return self._emit_if(plan)
+        if isinstance(plan, VerbatimPlan):
+            return self._emit_verbatim(plan.stmt)
+        raise TypeError(f"unknown plan node {type(plan).__name__}")
+
+    def _emit_loop(self, plan: LoopPlan) -> tirx.Stmt:
+        loop = plan.loop
+        var = loop.loop_var
+        previous = self.var_map.get(var)
+        copies = []
+        for piece in plan.pieces:
+            new_var = self._fresh_var(var)
+            dtype = var.ty.dtype
+            lo = substitute(piece.lo, self.var_map) if not isinstance(piece.lo, int) else tirx.const(piece.lo, dtype)
+            hi = substitute(piece.hi, self.var_map) if not isinstance(piece.hi, int) else tirx.const(piece.hi, dtype)
+            extent = tirx.const(piece.hi - piece.lo, dtype) if isinstance(piece.lo, int) else hi - lo
+            if piece.rebased and not (isinstance(piece.lo, int) and piece.lo == 0):
+                self.var_map[var] = new_var + lo
+                start = tirx.const(0, dtype)
+            else:
+                self.var_map[var] = new_var
+                start = lo
+            body = self.emit(piece.body)
+            thread_binding = None
+            if loop.thread_binding is not None:
+                binding = loop.thread_binding
+                thread_binding = tirx.IterVar(binding.dom, new_var, binding.iter_type, binding.thread_tag)
+            copies.append(
+                tirx.For(new_var, start, extent, loop.kind, body, thread_binding, dict(loop.annotations))
+            )
+        if previous is None:
+            self.var_map.pop(var, None)
+        else:
+            self.var_map[var] = previous
+        return copies[0] if len(copies) == 1 else tirx.SeqStmt(copies)
+
+    def _emit_chain(self, plan: GuardChain) -> tirx.Stmt:
+        var = self.var_map.get(plan.loop.loop_var, plan.loop.loop_var)
+        dtype = plan.loop.loop_var.ty.dtype
+        arms = []
+        covered_up_to = plan.range_lo  # every value below this is handled by an earlier arm
+        for case in plan.cases:
+            conditions = []
+            if case.lo > covered_up_to:
+                conditions.append(var >= tirx.const(case.lo, dtype))
+            if case.hi < plan.range_hi:
+                conditions.append(var < tirx.const(case.hi, dtype))
+            if case.lo == case.hi - 1 and case.lo > covered_up_to:
+                conditions = [tirx.EQ(var, tirx.const(case.lo, dtype))]
+            arms.append((conditions, self.emit(case.body)))
+            covered_up_to = case.hi if case.lo <= covered_up_to else covered_up_to
+        result = None
+        for conditions, body in reversed(arms):
+            if not conditions:
+                result = body
+            else:
+                result = tirx.IfThenElse(_conjunction(conditions), body, result)
+        return result
+
+    def _emit_if(self, plan: IfPlan) -> tirx.Stmt:
+        then_case = self.emit(plan.then_plan) if plan.then_plan is not None else _no_op()
+        else_case = self.emit(plan.else_plan) if plan.else_plan is not None else None
+        if not plan.kept_atoms:
+            return then_case
+        condition = substitute(_conjunction([a.expr for a in plan.kept_atoms]), self.var_map)
+        return tirx.IfThenElse(condition, then_case, else_case)
+
+    def _block_name(self, name: str) -> str:
+        index = self.block_copies.get(name, 0)
+        self.block_copies[name] = index + 1
+        return f"{name}_{index}"
+
+    def _emit_realize(self, plan: RealizePlan) -> tirx.Stmt:
+        realize = plan.realize
+        block = realize.block
+        iter_map = {iv.var: self._fresh_var(iv.var) for iv in block.iter_vars}
+        body_map = {**self.var_map, **iter_map}
+
+        def rewrite_body(stmt):
+            if not plan.if_decisions:
+                return stmt
+            statements = list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
+            result = []
+            for child in statements:
+                decision = plan.if_decisions.get(child) if isinstance(child, tirx.IfThenElse) else None
+                if decision is None:
+                    result.append(child)
+                elif decision == "then":
+                    result.append(child.then_case)
+                elif decision == "else":
+                    if child.else_case is not None:
+                        result.append(child.else_case)
+                else:
+                    result.append(tirx.IfThenElse(_conjunction([a.expr for a in decision]), child.then_case,
+                                                  child.else_case))
+            if not result:
+                return _no_op()
+            return result[0] if len(result) == 1 else tirx.SeqStmt(result)
+
+        new_block = SBlock(
+            [tirx.IterVar(iv.dom, iter_map[iv.var], iv.iter_type, iv.thread_tag) for iv in block.iter_vars],
+            [substitute(r, body_map) for r in block.reads],
+            [substitute(w, body_map) for w in block.writes],
+            self._block_name(block.name_hint),
+            substitute(rewrite_body(block.body), body_map),
+            substitute(block.init, body_map) if block.init is not None else None,
+            block.alloc_buffers,
+            block.match_buffers,
+            block.annotations,
+        )
+        predicate = (
+            substitute(_conjunction([a.expr for a in plan.predicate_atoms]), self.var_map)
+            if plan.predicate_atoms
+            else tirx.const(True, "bool")
+        )
+        iter_values = [substitute(v, self.var_map) for v in realize.iter_values]
+        return SBlockRealize(iter_values, predicate, new_block)
+
+    def _emit_verbatim(self, stmt) -> tirx.Stmt:
+        return substitute(stmt, self.var_map)
+
+
+def unique_block_names(body, copies: dict[str, int], taken: set[str]) -> tirx.Stmt:
+    """Give each emitted block its final name: the original one when it was emitted once, else ``name_k``.
+
+    ``copies`` counts the copies of each original name; ``taken`` holds the block names outside the rewritten
+    region, which an ``name_k`` must not collide with.
+    """
+    final: dict[str, str] = {}
+    used = set(taken)
+    for name, count in copies.items():
+        if count == 1 and name not in used:
+            final[f"{name}_0"] = name
+            used.add(name)
+            continue
+        suffix = 0
+        for index in range(count):
+            while f"{name}_{suffix}" in used:
+                suffix += 1
+            final[f"{name}_{index}"] = f"{name}_{suffix}"
+            used.add(f"{name}_{suffix}")
+            suffix += 1
+
+    def rename(block: SBlock) -> SBlock:
+        if block.name_hint not in final:
+            return block
+        return SBlock(block.iter_vars, block.reads, block.writes, final[block.name_hint], block.body,
+                      block.init, block.alloc_buffers, block.match_buffers, block.annotations)
+
+    return tvm_ffi.structural_map(body, (SBlock, rename), order="post")
+
+
+def remove_marks(mod: tvm.IRModule) -> tvm.IRModule:
+    """The module without ``pragma_emit_insn`` annotations (what is left once no instruction is mapped: llvm
+    codegen would otherwise warn about an unknown pragma on every marked loop)."""
+
+    def unmark(loop: tirx.For) -> tirx.For:
+        if MARK_KEY not in loop.annotations:
+            return loop
+        annotations = {k: v for k, v in loop.annotations.items() if k != MARK_KEY}
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding,
+                        annotations)
+
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, unmark), order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs)

@@ -1,0 +1,169 @@
+"""Helpers for tests and benchmarks that run generated code on llvm.
+
+`guarded_array` embeds an array in a larger 64-byte-aligned allocation filled with canary values, so that a
+compiled function writing outside its buffer is caught (TVM 0.27's `instrument_bound_checkers` checks nothing
+in the default pipeline). Pass `to_tvm(view)` to the compiled function (zero-copy through DLPack) and call
+`GuardedArray.check_canaries()` after every call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from .split.rewrite import remove_marks
+
+__all__ = [
+    "GuardedArray",
+    "assert_same_results",
+    "guarded_array",
+    "random_like",
+    "run_guarded",
+    "threads_as_serial_loops",
+    "to_tvm",
+]
+
+_ALIGNMENT = 64
+
+
+@dataclass
+class GuardedArray:
+    """A numpy view (`array`) surrounded by canary bytes inside `whole`."""
+
+    whole: np.ndarray
+    array: np.ndarray
+    guard_elements: int
+    canary: float | int
+
+    def check_canaries(self, what: str = "buffer") -> None:
+        """Raise `AssertionError` naming `what` if anything outside the view was written."""
+        before = self.whole[: self.guard_elements]
+        after = self.whole[self.guard_elements + self.array.size :]
+        for side, region in (("before", before), ("after", after)):
+            bad = region != self.canary
+            if bad.any():
+                raise AssertionError(
+                    f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed"
+                )
+
+
+def guarded_array(
+    shape: tuple[int, ...], dtype: str, canary: float | int = -12345, guard_bytes: int = 256
+) -> GuardedArray:
+    """Allocate an array of `shape` whose surroundings hold `canary`; the view starts 64-byte aligned."""
+    if guard_bytes % _ALIGNMENT:
+        raise ValueError(f"guard_bytes must be a multiple of {_ALIGNMENT}, got {guard_bytes}")
+    item_size = np.dtype(dtype).itemsize
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * item_size + 2 * guard_bytes + _ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data) % _ALIGNMENT + guard_bytes
+    whole = raw[start - guard_bytes : start + count * item_size + guard_bytes].view(dtype)
+    whole[:] = canary
+    view = raw[start : start + count * item_size].view(dtype).reshape(shape)
+    return GuardedArray(whole=whole, array=view, guard_elements=guard_bytes // item_size, canary=canary)
+
+
+def to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
+    """Wrap a numpy array as a TVM tensor without copying (the data must be 64-byte aligned)."""
+    return tvm.runtime.from_dlpack(array)
+
+
+def _buffer_params(func: tvm.tirx.PrimFunc) -> list:
+    return [p for p in func.params if not isinstance(p.ty, tvm.ir.PrimType)]
+
+
+def _concrete_shape(buffer, scalar_args: dict) -> tuple[int, ...]:
+    shape = []
+    for dim in buffer.shape:
+        if isinstance(dim, tvm.tirx.IntImm):
+            shape.append(int(dim.value))
+        elif isinstance(dim, tvm.tirx.Var) and dim.name in scalar_args:
+            shape.append(int(scalar_args[dim.name]))
+        else:
+            raise ValueError(f"buffer {buffer.name} has dimension {dim}: give it a value in scalar_args")
+    return tuple(shape)
+
+
+def random_like(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random data of a dtype: floats in [-1, 1), integers in a small range."""
+    if np.dtype(dtype).kind == "f":
+        return rng.uniform(-1, 1, size=shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
+
+
+def run_guarded(
+    executable, func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], scalar_args: dict, func_name: str = "main"
+) -> list[np.ndarray]:
+    """Run a compiled function on canary-guarded copies of ``inputs`` and return every buffer afterwards.
+
+    Scalar parameters are taken from ``scalar_args`` by name. Raises ``AssertionError`` naming the buffer
+    when the function wrote outside it.
+    """
+    guarded = []
+    arguments = []
+    buffers = iter(inputs)
+    for param in func.params:
+        if isinstance(param.ty, tvm.ir.PrimType):
+            arguments.append(scalar_args[param.name])
+            continue
+        data = next(buffers)
+        holder = guarded_array(data.shape, str(data.dtype))
+        holder.array[...] = data
+        guarded.append((param.name, holder))
+        arguments.append(to_tvm(holder.array))
+    executable[func_name](*arguments)
+    for name, holder in guarded:
+        holder.check_canaries(f"buffer {name}")
+    return [holder.array.copy() for _, holder in guarded]
+
+
+def assert_same_results(
+    before: tvm.IRModule,
+    after: tvm.IRModule,
+    scalar_args: dict | None = None,
+    trials: int = 2,
+    seed: int = 0,
+    func_name: str = "main",
+    target: str = "llvm",
+    executables: tuple | None = None,
+) -> None:
+    """Compile both modules for llvm and check that every buffer ends equal, on random data (outputs start
+    equal too, so an element one version fails to write is caught) and with canaries around every buffer.
+    Marks are removed before compiling (they only name instructions)."""
+    scalar_args = dict(scalar_args or {})
+    built_before, built_after = executables or (
+        tvm.compile(remove_marks(before), target=target),
+        tvm.compile(remove_marks(after), target=target),
+    )
+    func = before[func_name]
+    rng = np.random.default_rng(seed)
+    for trial in range(trials):
+        inputs = [random_like(b.dtype, _concrete_shape(b, scalar_args), rng) for b in _buffer_params(func)]
+        expected = run_guarded(built_before, func, inputs, scalar_args, func_name)
+        actual = run_guarded(built_after, after[func_name], inputs, scalar_args, func_name)
+        for param, want, got in zip(_buffer_params(func), expected, actual, strict=True):
+            np.testing.assert_array_equal(
+                got, want, err_msg=f"buffer {param.name} differs (trial {trial}, scalars {scalar_args})"
+            )
+
+
+def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
+    """The same module with every thread-bound loop turned into a serial loop, so that a GPU schedule's
+    meaning can be checked on llvm (each thread's work runs one after the other)."""
+
+    def unbind(loop: tvm.tirx.For) -> tvm.tirx.For:
+        if loop.kind != tvm.tirx.ForKind.THREAD_BINDING:
+            return loop
+        return tvm.tirx.For(loop.loop_var, loop.min, loop.extent, tvm.tirx.ForKind.SERIAL, loop.body, None,
+                            dict(loop.annotations))
+
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, unbind), order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions)
