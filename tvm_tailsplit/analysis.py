@@ -13,14 +13,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
 from .split.apply import nests_of, plan_nest, validate_options
-from .split.conditions import guards_under, is_mark, loop_vars_in, substitute
+from .split.conditions import find_marks, guards_under, is_mark, loop_vars_in, substitute
 from .split.cost import MappingCost
 
 __all__ = ["InstructionCount", "conditions_under_marks", "estimate_mapping_cost", "instruction_count"]
@@ -28,10 +28,14 @@ __all__ = ["InstructionCount", "conditions_under_marks", "estimate_mapping_cost"
 
 @dataclass(frozen=True)
 class InstructionCount:
-    """Marked regions in the code (``sites``) and their executions at run time (``issued``)."""
+    """Marked regions in the code (``sites``) and their executions at run time (``issued``).
+
+    ``issued_per_site`` gives the issued instructions of each site in program order (not compared).
+    """
 
     sites: int
     issued: int
+    issued_per_site: tuple[int, ...] = field(default=(), compare=False)
 
 
 def _functions(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None) -> list[tirx.PrimFunc]:
@@ -67,28 +71,28 @@ def _points(stmt, env: dict) -> int:
     return 1
 
 
-def _issued(stmt, env: dict) -> int:
+def _issued(stmt, env: dict, per_site: dict) -> int:
     if isinstance(stmt, tirx.For):
         if is_mark(stmt):
             trips = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
-            if trips <= 0:
-                return 0
-            return _points(stmt, env) if guards_under(stmt) else 1
+            issued = 0 if trips <= 0 else (_points(stmt, env) if guards_under(stmt) else 1)
+            per_site[stmt] = per_site.get(stmt, 0) + issued
+            return issued
         if not any(is_mark(loop) for loop in loop_vars_in(stmt.body)):
             return 0
         low = _constant(stmt.min, env, f"start of loop {stmt.loop_var.name}")
         extent = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
-        return sum(_issued(stmt.body, {**env, stmt.loop_var: tirx.const(v, stmt.loop_var.ty.dtype)})
+        return sum(_issued(stmt.body, {**env, stmt.loop_var: tirx.const(v, stmt.loop_var.ty.dtype)}, per_site)
                    for v in range(low, low + extent))
     if isinstance(stmt, tirx.SeqStmt):
-        return sum(_issued(s, env) for s in stmt.seq)
+        return sum(_issued(s, env, per_site) for s in stmt.seq)
     if isinstance(stmt, tirx.IfThenElse):
         taken = _constant(tirx.Cast("int32", stmt.condition), env, f"condition {stmt.condition}")
         if taken:
-            return _issued(stmt.then_case, env)
-        return _issued(stmt.else_case, env) if stmt.else_case is not None else 0
+            return _issued(stmt.then_case, env, per_site)
+        return _issued(stmt.else_case, env, per_site) if stmt.else_case is not None else 0
     if isinstance(stmt, SBlockRealize):
-        return _issued(stmt.block.body, env)
+        return _issued(stmt.block.body, env, per_site)
     return 0
 
 
@@ -120,9 +124,11 @@ def instruction_count(
     ``symbolic_values`` gives values to symbolic extents by name (e.g. ``{"n": 100}``).
     """
     (func,) = _functions(mod, func_name)
-    marks = [loop for loop in loop_vars_in(func.body) if is_mark(loop)]
+    marks = [mark.loop for mark in find_marks(func)]
     env = _symbolic_env(func, symbolic_values)
-    return InstructionCount(sites=len(marks), issued=_issued(func.body, env))
+    per_site: dict = {}
+    issued = _issued(func.body, env, per_site)
+    return InstructionCount(len(marks), issued, tuple(per_site.get(mark, 0) for mark in marks))
 
 
 def conditions_under_marks(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None = None) -> int:

@@ -18,6 +18,7 @@ def test_headline_4608_instructions_become_9():
     after = TailSplit()(mod)
     counts = analysis.instruction_count(after)
     assert counts == analysis.InstructionCount(sites=2, issued=9)
+    assert counts.issued_per_site == (6, 3)
     assert before.issued // counts.issued == 512
     assert analysis.conditions_under_marks(after) == 0
     # 6 full-tile instructions (c1 x two full h tiles) and 3 tail-tile instructions (c1 x the tail).

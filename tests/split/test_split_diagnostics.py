@@ -134,3 +134,24 @@ def test_long_fuzzy_interval_is_not_expanded_beyond_the_limit():
     assert "more than max_fuzzy_expansion=8" in str(reports[0])
     assert analysis.conditions_under_marks(after) >= 1
     assert np.isfinite(analysis.instruction_count(after).issued)
+
+
+@T.prim_func(s_tir=True)
+def symbolic_outer_loop(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n * 8,), "float32")
+    B = T.match_buffer(b, (n * 8,), "float32")
+    for i_0 in range(n):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(n * 8, i_0 * 8 + i_1)
+                T.where(i_1 < 5)
+                B[vi] = A[vi] * T.float32(2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7])
+def test_static_guard_under_a_symbolic_loop_is_split(n):
+    mod = tvm.IRModule({"main": symbolic_outer_loop})
+    after = TailSplit()(mod)
+    assert analysis.conditions_under_marks(after) == 0
+    assert "for i_0 in range(n)" in after.script()
+    assert_same_results(mod, after, scalar_args={"n": n})

@@ -20,6 +20,8 @@ def split_and_check(mod, strategy, expect_condition_free=True, **options):
     assert_same_results(mod, after)
     if expect_condition_free and strategy == "full":
         assert analysis.conditions_under_marks(after) == 0, after.script()
+    # No dead copies: every instruction site the pass emits runs at least once.
+    assert all(issued > 0 for issued in analysis.instruction_count(after).issued_per_site), after.script()
     return after
 
 

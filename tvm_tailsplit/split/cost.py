@@ -31,6 +31,7 @@ from .plan import (
     RealizePlan,
     SequencePlan,
     VerbatimPlan,
+    WholeLoopPlan,
 )
 
 __all__ = ["MappingCost", "choose_strategy", "code_length", "nest_features"]
@@ -50,6 +51,8 @@ def code_length(plan) -> int:
         return sum(code_length(item) for item in plan.items)
     if isinstance(plan, LoopPlan):
         return sum(1 + code_length(piece.body) for piece in plan.pieces)
+    if isinstance(plan, WholeLoopPlan):
+        return 1 + code_length(plan.body)
     if isinstance(plan, GuardChain):
         return sum(1 + code_length(case.body) for case in plan.cases)
     if isinstance(plan, IfPlan):

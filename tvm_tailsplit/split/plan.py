@@ -54,6 +54,7 @@ __all__ = [
     "RealizePlan",
     "SequencePlan",
     "VerbatimPlan",
+    "WholeLoopPlan",
 ]
 
 FULL_SPLIT = "full"
@@ -64,17 +65,26 @@ PARTIAL_SPLIT = "partial"
 class LoopPiece:
     """One emitted copy of a loop over ``[lo, hi)``; ``rebased`` copies start at 0 (below a mark)."""
 
-    lo: object
-    hi: object
+    lo: int
+    hi: int
     body: object
     rebased: bool = False
 
 
 @dataclass
 class LoopPlan:
+    """A split loop: one copy per piece."""
+
     loop: tirx.For
     pieces: list[LoopPiece]
-    split: bool
+
+
+@dataclass
+class WholeLoopPlan:
+    """A loop kept over its original range (possibly symbolic)."""
+
+    loop: tirx.For
+    body: object
 
 
 @dataclass
@@ -277,7 +287,7 @@ class Planner:
                 body = self.plan(loop.body, mark)
                 if body is None:
                     return None
-                return LoopPlan(loop, [LoopPiece(loop.min, loop.min + loop.extent, body)], split=False)
+                return WholeLoopPlan(loop, body)
             lo, hi = constant
             deeper = {inner.loop_var for inner in loop_vars_in(loop.body)}
             self._split_loops.add(var)
@@ -293,7 +303,7 @@ class Planner:
             self._log_split(subject, f"split by {_conjunction(atoms)}", pieces)
             if not pieces:
                 return None
-            return LoopPlan(loop, pieces, split=True)
+            return LoopPlan(loop, pieces)
         finally:
             self._enclosing.pop()
 
@@ -323,7 +333,7 @@ class Planner:
             self._enclosing.pop()
         if body is None:
             return None
-        return LoopPlan(mark, [LoopPiece(mark.min, mark.min + mark.extent, body)], split=False)
+        return WholeLoopPlan(mark, body)
 
     def _plan_chain(self, mark: tirx.For, chain_loops: list, index: int):
         if index == len(chain_loops):

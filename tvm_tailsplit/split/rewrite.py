@@ -17,7 +17,7 @@ from tvm import tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
 from .conditions import MARK_KEY, substitute
-from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan
+from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "remove_marks", "unique_block_names"]
 
@@ -48,6 +48,8 @@ class Emitter:
             return tirx.SeqStmt([self.emit(item) for item in plan.items])
         if isinstance(plan, LoopPlan):
             return self._emit_loop(plan)
+        if isinstance(plan, WholeLoopPlan):
+            return self._emit_whole_loop(plan)
         if isinstance(plan, GuardChain):
             return self._emit_chain(plan)
         if isinstance(plan, RealizePlan):
@@ -63,31 +65,43 @@ class Emitter:
         var = loop.loop_var
         previous = self.var_map.get(var)
         copies = []
+        dtype = var.ty.dtype
         for piece in plan.pieces:
             new_var = self._fresh_var(var)
-            dtype = var.ty.dtype
-            lo = substitute(piece.lo, self.var_map) if not isinstance(piece.lo, int) else tirx.const(piece.lo, dtype)
-            hi = substitute(piece.hi, self.var_map) if not isinstance(piece.hi, int) else tirx.const(piece.hi, dtype)
-            extent = tirx.const(piece.hi - piece.lo, dtype) if isinstance(piece.lo, int) else hi - lo
-            if piece.rebased and not (isinstance(piece.lo, int) and piece.lo == 0):
-                self.var_map[var] = new_var + lo
-                start = tirx.const(0, dtype)
+            if piece.rebased and piece.lo != 0:
+                start, extent = tirx.const(0, dtype), tirx.const(piece.hi - piece.lo, dtype)
+                self.var_map[var] = new_var + tirx.const(piece.lo, dtype)
             else:
+                start, extent = tirx.const(piece.lo, dtype), tirx.const(piece.hi - piece.lo, dtype)
                 self.var_map[var] = new_var
-                start = lo
-            body = self.emit(piece.body)
-            thread_binding = None
-            if loop.thread_binding is not None:
-                binding = loop.thread_binding
-                thread_binding = tirx.IterVar(binding.dom, new_var, binding.iter_type, binding.thread_tag)
-            copies.append(
-                tirx.For(new_var, start, extent, loop.kind, body, thread_binding, dict(loop.annotations))
-            )
+            copies.append(self._copy_loop(loop, new_var, start, extent, piece.body))
+        self._restore(var, previous)
+        return copies[0] if len(copies) == 1 else tirx.SeqStmt(copies)
+
+    def _emit_whole_loop(self, plan: WholeLoopPlan) -> tirx.Stmt:
+        loop = plan.loop
+        var = loop.loop_var
+        previous = self.var_map.get(var)
+        start, extent = substitute(loop.min, self.var_map), substitute(loop.extent, self.var_map)
+        new_var = self._fresh_var(var)
+        self.var_map[var] = new_var
+        result = self._copy_loop(loop, new_var, start, extent, plan.body)
+        self._restore(var, previous)
+        return result
+
+    def _copy_loop(self, loop: tirx.For, new_var, start, extent, body_plan) -> tirx.For:
+        body = self.emit(body_plan)
+        thread_binding = None
+        if loop.thread_binding is not None:
+            binding = loop.thread_binding
+            thread_binding = tirx.IterVar(binding.dom, new_var, binding.iter_type, binding.thread_tag)
+        return tirx.For(new_var, start, extent, loop.kind, body, thread_binding, dict(loop.annotations))
+
+    def _restore(self, var, previous) -> None:
         if previous is None:
             self.var_map.pop(var, None)
         else:
             self.var_map[var] = previous
-        return copies[0] if len(copies) == 1 else tirx.SeqStmt(copies)
 
     def _emit_chain(self, plan: GuardChain) -> tirx.Stmt:
         var = self.var_map.get(plan.loop.loop_var, plan.loop.loop_var)
