@@ -178,3 +178,42 @@ def test_headline_elementwise_multiply_runs_the_same():
     mod = elementwise_multiply_nc1hwc0()
     for strategy in STRATEGIES:
         split_and_check(mod, strategy)
+
+
+@T.prim_func(s_tir=True)
+def reduction_with_init(A: T.Buffer((10, 13), "float32"), B: T.Buffer((10,), "float32")):
+    for i in range(10):
+        for k_0 in range(4):
+            for k_1 in T.serial(4, annotations={"pragma_emit_insn": "vreduce4"}):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(10, i)
+                    vk = T.axis.reduce(13, k_0 * 4 + k_1)
+                    T.where(k_0 * 4 + k_1 < 13)
+                    with T.init():
+                        B[vi] = T.float32(0)
+                    B[vi] = B[vi] + A[vi, vk]
+
+
+@T.prim_func(s_tir=True)
+def mark_inside_nested_block(A: T.Buffer((30,), "float32"), B: T.Buffer((30,), "float32")):
+    for i_0 in range(4):
+        with T.sblock("outer"):
+            vo = T.axis.spatial(4, i_0)
+            for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vdouble"}):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(30, vo * 8 + i_1)
+                    T.where(vo * 8 + i_1 < 30)
+                    B[vi] = A[vi] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_reduction_block_with_init(strategy):
+    split_and_check(tvm.IRModule({"main": reduction_with_init}), strategy)
+
+
+def test_mark_inside_a_nested_block_is_left_unchanged_and_reported():
+    mod = tvm.IRModule({"main": mark_inside_nested_block})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    assert_same_results(mod, after)
+    assert "marks inside a nested block are left unchanged" in str(reports[0])

@@ -161,6 +161,8 @@ def copy_blocker(stmt) -> str | None:
             reasons.append(f"it contains a {type(node).__name__} statement")
         elif isinstance(node, SBlockRealize) and (node.block.alloc_buffers or node.block.match_buffers):
             reasons.append(f"block {node.block.name_hint!r} allocates or matches buffers")
+        elif isinstance(node, SBlockRealize) and loop_vars_in(node.block.body):
+            reasons.append(f"block {node.block.name_hint!r} contains loops (nested blocks are not copied)")
 
     tvm_ffi.structural_walk(stmt, [(tirx.Stmt, on_node)])
     return reasons[0] if reasons else None
@@ -374,6 +376,8 @@ class Planner:
 
     def _plan_realize(self, realize: SBlockRealize, mark: tirx.For | None):
         name = realize.block.name_hint
+        if any(is_mark(loop) for loop in loop_vars_in(realize.block.body)):
+            self._note(f"block {name!r}", "marks inside a nested block are left unchanged")
         if mark is None:
             return RealizePlan(realize, tuple(atoms_of(realize.predicate)))
         original = atoms_of(realize.predicate)
