@@ -6,6 +6,7 @@
   iteration space counts as one issued instruction (as the seed counts it).
 - ``conditions_under_marks``: guards (non-trivial block predicates, block-body ``if``s, loop-level ``if``s)
   left at or below marks.
+- ``explain_split``: what TailSplit would do to a function, per mark (split, kept, why), without applying it.
 - ``estimate_mapping_cost``: the code length of the full and the partial split of each loop nest, the
   features it grows with, and the strategy ``auto`` picks (see ``tvm_tailsplit.split.cost``).
 """
@@ -19,11 +20,17 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from .split.apply import nests_of, plan_nest, validate_options
+from .split.apply import SplitReport, nests_of, plan_nest, split_function, validate_options
 from .split.conditions import find_marks, guards_under, is_mark, loop_vars_in, substitute
 from .split.cost import MappingCost
 
-__all__ = ["InstructionCount", "conditions_under_marks", "estimate_mapping_cost", "instruction_count"]
+__all__ = [
+    "InstructionCount",
+    "conditions_under_marks",
+    "estimate_mapping_cost",
+    "explain_split",
+    "instruction_count",
+]
 
 
 @dataclass(frozen=True)
@@ -155,3 +162,16 @@ def estimate_mapping_cost(
         if any(is_mark(loop) for loop in loop_vars_in(nest)):
             costs.append(plan_nest(func, nest, "auto", max_mapping_cost, max_fuzzy_expansion)[2])
     return costs
+
+
+def explain_split(
+    func: tirx.PrimFunc | tvm.IRModule,
+    strategy: str = "auto",
+    max_mapping_cost: int = 256,
+    max_fuzzy_expansion: int = 64,
+    func_name: str = "main",
+) -> SplitReport:
+    """The report of TailSplit on one function (per nest: marks, mapping cost, strategy, what was split and
+    what was kept and why); the function itself is not changed."""
+    (func,) = _functions(func, func_name)
+    return split_function(func, func_name, strategy, max_mapping_cost, max_fuzzy_expansion)[1]

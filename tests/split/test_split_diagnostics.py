@@ -155,3 +155,10 @@ def test_static_guard_under_a_symbolic_loop_is_split(n):
     assert analysis.conditions_under_marks(after) == 0
     assert "for i_0 in range(n)" in after.script()
     assert_same_results(mod, after, scalar_args={"n": n})
+
+
+def test_explain_split_reports_without_changing_the_function():
+    report = analysis.explain_split(load_condition, strategy="full")
+    text = str(report)
+    assert "loop i_0: split by" in text and "M[i_0 * 4 + i_1] > 0 kept under the mark: not an affine" in text
+    assert analysis.conditions_under_marks(load_condition) == 1
