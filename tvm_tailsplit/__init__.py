@@ -1,11 +1,14 @@
 """tvm-tailsplit: TVM 0.27 passes and generators for irregular tiles.
 
 - ``TailSplit``: split loop ranges by the guards below ``pragma_emit_insn`` marks so that tensorize applies.
+- ``WarpSpecialize``: producer/consumer warp specialization of blocks annotated ``warp_role`` (llvm threads +
+  atomics, CUDA mbarriers / named barriers); ``warpspec.analyze`` / ``warpspec.check``.
 - ``analysis``: instruction counts, conditions under marks, mapping-cost estimates.
 """
 
-from . import analysis
+from . import analysis, warpspec
 from .split import MARK_KEY, TailSplit
+from .warpspec import WarpSpecialize
 
-__all__ = ["MARK_KEY", "TailSplit", "analysis"]
+__all__ = ["MARK_KEY", "TailSplit", "WarpSpecialize", "analysis", "warpspec"]
 __version__ = "0.1.0"

@@ -1,0 +1,205 @@
+"""Analyses of WarpSpecialize, each tested alone: schedule tree, CDFG, CDRFG, redundancy elimination, channels."""
+
+import pytest
+from tvm import s_tir
+from tvm.script import tirx as T
+
+from tvm_tailsplit.warpspec import WarpSpecializeInputError, analyze, examples
+from tvm_tailsplit.warpspec.channels import allocate_channels
+from tvm_tailsplit.warpspec.check import check
+from tvm_tailsplit.warpspec.graphs import (
+    DATA,
+    RESOURCE,
+    control_data_flow_graph,
+    control_data_resource_flow_graph,
+    eliminate_redundant,
+)
+from tvm_tailsplit.warpspec.tree import build_schedule_tree
+
+SEED_RESOURCE_EDGES = [("c2", "p4"), ("c3", "p4"), ("c1", "p7"), ("c4", "p7"), ("c5", "p7"), ("c6", "p7")]
+SEED_DATA_EDGES = [(f"p{i}", f"c{i}") for i in range(1, 8)]
+
+
+def test_seed_example_edges_reduction_channels_and_check():
+    analysis = analyze(examples.seed_example())
+    print(analysis.describe())
+    cdrfg = analysis.cdrfg
+    assert cdrfg.edge_names(DATA) == SEED_DATA_EDGES
+    assert sorted(cdrfg.edge_names(RESOURCE)) == sorted(SEED_RESOURCE_EDGES)
+
+    reduced = analysis.reduced
+    removed = {(reduced.instances[e.src].name, reduced.instances[e.dst].name) for e in reduced.removed}
+    # The seed removes c1->p7; the edges implied through a warp's program order go too.
+    assert removed == {("c1", "p7"), ("c2", "p4"), ("c4", "p7"), ("c5", "p7")}
+    assert reduced.edge_names(DATA) == SEED_DATA_EDGES
+    assert reduced.edge_names(RESOURCE) == [("c3", "p4"), ("c6", "p7")]
+
+    plan = analysis.plan
+    assignment = plan.assignment()
+    print(plan.describe())
+    print("channel assignment:", assignment)
+    # Data channels 0, 1, 2 are reused across stages; the two remaining resource edges share channel 3.
+    assert assignment == {
+        ("p1", "c1"): 0, ("p2", "c2"): 1, ("p3", "c3"): 2,
+        ("p4", "c4"): 0, ("p5", "c5"): 1, ("p6", "c6"): 2, ("p7", "c7"): 0,
+        ("c3", "p4"): 3, ("c6", "p7"): 3,
+    }
+    assert plan.channel_count == 4
+    assert plan.channels_of_kind(DATA) == [0, 1, 2]
+    assert plan.channels_of_kind(RESOURCE) == [3]
+
+    report = check(analysis.protocol)
+    print(report.describe())
+    assert report.ok, report.describe()
+
+
+def test_seed_example_unreduced_protocol_is_also_safe_but_larger():
+    tree = build_schedule_tree(examples.seed_example())
+    cdrfg = control_data_resource_flow_graph(control_data_flow_graph(tree))
+    unreduced = allocate_channels(cdrfg)
+    reduced = allocate_channels(eliminate_redundant(cdrfg))
+    assert len(unreduced.groups) == 13 and len(reduced.groups) == 9
+    assert unreduced.sync_operations_per_iteration() > reduced.sync_operations_per_iteration()
+
+
+def test_schedule_tree_of_gemm_keeps_grid_loops_apart():
+    tree = build_schedule_tree(examples.gemm_kernel(k=64))
+    assert [loop.loop_var.name for loop in tree.grid_loops] == ["by", "bx"]
+    assert [t.name for t in tree.tasks()] == ["init", "load_A", "load_B", "mma", "store"]
+    assert tree.roles == (0, 1)
+    text = tree.describe()
+    assert "for ko in range(4):" in text and "task mma (warp role 1)" in text
+
+
+def test_streaming_ring_dependences_follow_the_stage_index():
+    analysis = analyze(examples.streaming_kernel(tiles=6, tile=4, stages=3))
+    assert analysis.cdfg.edge_names(DATA) == [(f"load[{t}]", f"compute[{t}]") for t in range(6)]
+    # Stage t % 3 is reused by iteration t + 3: compute[t] -> load[t + 3].
+    assert analysis.cdrfg.edge_names(RESOURCE) == [(f"compute[{t}]", f"load[{t + 3}]") for t in range(3)]
+    groups = {(g.kind, g.src_task, g.dst_task): g for g in analysis.plan.groups}
+    full = groups[(DATA, "load", "compute")]
+    empty = groups[(RESOURCE, "compute", "load")]
+    assert (full.distance, full.stages, full.count) == (0, 3, 6)
+    assert (empty.distance, empty.stages, empty.count) == (3, 3, 3)
+    assert analysis.plan.channel_count == 6
+
+
+def test_gemm_redundancy_keeps_one_full_and_one_empty_ring():
+    analysis = analyze(examples.gemm_kernel(k=128, block_k=16, stages=3))
+    kept = {(analysis.reduced.instances[e.src].task.name, analysis.reduced.instances[e.dst].task.name)
+            for e in analysis.reduced.edges}
+    # load_A -> mma is implied by load_A -> load_B (program order) -> mma; mma -> load_B by mma -> load_A.
+    assert kept == {("load_B", "mma"), ("mma", "load_A")}
+    assert [g.stages for g in analysis.plan.groups] == [3, 3]
+
+
+def test_to_dot_draws_roles_and_edges():
+    dot = analyze(examples.seed_example()).to_dot()
+    assert dot.startswith("digraph")
+    assert "cluster_role0" in dot and "cluster_role1" in dot
+    assert "style=dotted" in dot  # removed edges are drawn dotted
+    assert dot.count("color=blue") == 7
+
+
+@T.prim_func(s_tir=True)
+def _unannotated(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
+    for t in range(4):
+        with T.sblock("scale"):
+            T.reads(X[t * 4:t * 4 + 4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            for i in range(4):
+                Y[t * 4 + i] = X[t * 4 + i]
+
+
+@T.prim_func(s_tir=True)
+def _parallel_loop(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
+    for t in T.parallel(4):
+        with T.sblock("scale"):
+            T.reads(X[t * 4:t * 4 + 4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                Y[t * 4 + i] = X[t * 4 + i]
+
+
+def test_rejects_blocks_without_warp_role_naming_the_block():
+    with pytest.raises(WarpSpecializeInputError, match="block 'scale'.*no 'warp_role'"):
+        build_schedule_tree(_unannotated)
+
+
+def test_rejects_non_serial_pipeline_loops():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't'.*serial"):
+        build_schedule_tree(_parallel_loop)
+
+
+def test_schedule_annotation_is_the_input_form():
+    sch = s_tir.Schedule(_unannotated)
+    sch.annotate(sch.get_sblock("scale"), "warp_role", 1)
+    tree = build_schedule_tree(sch.mod["main"])
+    assert [(t.name, t.role) for t in tree.tasks()] == [("scale", 1)]
+
+
+def test_single_consumer_after_a_producer_loop_needs_only_the_last_edge():
+    @T.prim_func(s_tir=True)
+    def reduce_then_use(X: T.Buffer((16,), "float32"), Y: T.Buffer((1,), "float32")):
+        acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+        for t in range(4):
+            with T.sblock("partial"):
+                T.reads(X[t * 4:t * 4 + 4])
+                T.writes(acc[t])
+                T.sblock_attr({"warp_role": 0})
+                acc[t] = X[t * 4]
+        with T.sblock("total"):
+            T.reads(acc[0:4])
+            T.writes(Y[0])
+            T.sblock_attr({"warp_role": 1})
+            Y[0] = acc[0] + acc[1] + acc[2] + acc[3]
+
+    analysis = analyze(reduce_then_use)
+    assert analysis.reduced.edge_names() == [("partial[3]", "total")]
+    assert check(analysis.protocol).ok
+
+
+def test_pairs_at_two_instance_distances_get_two_groups():
+    @T.prim_func(s_tir=True)
+    def pairs(X: T.Buffer((16,), "float32"), Y: T.Buffer((2,), "float32")):
+        acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+        for t in range(4):
+            with T.sblock("partial"):
+                T.reads(X[t * 4:t * 4 + 4])
+                T.writes(acc[t])
+                T.sblock_attr({"warp_role": 0})
+                acc[t] = X[t * 4]
+        for u in range(2):
+            with T.sblock("pair"):
+                T.reads(acc[u * 2:u * 2 + 2])
+                T.writes(Y[u])
+                T.sblock_attr({"warp_role": 1})
+                Y[u] = acc[u * 2] + acc[u * 2 + 1]
+
+    analysis = analyze(pairs)
+    assert analysis.reduced.edge_names() == [("partial[1]", "pair[0]"), ("partial[3]", "pair[1]")]
+    assert sorted(g.distance for g in analysis.plan.groups) == [-2, -1]
+    assert check(analysis.protocol).ok
+
+
+def test_rejects_a_rule_that_would_wait_backwards():
+    @T.prim_func(s_tir=True)
+    def rotated(X: T.Buffer((4,), "float32"), Y: T.Buffer((4,), "float32")):
+        buf = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+        for o in range(2):
+            for t in range(2):
+                with T.sblock("put"):
+                    T.reads(X[o * 2 + t])
+                    T.writes(buf[o * 2 + t])
+                    T.sblock_attr({"warp_role": 0})
+                    buf[o * 2 + t] = X[o * 2 + t]
+            for u in range(2):
+                with T.sblock("take"):
+                    T.reads(buf[(o * 2 + u + 1) % 4])
+                    T.writes(Y[o * 2 + u])
+                    T.sblock_attr({"warp_role": 1})
+                    Y[o * 2 + u] = buf[(o * 2 + u + 1) % 4]
+
+    with pytest.raises(WarpSpecializeInputError, match="from block 'put' to block 'take'.*not uniform"):
+        analyze(rotated)

@@ -1,0 +1,99 @@
+"""The CUDA form: mbarrier full/empty channels with parity tracking, compiled by nvcc for sm_80 and sm_90.
+
+There is no GPU here: the generated source is compiled and ptxas' resource usage is printed; the protocol itself
+is checked by `check` and executed on llvm (test_warpspec_llvm.py).
+"""
+
+import pytest
+import tvm
+
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
+from tvm_tailsplit.warpspec import (
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    WarpSpecializeInputError,
+    analyze,
+    examples,
+)
+
+KERNELS = {
+    "gemm_fp16_2_stages": (lambda: examples.gemm_kernel(256, 256, 512, 64, 64, 32, stages=2), {0: 32, 1: 128}),
+    "gemm_fp16_3_stages": (lambda: examples.gemm_kernel(256, 256, 512, 64, 64, 32, stages=3), {0: 32, 1: 128}),
+    "gemm_fp16_two_compute_roles": (
+        lambda: examples.gemm_kernel(256, 256, 512, 64, 64, 32, stages=3, compute_roles=2),
+        {0: 32, 1: 64, 2: 64}),
+    "streaming": (lambda: examples.streaming_kernel(tiles=64, tile=256, stages=3), {0: 32, 1: 128}),
+    "scheduled_scale": (lambda: examples.scheduled_scale_kernel(n=2048, tile=256), {0: 32, 1: 64}),
+}
+
+
+CARRIERS = {"mbarrier": False, "named": True}
+
+
+def _specialized(name, carrier="mbarrier"):
+    build, threads = KERNELS[name]
+    specialize = WarpSpecialize("cuda", threads_per_role=threads, debug_check=True,
+                                named_barriers=CARRIERS[carrier])
+    return specialize(tvm.IRModule({"main": build()}))
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_generated_source_uses_mbarrier_channels(name):
+    source = cuda_source(_specialized(name), "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    assert "mbarrier_init" in source and "mbarrier_arrive" in source
+    assert "test_wait_parity" in source and "try_wait" not in source  # sm_80 has no try_wait.parity
+    assert "__syncthreads" not in source.split("cta_sync();", 1)[1]  # only the barrier-init sync is CTA-wide
+
+
+def test_task_loops_are_strided_over_the_role_threads():
+    source = cuda_source(_specialized("scheduled_scale"), "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    # The copy role (32 threads) moves a 256-element tile in 8 strided steps; the compute role (64) in 4.
+    assert "step < 8" in kernel and "step_1 < 4" in kernel
+    assert kernel.count("threadIdx.x) == 0") == 1  # only the mbarrier initialisation runs on one thread
+
+
+def test_named_barrier_channels_have_constant_ids():
+    source = cuda_source(_specialized("streaming", "named"), "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    assert "mbarrier" not in kernel
+    # Two roles take ids 1 and 2; the full ring (3 stages) is 3..5, the empty ring 6..8.
+    for barrier_id in range(3, 9):
+        assert f"bar_arrive_arrive((uint){barrier_id}, (uint)160)" in kernel
+        assert f"bar_sync_count_sync((uint){barrier_id}, (uint)160)" in kernel
+
+
+def test_named_barriers_must_fit_in_fifteen_ids():
+    func = examples.streaming_kernel(tiles=16, tile=32, stages=8)  # 16 channels
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="needs 18 named barriers"):
+        WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32}, named_barriers=True)(tvm.IRModule({"main": func}))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("carrier", sorted(CARRIERS))
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_nvcc_compiles_generated_kernel(name, arch, carrier):
+    source = cuda_source(_specialized(name, carrier), arch, tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    usages = compile_cuda_source(source, arch)
+    for usage in usages:
+        print(name, carrier, usage)
+    assert len(usages) == 1
+    usage = usages[0]
+    assert usage.spill_store_bytes == 0
+    # Barrier 0 (__syncthreads), ids 1..roles for the roles that synchronize their own threads and, with named
+    # barrier channels, one id per channel after them. All ids are constants: ptxas counts up to the highest.
+    plan = analyze(KERNELS[name][0]()).plan
+    roles = len(KERNELS[name][1])
+    if CARRIERS[carrier]:
+        assert usage.barriers == 1 + roles + plan.channel_count
+    else:
+        assert 1 <= usage.barriers <= 1 + roles
+    assert usage.shared_memory_bytes > 0
+
+
+def test_threads_per_role_must_cover_every_role():
+    func = examples.streaming_kernel(tiles=4, tile=32)
+    # Errors raised inside a pass reach the caller through TVM's FFI as RuntimeError, message intact.
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"no entry for warp roles \[1\]"):
+        WarpSpecialize("cuda", threads_per_role={0: 32})(tvm.IRModule({"main": func}))

@@ -1,0 +1,153 @@
+"""The llvm form: warp roles as real concurrent CPU threads, compared with the sequential program.
+
+Every kernel runs several times on random data, then again with random delays injected before every task.
+TVM's thread pool must run two threads at once: TVM_NUM_THREADS is set before the first parallel launch.
+"""
+
+import ctypes
+import os
+
+os.environ.setdefault("TVM_NUM_THREADS", str(max(2, os.cpu_count() or 2)))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tvm  # noqa: E402
+from tvm import s_tir  # noqa: E402
+
+from tvm_tailsplit.testing import guarded_array, to_tvm  # noqa: E402
+from tvm_tailsplit.warpspec import (  # noqa: E402
+    WarpSpecialize,
+    examples,
+    load_libatomic,
+    require_concurrent_threads,
+)
+from tvm_tailsplit.warpspec.pass_ import has_warp_roles  # noqa: E402
+
+RUNS = 6
+DELAYED_RUNS = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def concurrent_runtime():
+    load_libatomic()
+    require_concurrent_threads(2)
+
+
+def _compile(func, **options):
+    mod = WarpSpecialize("llvm", debug_check=True, **options)(tvm.IRModule({"main": func}))
+    return tvm.compile(mod, target="llvm")
+
+
+def _run(executable, inputs, out_shape, out_dtype="float32"):
+    out = guarded_array(out_shape, out_dtype, canary=-7.0)
+    out.array[:] = 0
+    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
+    out.check_canaries("output")
+    return out.array.copy()
+
+
+def _random(shape, dtype, rng):
+    arr = guarded_array(shape, dtype).array
+    arr[:] = rng.standard_normal(shape).astype(dtype)
+    return arr
+
+
+def _check_against(func, reference, inputs, out_shape, seed):
+    fast = _compile(func)
+    delayed = _compile(func, delay_us=30)
+    for _ in range(RUNS):
+        np.testing.assert_allclose(_run(fast, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
+    ctypes.CDLL(None).srand(seed)
+    for _ in range(DELAYED_RUNS):
+        np.testing.assert_allclose(_run(delayed, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_streaming_kernel_matches_sequential_program(stages):
+    rng = np.random.default_rng(stages)
+    func = examples.streaming_kernel(tiles=12, tile=32, stages=stages)
+    x = _random((12 * 32,), "float32", rng)
+    sequential = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    reference = _run(sequential, [x], (12 * 32,))
+    np.testing.assert_allclose(reference, 2 * x + 1, rtol=1e-6)
+    _check_against(func, reference, [x], (12 * 32,), seed=stages)
+
+
+def test_seed_example_matches_sequential_program():
+    rng = np.random.default_rng(7)
+    func = examples.seed_example()
+    x = _random((7, 60), "float32", rng)
+    reference = _run(tvm.compile(tvm.IRModule({"main": func}), target="llvm"), [x], (7, 60))
+    _check_against(func, reference, [x], (7, 60), seed=7)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_tiled_gemm_matches_numpy(stages):
+    rng = np.random.default_rng(10 + stages)
+    m, n, k = 64, 32, 96
+    func = examples.gemm_kernel(m=m, n=n, k=k, block_m=32, block_n=32, block_k=16, stages=stages)
+    a = _random((m, k), "float16", rng)
+    b = _random((k, n), "float16", rng)
+    reference = a.astype("float32") @ b.astype("float32")
+    _check_against(func, reference, [a, b], (m, n), seed=stages)
+
+
+def test_pass_leaves_functions_without_warp_roles_alone():
+    func = examples.streaming_kernel(tiles=2, tile=4)
+    sch = s_tir.Schedule(func)
+    for name in ("load", "compute"):
+        sch.unannotate(sch.get_sblock(name), "warp_role")
+    plain = sch.mod["main"]
+    assert has_warp_roles(func) and not has_warp_roles(plain)
+    out = WarpSpecialize("llvm")(tvm.IRModule({"main": plain}))
+    tvm.ir.assert_structural_equal(out["main"], plain)
+
+
+def test_generated_llvm_code_is_a_parallel_loop_over_roles():
+    out = WarpSpecialize("llvm")(tvm.IRModule({"main": examples.streaming_kernel(tiles=4, tile=4)}))
+    text = out.script()
+    print(text)
+    assert "T.parallel(2)" in text
+    assert text.count("__atomic_load_4") == 2 and text.count("__atomic_fetch_add_4") == 2
+
+
+def test_readme_usage_schedule_annotate_then_sequential():
+    plain = examples.streaming_kernel(tiles=8, tile=16, stages=2)
+    sch = s_tir.Schedule(plain)
+    for name in ("load", "compute"):
+        sch.unannotate(sch.get_sblock(name), "warp_role")
+    # What a user does after scheduling: mark the copy as warp role 0 and the compute as warp role 1.
+    sch.annotate(sch.get_sblock("load"), "warp_role", 0)
+    sch.annotate(sch.get_sblock("compute"), "warp_role", 1)
+    mod = tvm.transform.Sequential([WarpSpecialize("llvm", debug_check=True)])(sch.mod)
+    executable = tvm.compile(mod, target="llvm")
+    x = np.arange(128, dtype="float32")
+    y = tvm.runtime.empty((128,), "float32")
+    executable["main"](tvm.runtime.tensor(x), y)
+    np.testing.assert_allclose(y.numpy(), 2 * x + 1)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 3,
+                    reason="three warp roles need three cores: TVM's pool runs at most one thread per core")
+def test_gemm_with_two_compute_roles_runs_on_three_threads():
+    if tvm.get_global_func("runtime.NumThreads")() < 3:
+        pytest.skip("TVM's thread pool runs fewer than three threads (TVM_NUM_THREADS < 3)")
+    rng = np.random.default_rng(3)
+    func = examples.gemm_kernel(m=32, n=32, k=64, block_m=32, block_n=32, block_k=16, stages=2, compute_roles=2)
+    a = _random((32, 64), "float16", rng)
+    b = _random((64, 32), "float16", rng)
+    _check_against(func, a.astype("float32") @ b.astype("float32"), [a, b], (32, 32), seed=3)
+
+
+def test_kernel_scheduled_with_cache_read_compute_at_and_blockize():
+    func = examples.scheduled_scale_kernel(n=256, tile=32)
+    executable = tvm.compile(WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func})), target="llvm")
+    x = np.random.default_rng(0).random(256, dtype="float32")
+    y = tvm.runtime.empty((256,), "float32")
+    executable["main"](tvm.runtime.tensor(x), y)
+    np.testing.assert_allclose(y.numpy(), 3 * x, rtol=1e-6)
+
+
+def test_unknown_target_is_rejected_when_the_pass_is_created():
+    with pytest.raises(ValueError, match="'llvm' and 'cuda', not 'rocm'"):
+        WarpSpecialize("rocm")

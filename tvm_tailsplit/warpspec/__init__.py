@@ -1,0 +1,38 @@
+"""Producer/consumer warp specialization (seed 003): from sequential TIR with `warp_role` blocks to per-warp
+programs synchronized by channels derived from the data and resource dependences over buffer ranges.
+
+Stages, in the order data flows: `tree` (schedule tree) → `graphs` (CDFG, CDRFG, redundancy elimination) →
+`channels` (channel ids, stages, phases) → `protocol` (per-warp programs with acquire/commit/wait/release) →
+`codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving checker); `pass_` wires them.
+"""
+
+from .analysis import Analysis, analyze
+from .channels import ChannelGroup, ChannelPlan
+from .check import CheckReport, Issue, check
+from .codegen import load_libatomic, require_concurrent_threads
+from .cuda_pipeline import WARP_SPECIALIZED_PIPELINE
+from .graphs import FlowGraph
+from .pass_ import WarpSpecialize, WarpSpecializeCheckError
+from .protocol import Protocol, SyncOp
+from .tree import WARP_ROLE, ScheduleTree, WarpSpecializeInputError
+
+__all__ = [
+    "WARP_ROLE",
+    "WARP_SPECIALIZED_PIPELINE",
+    "Analysis",
+    "ChannelGroup",
+    "ChannelPlan",
+    "CheckReport",
+    "FlowGraph",
+    "Issue",
+    "Protocol",
+    "ScheduleTree",
+    "SyncOp",
+    "WarpSpecialize",
+    "WarpSpecializeCheckError",
+    "WarpSpecializeInputError",
+    "analyze",
+    "check",
+    "load_libatomic",
+    "require_concurrent_threads",
+]

@@ -1,0 +1,281 @@
+"""Interleaving checker for the generated protocol (verification without a GPU).
+
+Algorithm.
+
+1. **Unroll** every warp role's program over the (small) trip counts into a list of steps: the task instances of
+   the role in program order, each surrounded by its active synchronization operations with concrete channel and
+   parity (exactly what the generated code computes).
+2. **Match** every wait with the arrive that should satisfy it: the arrives on one channel come from one warp role
+   in program order, and the k-th arrive completes phase k. A wait with no matching arrive is reported.
+3. **Explore** all interleavings of the roles as a search over states (one program counter per role; the channels'
+   completed-phase counts follow from the counters). A wait passes when the parity of the channel's completed
+   phase count differs from its parity, as `mbarrier.test_wait.parity` does. Reported: **deadlocks** (a reachable
+   state in which no role can move and not all have finished), **parity aliasing** (a wait that can pass in a phase
+   other than the one it waits for, or is reached when its channel is two or more phases ahead), and **leftover
+   arrivals** at exit (phases nobody waited for). A search stopped by `max_states` is reported as incomplete.
+4. **Races on buffer ranges.** When every wait passes in its own phase, happens-before is program order plus
+   arrive(k) → wait(k). Every pair of conflicting instances of different roles (overlapping ranges, one writes) must
+   be ordered as in the sequential program; otherwise the checker reports a consumer reading before the producer's
+   arrival, or a producer writing a range before the consumer released it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvm import tirx
+
+from .analysis import analyze
+from .graphs import Instance, boxes_overlap
+from .protocol import ARRIVE, WAIT, Protocol, SyncOp
+
+__all__ = ["CheckReport", "Issue", "check", "check_protocol"]
+
+DEADLOCK = "deadlock"
+RACE = "race"
+PARITY_ALIASING = "parity aliasing"
+LEFTOVER = "leftover arrivals"
+MISSING_ARRIVE = "missing arrive"
+INCOMPLETE = "exploration incomplete"
+
+
+@dataclass(frozen=True)
+class Issue:
+    kind: str
+    message: str
+
+
+@dataclass
+class CheckReport:
+    """The outcome of `check`: issues found, and how much was explored."""
+
+    issues: list[Issue] = field(default_factory=list)
+    states: int = 0
+    steps_per_role: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def kinds(self) -> set[str]:
+        return {issue.kind for issue in self.issues}
+
+    def describe(self) -> str:
+        head = (f"explored {self.states} states; steps per warp role "
+                + ", ".join(f"{r}: {n}" for r, n in sorted(self.steps_per_role.items())))
+        if self.ok:
+            return head + "\nprotocol is safe: no deadlock, race, parity aliasing or leftover arrival"
+        return head + "\n" + "\n".join(f"{issue.kind}: {issue.message}" for issue in self.issues)
+
+
+@dataclass(frozen=True)
+class _Step:
+    instance: Instance
+    op: SyncOp | None = None
+    channel: int = -1
+    parity: int = 0
+    edge: int = -1
+    source: str = ""
+
+    def describe(self) -> str:
+        if self.op is None:
+            return f"run {self.instance.name}"
+        return f"{self.op.verb} on channel {self.channel} (parity {self.parity}) at {self.instance.name}"
+
+
+def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
+    programs: dict[int, list[_Step]] = {role: [] for role in protocol.tree.roles}
+
+    instances = protocol.plan.graph.instances
+
+    def sync_steps(inst: Instance, ops: list[SyncOp]) -> list[_Step]:
+        steps = []
+        for op in ops:
+            edge = op.edge(inst.index)
+            if edge is not None:
+                source = instances[op.group.edges[edge][0]].name
+                steps.append(_Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
+        return steps
+
+    for inst in protocol.plan.graph.instances:
+        program = programs[inst.role]
+        program += sync_steps(inst, protocol.before(inst.task.name))
+        program.append(_Step(inst))
+        program += sync_steps(inst, protocol.after(inst.task.name))
+    return programs
+
+
+def _key(step: _Step) -> tuple[str, str, int]:
+    return (step.op.group.src_task, step.op.group.dst_task, step.edge)
+
+
+def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckReport:
+    """Explore the interleavings of the protocol's per-warp programs and report what can go wrong."""
+    programs = _programs(protocol)
+    roles = sorted(programs)
+    report = CheckReport(steps_per_role={r: len(programs[r]) for r in roles})
+    found: set[tuple[str, str]] = set()
+
+    def issue(kind: str, message: str) -> None:
+        if (kind, message) not in found:
+            found.add((kind, message))
+            report.issues.append(Issue(kind, message))
+
+    channel_count = protocol.plan.channel_count
+    phase_of_arrive: dict[tuple[str, str, int], int] = {}
+    arrive_roles: dict[int, set[int]] = {}
+    completed_prefix: dict[int, list[tuple[int, ...]]] = {}
+    for role in roles:
+        counts = [0] * channel_count
+        prefix = [tuple(counts)]
+        for step in programs[role]:
+            if step.op is not None and step.op.action == ARRIVE:
+                phase_of_arrive[_key(step)] = counts[step.channel]
+                counts[step.channel] += 1
+                arrive_roles.setdefault(step.channel, set()).add(role)
+            prefix.append(tuple(counts))
+        completed_prefix[role] = prefix
+    for channel, arriving in arrive_roles.items():
+        if len(arriving) > 1:
+            issue(PARITY_ALIASING, f"channel {channel} receives arrivals from warp roles {sorted(arriving)}; "
+                                   "its phases have no single order")
+    intended: dict[tuple[int, int], int] = {}
+    waits_per_channel = [0] * channel_count
+    for role in roles:
+        for pc, step in enumerate(programs[role]):
+            if step.op is None or step.op.action != WAIT:
+                continue
+            waits_per_channel[step.channel] += 1
+            phase = phase_of_arrive.get(_key(step))
+            if phase is None:
+                issue(MISSING_ARRIVE, f"{step.describe()} waits for {step.op.group.src_task} -> "
+                                      f"{step.op.group.dst_task} edge {step.edge}, which nobody signals")
+            else:
+                intended[(role, pc)] = phase
+
+    _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue)
+    final = [sum(completed_prefix[r][-1][c] for r in roles) for c in range(channel_count)]
+    for channel in range(channel_count):
+        if final[channel] > waits_per_channel[channel]:
+            issue(LEFTOVER, f"channel {channel}: {final[channel]} phases completed, "
+                            f"{waits_per_channel[channel]} awaited")
+    _races(programs, roles, intended, report, issue)
+    return report
+
+
+def _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue) -> None:
+    start = tuple(0 for _ in roles)
+    deadlocks, first_deadlock = 0, ""
+    seen = {start}
+    stack = [start]
+    ends = tuple(len(programs[r]) for r in roles)
+    while stack:
+        state = stack.pop()
+        completed = [sum(completed_prefix[r][state[i]][c] for i, r in enumerate(roles))
+                     for c in range(channel_count)]
+        moves = []
+        for i, role in enumerate(roles):
+            pc = state[i]
+            if pc == ends[i]:
+                continue
+            step = programs[role][pc]
+            if step.op is not None and step.op.action == WAIT:
+                done = completed[step.channel]
+                phase = intended.get((role, pc))
+                if phase is not None and done >= phase + 2:
+                    issue(PARITY_ALIASING, f"{step.describe()} waits for phase {phase} but the channel has "
+                                           f"completed {done} phases")
+                if (done & 1) == step.parity:
+                    continue
+                if phase is not None and done != phase + 1:
+                    issue(PARITY_ALIASING, f"{step.describe()} passes after {done} completed phases while waiting "
+                                           f"for phase {phase}")
+                if phase is not None and done < phase + 1:
+                    issue(RACE, f"{step.instance.name} can start before {step.source}'s arrival "
+                                f"({step.op.verb} on channel {step.channel} passes early)")
+            moves.append(state[:i] + (pc + 1,) + state[i + 1:])
+        if not moves and state != ends:
+            deadlocks += 1
+            if deadlocks == 1:
+                first_deadlock = "; ".join(
+                    f"role {r}: " + (programs[r][state[i]].describe() if state[i] < ends[i] else "finished")
+                    for i, r in enumerate(roles))
+        for nxt in moves:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+        if len(seen) > max_states:
+            issue(INCOMPLETE, f"exploration stopped after {max_states} states; use smaller trip counts")
+            break
+    if deadlocks:
+        issue(DEADLOCK, f"{deadlocks} reachable state(s) where no warp role can move, e.g. {first_deadlock}")
+    report.states = len(seen)
+
+
+def _races(programs, roles, intended, report, issue) -> None:
+    """Happens-before from program order and matched arrive -> wait; check conflicting instance pairs."""
+    nodes = [(r, pc) for r in roles for pc in range(len(programs[r]))]
+    index = {node: n for n, node in enumerate(nodes)}
+    predecessors: list[list[int]] = [[] for _ in nodes]
+    arrive_at: dict[tuple[str, str, int], int] = {}
+    for r in roles:
+        for pc, step in enumerate(programs[r]):
+            if pc:
+                predecessors[index[(r, pc)]].append(index[(r, pc - 1)])
+            if step.op is not None and step.op.action == ARRIVE:
+                arrive_at[_key(step)] = index[(r, pc)]
+    for r in roles:
+        for pc, step in enumerate(programs[r]):
+            if (r, pc) in intended:
+                predecessors[index[(r, pc)]].append(arrive_at[_key(step)])
+    order, indegree = [], [0] * len(nodes)
+    successors: list[list[int]] = [[] for _ in nodes]
+    for n, preds in enumerate(predecessors):
+        for p in preds:
+            successors[p].append(n)
+            indegree[n] += 1
+    ready = [n for n in range(len(nodes)) if indegree[n] == 0]
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for s in successors[n]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                ready.append(s)
+    if len(order) != len(nodes):
+        issue(DEADLOCK, "the waits form a cycle with the arrives that satisfy them")
+        return
+    ancestors = [0] * len(nodes)
+    for n in order:
+        for p in predecessors[n]:
+            ancestors[n] |= ancestors[p] | (1 << p)
+    task_node = {step.instance.position: index[(r, pc)]
+                 for r in roles for pc, step in enumerate(programs[r]) if step.op is None}
+    instances = sorted((programs[r][pc].instance for r in roles for pc in range(len(programs[r]))
+                        if programs[r][pc].op is None), key=lambda inst: inst.position)
+    for j, later in enumerate(instances):
+        for earlier in instances[:j]:
+            if earlier.role == later.role or ancestors[task_node[later.position]] >> task_node[earlier.position] & 1:
+                continue
+            conflict = _conflict(earlier, later)
+            if conflict is not None:
+                issue(RACE, conflict)
+
+
+def _conflict(earlier: Instance, later: Instance) -> str | None:
+    for wb, wbox in earlier.writes:
+        for rb, rbox in later.reads:
+            if wb == rb and boxes_overlap(wbox, rbox):
+                return (f"consumer {later.name} can read {rb}{list(rbox)} before producer {earlier.name}'s "
+                        "arrival")
+    for rb, rbox in earlier.reads + earlier.writes:
+        for wb, wbox in later.writes:
+            if wb == rb and boxes_overlap(wbox, rbox):
+                return (f"producer {later.name} can write {wb}{list(wbox)} before {earlier.name} released it")
+    return None
+
+
+def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_states: int = 2_000_000) -> CheckReport:
+    """Check the protocol WarpSpecialize generates for `kernel` (or a given, possibly modified, protocol)."""
+    protocol = kernel if isinstance(kernel, Protocol) else analyze(kernel, max_instances).protocol
+    return check_protocol(protocol, max_states)

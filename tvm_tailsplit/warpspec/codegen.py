@@ -1,0 +1,392 @@
+"""Code generation: the protocol's per-warp-role programs as TIR, for llvm (CPU threads) and CUDA (mbarriers).
+
+Rewriting only; every decision was made by the analyses. Each warp role's program is the pipeline tree restricted
+to the role's tasks (fresh loop variables per role), each task's block inlined (its iteration variables replaced by
+their bindings, and so are the blocks nested in it, e.g. by `blockize`) and surrounded by its guarded
+operations. For instance `index` of a task (the linear index of its enclosing pipeline loops) and a group with
+`first`, `distance`, `count`, `stages`, `base`, `phase_offset`:
+`edge = index - first` (minus `distance` on the waiting side), active when `0 <= edge < count`, channel
+`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`. Guards that are always true are dropped.
+
+llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool (run with
+`TVM_NUM_THREADS` >= the number of roles, or the roles run one after another and the first wait spins forever).
+A channel is an int32 phase counter: *commit* / *release* is `__atomic_fetch_add_4(&channel, 1, release)` and
+*wait* / *acquire* spins until `(__atomic_load_4(&channel, acquire) & 1) != parity` (libatomic, through
+`call_extern`; load it with `load_libatomic()`). Grid loops become serial loops; every grid iteration resets the
+channels and runs the roles in parallel. Optionally a random delay (`usleep(rand() % delay_us)`) precedes every
+task, to shake the interleavings in tests.
+
+CUDA: `threadIdx.x` spans the roles' threads in order (role r owns `threads_per_role[r]` consecutive threads). The
+outermost loops of each task body whose variables index every store (its independent iterations) are fused and
+strided over the role's threads; a body without such loops runs on the role's first thread. A channel is an
+mbarrier in shared memory initialised by thread 0 with the arriving role's thread count; every thread of a role
+arrives, and waits spin on `mbarrier.test_wait.parity` (available from sm_80, unlike `try_wait`). When a task writes
+a buffer that a task of the same role touches, a named barrier `bar.sync(1 + role, threads)` follows it so that
+the role's threads see each other's writes (named barrier ids are constants 1..15).
+
+CUDA with `named_barriers=True`: channel `c` is named barrier `1 + roles + c`; the producer side arrives with
+`bar.arrive(id, producer + consumer threads)` and the consumer side blocks in `bar.sync(id, same count)`. A named
+barrier has no phase: the channel plan's stages guarantee that a channel is reused only after its previous use
+was consumed. Channel ids that depend on the loop (`base + edge % stages`) are dispatched through a chain of ifs
+so that every `bar` instruction has a constant id (an id in a register makes ptxas reserve all 16 barriers).
+Roles + channels must fit in the 15 ids.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+from tvm.script import tirx as T
+
+from .protocol import WAIT, Protocol, SyncOp
+from .tree import LoopNode, TaskNode, WarpSpecializeInputError, substitute
+
+__all__ = [
+    "LLVM_MEMORY_ORDER_ACQUIRE",
+    "LLVM_MEMORY_ORDER_RELEASE",
+    "generate",
+    "load_libatomic",
+    "require_concurrent_threads",
+]
+
+LLVM_MEMORY_ORDER_ACQUIRE = 2
+LLVM_MEMORY_ORDER_RELEASE = 3
+MAX_NAMED_BARRIER = 15
+
+
+def load_libatomic() -> None:
+    """Make libatomic's `__atomic_*` symbols visible to code compiled by TVM's llvm JIT."""
+    library = ctypes.util.find_library("atomic")
+    if library is None:
+        raise RuntimeError("libatomic is not installed; the llvm form of WarpSpecialize needs it for atomics")
+    ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+
+
+def require_concurrent_threads(roles: int) -> None:
+    """Raise unless TVM's CPU thread pool runs at least `roles` threads at once (else the llvm form deadlocks).
+
+    The pool is created at the first parallel launch with `TVM_NUM_THREADS` threads (default: 1 on some
+    machines), capped at the number of cores; set the variable before that launch.
+    """
+    threads = tvm.get_global_func("runtime.NumThreads")()
+    if threads < roles:
+        raise RuntimeError(
+            f"TVM's thread pool runs {threads} thread(s) but the kernel has {roles} warp roles that must run "
+            f"concurrently: set TVM_NUM_THREADS={roles} before the first parallel launch (needs {roles} cores)"
+        )
+
+
+def _seq(stmts: list) -> tirx.Stmt | None:
+    stmts = [s for s in stmts if s is not None]
+    if not stmts:
+        return None
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def _inline_inner_blocks(stmt: tirx.Stmt) -> tirx.Stmt:
+    """Replace the blocks nested in a task body (e.g. left by `blockize`) by their bodies with the iteration
+    variables bound, guarded by their predicates; blocks with an init or buffers of their own stay."""
+
+    def inline(realize: SBlockRealize) -> tirx.Stmt:
+        block = realize.block
+        if block.init is not None or len(block.alloc_buffers) or len(block.match_buffers):
+            return realize
+        body = substitute(block.body, dict(zip([iv.var for iv in block.iter_vars], realize.iter_values,
+                                               strict=True)))
+        if isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1:
+            return body
+        return tirx.IfThenElse(realize.predicate, body, None)
+
+    return tvm_ffi.structural_map(stmt, (SBlockRealize, inline), order="post")
+
+
+def _linear_index(task: TaskNode, renamed: dict) -> tirx.PrimExpr:
+    index = tirx.IntImm("int32", 0)
+    for loop in task.loops:
+        index = index * int(loop.extent) + renamed.get(loop.loop_var.name, loop.loop_var)
+    return index
+
+
+@dataclass(frozen=True)
+class _TargetLowering:
+    """How one target runs a task body and lowers a wait and an arrive (per role)."""
+
+    task_body: Callable[[int, TaskNode, tirx.Stmt], list]
+    wait: Callable[[SyncOp, tirx.PrimExpr, tirx.PrimExpr], tirx.Stmt]
+    arrive: Callable[[SyncOp, tirx.PrimExpr], tirx.Stmt]
+
+
+class _RoleProgram:
+    """Builds one warp role's program from the protocol."""
+
+    def __init__(self, protocol: Protocol, role: int, lowering: _TargetLowering):
+        self.protocol = protocol
+        self.role = role
+        self.lowering = lowering
+        self.analyzer = sym.Analyzer()
+
+    def build(self) -> tirx.Stmt | None:
+        return self._nodes(self.protocol.tree.children, {})
+
+    def _nodes(self, nodes, renamed: dict) -> tirx.Stmt | None:
+        parts = []
+        for node in nodes:
+            if isinstance(node, LoopNode):
+                var = tirx.Var(f"{node.var.name}_r{self.role}", node.var.ty)
+                inner = {**renamed, node.var.name: var}
+                self.analyzer.bind(var, tvm.ir.Range(0, node.extent))
+                body = self._nodes(node.children, inner)
+                if body is not None:
+                    parts.append(tirx.For(var, 0, node.extent, tirx.ForKind.SERIAL, body))
+            elif node.role == self.role:
+                parts.append(self._task(node, renamed))
+        return _seq(parts)
+
+    def _task(self, task: TaskNode, renamed: dict) -> tirx.Stmt:
+        loop_vars = {loop.loop_var: renamed[loop.loop_var.name] for loop in task.loops}
+        block = task.realize.block
+        mapping = {iv.var: substitute(value, loop_vars)
+                   for iv, value in zip(block.iter_vars, task.realize.iter_values, strict=True)}
+        body = _inline_inner_blocks(substitute(substitute(block.body, loop_vars), mapping))
+        index = _linear_index(task, renamed)
+        before = [self._sync(op, index) for op in self.protocol.before(task.name)]
+        after = [self._sync(op, index) for op in self.protocol.after(task.name)]
+        return _seq([*before, *self.lowering.task_body(self.role, task, body), *after])
+
+    def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt:
+        g = op.group
+        simplify = self.analyzer.simplify
+        edge = simplify(index - g.first - (g.distance if op.action == WAIT else 0))
+        channel = simplify(g.base + tirx.floormod(edge, g.stages))
+        if op.action == WAIT:
+            parity = tirx.floormod(g.phase_offset + tirx.floordiv(edge, g.stages) + int(op.parity_flip), 2)
+            stmt = self.lowering.wait(op, channel, simplify(parity))
+        else:
+            stmt = self.lowering.arrive(op, channel)
+        guard = tirx.And(edge >= 0, edge < g.count)
+        if self.analyzer.can_prove(guard):
+            return stmt
+        return tirx.IfThenElse(simplify(guard), stmt, None)
+
+
+def _llvm_lowering(channels: tirx.Buffer, delay_us: int) -> _TargetLowering:
+    def task_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
+        if delay_us <= 0:
+            return [body]
+        pause = tirx.call_extern("int32", "usleep",
+                                 tirx.floormod(tirx.call_extern("int32", "rand"), delay_us))
+        return [tirx.Evaluate(pause), body]
+
+    def wait(op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
+        address = tirx.address_of(tirx.BufferLoad(channels, [channel]))
+        load = tirx.call_extern("int32", "__atomic_load_4", address, LLVM_MEMORY_ORDER_ACQUIRE)
+        return tirx.While(tirx.bitwise_and(load, 1) == parity, tirx.Evaluate(0))
+
+    def arrive(op: SyncOp, channel: tirx.PrimExpr) -> tirx.Stmt:
+        address = tirx.address_of(tirx.BufferLoad(channels, [channel]))
+        return tirx.Evaluate(tirx.call_extern("int32", "__atomic_fetch_add_4", address, 1,
+                                              LLVM_MEMORY_ORDER_RELEASE))
+
+    return _TargetLowering(task_body, wait, arrive)
+
+
+def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
+    tree = protocol.tree
+    channels = tirx.decl_buffer((max(1, protocol.plan.channel_count),), "int32", "channels")
+    lowering = _llvm_lowering(channels, delay_us)
+    role_index = tirx.Var("role", "int32")
+    dispatch = None
+    for position, role in reversed(list(enumerate(tree.roles))):
+        program = _RoleProgram(protocol, role, lowering).build()
+        dispatch = tirx.IfThenElse(role_index == position, program, dispatch)
+    channel = tirx.Var("channel", "int32")
+    reset = tirx.For(channel, 0, channels.shape[0], tirx.ForKind.SERIAL,
+                     tirx.BufferStore(channels, tirx.IntImm("int32", 0), [channel]))
+    # Touch the staging buffers outside the parallel loop so that they are allocated once, shared by the roles.
+    touches = [tirx.Evaluate(tirx.address_of(tirx.BufferLoad(buf, [0] * len(buf.shape))))
+               for buf in tree.root_block.alloc_buffers]
+    parallel = tirx.For(role_index, 0, len(tree.roles), tirx.ForKind.PARALLEL, dispatch)
+    body = tirx.SeqStmt([reset, *touches, parallel])
+    for loop in reversed(tree.grid_loops):
+        body = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, body)
+    return _with_root(tree.func, tree.root_block, body, [channels])
+
+
+def _uses(node, var: tirx.Var) -> bool:
+    hit = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var)
+                                         else None))
+    return hit is not None
+
+
+def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt:
+    """Stride the independent outer loops of `stmt` over `threads` lanes (see module doc)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([_distribute(s, lane, threads) for s in stmt.seq])
+    stores: list = []
+    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append))
+    chain: list[tirx.For] = []
+    node = stmt
+    while (isinstance(node, tirx.For) and node.kind == tirx.ForKind.SERIAL
+           and isinstance(node.extent, tirx.IntImm) and stores
+           and all(any(_uses(i, node.loop_var) for i in s.indices) for s in stores)):
+        chain.append(node)
+        node = node.body
+    if not chain:
+        return tirx.IfThenElse(lane == 0, stmt, None)
+    total = 1
+    for loop in chain:
+        total *= int(loop.extent)
+    step = tirx.Var("step", "int32")
+    flat = step * threads + lane
+    mapping = {}
+    stride = total
+    for loop in chain:
+        stride //= int(loop.extent)
+        mapping[loop.loop_var] = loop.min + tirx.floormod(tirx.floordiv(flat, stride), int(loop.extent))
+    body = substitute(node, mapping)
+    if total % threads:
+        body = tirx.IfThenElse(flat < total, body, None)
+    return tirx.For(step, 0, (total + threads - 1) // threads, tirx.ForKind.SERIAL, body)
+
+
+def _shares_with_role(protocol: Protocol, task: TaskNode) -> bool:
+    """True when a task of the same role reads what `task` writes, or another one writes it too."""
+    written = {w.buffer.name for w in task.writes}
+    for other in protocol.tree.tasks():
+        if other.role != task.role:
+            continue
+        touched = {r.buffer.name for r in other.reads}
+        if other.name != task.name:
+            touched |= {w.buffer.name for w in other.writes}
+        if written & touched:
+            return True
+    return False
+
+
+def _constant_ids(channel: tirx.PrimExpr, channels: tuple[int, ...], emit: Callable[[int], tirx.Stmt]):
+    """`emit(c)` for the channel `channel` evaluates to, as a chain of ifs so that every id is a constant."""
+    if isinstance(channel, tirx.IntImm):
+        return emit(int(channel))
+    chain = emit(channels[-1])
+    for c in reversed(channels[:-1]):
+        chain = tirx.IfThenElse(channel == c, emit(c), chain)
+    return chain
+
+
+def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_barriers: bool) -> tirx.PrimFunc:
+    tree = protocol.tree
+    plan = protocol.plan
+    roles = tree.roles
+    missing = [r for r in roles if r not in threads_per_role]
+    if missing:
+        raise WarpSpecializeInputError(f"threads_per_role has no entry for warp roles {missing}")
+    uneven = {r: n for r, n in threads_per_role.items() if n <= 0 or n % 32}
+    if uneven:
+        raise WarpSpecializeInputError(f"threads_per_role must give whole warps (multiples of 32), got {uneven}")
+    # Named barrier ids: 1 + role index for the barriers inside a role, then one per channel if requested.
+    first_channel_id = 1 + len(roles)
+    needed = first_channel_id - 1 + (plan.channel_count if named_barriers else 0)
+    if needed > MAX_NAMED_BARRIER:
+        raise WarpSpecializeInputError(
+            f"the kernel needs {needed} named barriers ({len(roles)} warp roles"
+            + (f" + {plan.channel_count} channels" if named_barriers else "")
+            + f"); CUDA has {MAX_NAMED_BARRIER} (ids 1..15)" + ("; use mbarrier channels" if named_barriers else ""))
+    bars = tirx.decl_buffer((max(1, plan.channel_count),), "uint64", "channels", scope="shared")
+    done = tirx.decl_buffer((1,), "uint32", "wait_done", scope="local")
+    thread = tirx.Var("tx", "int32")
+    offsets, total = {}, 0
+    for role in roles:
+        offsets[role] = total
+        total += threads_per_role[role]
+
+    def task_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
+        threads = threads_per_role[role]
+        stmts = [_distribute(body, thread - offsets[role], threads)]
+        if _shares_with_role(protocol, task):
+            stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
+        return stmts
+
+    def mbarrier_wait(op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
+        test = T.ptx.mbarrier.test_wait.parity.shared.b64(
+            tirx.BufferLoad(done, [0]), tirx.address_of(tirx.BufferLoad(bars, [channel])),
+            tirx.Cast("uint32", parity))
+        return tirx.SeqStmt([
+            tirx.BufferStore(done, tirx.IntImm("uint32", 0), [0]),
+            tirx.While(tirx.BufferLoad(done, [0]) == tirx.IntImm("uint32", 0), tirx.Evaluate(test)),
+        ])
+
+    def mbarrier_arrive(op: SyncOp, channel: tirx.PrimExpr) -> tirx.Stmt:
+        return tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(tirx.address_of(tirx.BufferLoad(bars, [channel]))))
+
+    def participants(op: SyncOp) -> int:
+        return threads_per_role[op.group.src_role] + threads_per_role[op.group.dst_role]
+
+    def named_wait(op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
+        return _constant_ids(channel, op.group.channels, lambda c: tirx.Evaluate(
+            T.ptx.bar.sync(first_channel_id + c, participants(op))))
+
+    def named_arrive(op: SyncOp, channel: tirx.PrimExpr) -> tirx.Stmt:
+        return _constant_ids(channel, op.group.channels, lambda c: tirx.Evaluate(
+            T.ptx.bar.arrive(first_channel_id + c, participants(op))))
+
+    if named_barriers:
+        lowering = _TargetLowering(task_body, named_wait, named_arrive)
+    else:
+        lowering = _TargetLowering(task_body, mbarrier_wait, mbarrier_arrive)
+    dispatch = None
+    for role in reversed(roles):
+        program = _RoleProgram(protocol, role, lowering).build()
+        if dispatch is None:
+            dispatch = program
+        else:
+            dispatch = tirx.IfThenElse(thread < offsets[role] + threads_per_role[role], program, dispatch)
+    stmts = []
+    if not named_barriers and plan.channel_count:
+        # One loop per run of consecutive channels with the same arriving role (same expected arrival count).
+        runs: list[list[int]] = []
+        for c in range(plan.channel_count):
+            if runs and plan.arriving_role(c) == plan.arriving_role(runs[-1][0]):
+                runs[-1].append(c)
+            else:
+                runs.append([c])
+        inits = []
+        for run in runs:
+            channel = tirx.Var("channel", "int32")
+            init = tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(
+                tirx.address_of(tirx.BufferLoad(bars, [channel])),
+                tirx.IntImm("uint32", threads_per_role[plan.arriving_role(run[0])])))
+            inits.append(tirx.For(channel, run[0], len(run), tirx.ForKind.SERIAL, init))
+        stmts += [tirx.IfThenElse(thread == 0, _seq(inits), None), tirx.Evaluate(T.cuda.cta_sync())]
+    stmts.append(dispatch)
+    binding = tirx.IterVar(tvm.ir.Range(0, total), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
+    body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _seq(stmts), thread_binding=binding)
+    for loop in reversed(tree.grid_loops):
+        body = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding)
+    return _with_root(tree.func, tree.root_block, body, [] if named_barriers else [bars, done])
+
+
+def _with_root(func: tirx.PrimFunc, root: SBlock, body: tirx.Stmt, extra_buffers: list) -> tirx.PrimFunc:
+    new_root = SBlock([], [], [], "root", body, alloc_buffers=[*root.alloc_buffers, *extra_buffers])
+    return func.with_body(SBlockRealize([], True, new_root))
+
+
+def generate(protocol: Protocol, target_kind: str, threads_per_role: dict[int, int] | None = None,
+             delay_us: int = 0, named_barriers: bool = False) -> tirx.PrimFunc:
+    """The specialized kernel for `target_kind` ("llvm" or "cuda") implementing `protocol`.
+
+    CUDA only: `threads_per_role` (default one warp per role); `named_barriers` carries the channels on named
+    barriers (`bar.arrive` by the producer side, `bar.sync` by the consumer side) instead of mbarriers.
+    llvm only: `delay_us`.
+    """
+    if target_kind == "llvm":
+        return _generate_llvm(protocol, delay_us)
+    if target_kind == "cuda":
+        return _generate_cuda(protocol, threads_per_role or {r: 32 for r in protocol.tree.roles}, named_barriers)
+    raise WarpSpecializeInputError(f"WarpSpecialize supports the llvm and cuda targets, not '{target_kind}'")

@@ -1,0 +1,226 @@
+"""Example kernels in the form WarpSpecialize accepts (used by the tests, the tutorial and the benchmark).
+
+* `seed_example()`: the seed's straight-line example. Producers p1..p7 on warp role 0 copy row `i` of `X` into
+  the shared range they need (0-10, 10-20, 20-30, 15-30, 30-45, 45-60, 0-50 of a 60-element staging buffer);
+  consumer ci on warp role 1 reads the range pi wrote and writes row `i` of `O`.
+* `streaming_kernel(...)`: element-wise `Y = 2 X + 1` over tiles; a copy role loads tile `t` into stage `t % stages`
+  of a shared ring, a compute role reads it.
+* `scheduled_scale_kernel(...)`: `B = 3 A` from TE, scheduled the usual way (split, `cache_read` into shared,
+  `compute_at`, `blockize`) and annotated with `sch.annotate(block, "warp_role", r)`: the input form as a
+  schedule produces it, with blocks nested in the tasks.
+* `gemm_kernel(...)`: tiled GEMM, fp16 inputs and fp32 accumulation. Per CTA (grid loops over output tiles bound to
+  `blockIdx`), a copy role loads the A and B tiles of step `k` into stage `k % stages` of two shared rings; one or
+  two compute roles (each owning a band of rows of the output tile) accumulate into a shared fp32 tile and store it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tvm import s_tir, te, tirx
+from tvm.ir import Range
+from tvm.s_tir import SBlock, SBlockRealize
+from tvm.script import tirx as T
+
+from .tree import WARP_ROLE
+
+__all__ = ["SEED_RANGES", "gemm_kernel", "scheduled_scale_kernel", "seed_example", "streaming_kernel"]
+
+SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
+
+
+def _copy_block(name: str, role: int, dst: tirx.Buffer, src: tirx.Buffer, row: int, lo: int, hi: int,
+                to_shared: bool) -> SBlockRealize:
+    i = tirx.Var("i", "int32")
+    if to_shared:
+        store = tirx.BufferStore(dst, tirx.BufferLoad(src, [tirx.IntImm("int32", row), i]), [i])
+        reads = [tirx.BufferRegion(src, [Range.from_min_extent(row, 1), Range.from_min_extent(lo, hi - lo)])]
+        writes = [tirx.BufferRegion(dst, [Range.from_min_extent(lo, hi - lo)])]
+    else:
+        value = tirx.BufferLoad(src, [i]) + tirx.FloatImm("float32", 1.0)
+        store = tirx.BufferStore(dst, value, [tirx.IntImm("int32", row), i])
+        reads = [tirx.BufferRegion(src, [Range.from_min_extent(lo, hi - lo)])]
+        writes = [tirx.BufferRegion(dst, [Range.from_min_extent(row, 1), Range.from_min_extent(lo, hi - lo)])]
+    body = tirx.For(i, lo, hi - lo, tirx.ForKind.SERIAL, store)
+    block = SBlock([], reads, writes, name, body, annotations={WARP_ROLE: role})
+    return SBlockRealize([], True, block)
+
+
+def seed_example(ranges: Sequence[tuple[int, int]] = SEED_RANGES) -> tirx.PrimFunc:
+    """The seed's example: p1..p7 (warp role 0) and c1..c7 (warp role 1) over a 60-element shared buffer.
+
+    Other `ranges` (half-open `(lo, hi)` pairs) give the same kind of straight-line producer/consumer program.
+    """
+    rows = len(ranges)
+    width = max(hi for _, hi in ranges)
+    x = tirx.decl_buffer((rows, width), "float32", "X")
+    o = tirx.decl_buffer((rows, width), "float32", "O")
+    staging = tirx.decl_buffer((width,), "float32", "S", scope="shared")
+    body = []
+    for n, (lo, hi) in enumerate(ranges):
+        body.append(_copy_block(f"p{n + 1}", 0, staging, x, n, lo, hi, to_shared=True))
+        body.append(_copy_block(f"c{n + 1}", 1, o, staging, n, lo, hi, to_shared=False))
+    root = SBlock([], [], [], "root", tirx.SeqStmt(body), alloc_buffers=[staging])
+    return tirx.PrimFunc([x, o], SBlockRealize([], True, root)).with_attrs(
+        {"global_symbol": "seed_example", "tirx.noalias": True, "s_tir": True})
+
+
+def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
+    """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring."""
+    n = tiles * tile
+
+    @T.prim_func(s_tir=True)
+    def streaming(X: T.Buffer((n,), "float32"), Y: T.Buffer((n,), "float32")):
+        T.func_attr({"global_symbol": "streaming", "tirx.noalias": True})
+        ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
+        for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % stages, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % stages, i] = X[t * tile + i]
+            with T.sblock("compute"):
+                T.reads(ring[t % stages, 0:tile])
+                T.writes(Y[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    Y[t * tile + i] = ring[t % stages, i] * T.float32(2) + T.float32(1)
+
+    return streaming
+
+
+def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
+    """`B = 3 A` scheduled into tiles: a shared-memory copy block (warp role 0) and a compute block (role 1)."""
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] * 3.0, name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "scale"))
+    block = sch.get_sblock("B")
+    outer, inner = sch.split(sch.get_loops(block)[0], [None, tile])
+    shared = sch.cache_read(block, 0, "shared")
+    sch.compute_at(shared, outer)
+    sch.annotate(sch.blockize(sch.get_loops(shared)[-1]), WARP_ROLE, 0)
+    sch.annotate(sch.blockize(inner), WARP_ROLE, 1)
+    return sch.mod["main"]
+
+
+def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
+                block_k: int = 16, stages: int = 3, compute_roles: int = 1) -> tirx.PrimFunc:
+    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32) with a copy role (0) and `compute_roles` compute roles."""
+    steps = k // block_k
+    band = block_m // compute_roles
+    if m % block_m or n % block_n or k % block_k or block_m % compute_roles:
+        raise ValueError("the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)")
+
+    @T.prim_func(s_tir=True)
+    def gemm_one_role(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"),
+                      C: T.Buffer((m, n), "float32")):
+        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
+        A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
+        acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
+        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
+            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
+                with T.sblock("init"):
+                    T.reads()
+                    T.writes(acc[0:block_m, 0:block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(block_m, block_n):
+                        acc[i, j] = T.float32(0)
+                for ko in range(steps):
+                    with T.sblock("load_A"):
+                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
+                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_m, block_k):
+                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
+                    with T.sblock("load_B"):
+                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
+                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_k, block_n):
+                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
+                    with T.sblock("mma"):
+                        T.reads(A_ring[ko % stages, 0:block_m, 0:block_k],
+                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:block_m, 0:block_n])
+                        T.writes(acc[0:block_m, 0:block_n])
+                        T.sblock_attr({"warp_role": 1})
+                        for i, j, kk in T.grid(block_m, block_n, block_k):
+                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
+                                "float32", B_ring[ko % stages, kk, j])
+                with T.sblock("store"):
+                    T.reads(acc[0:block_m, 0:block_n])
+                    T.writes(C[by * block_m:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(block_m, block_n):
+                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
+
+    @T.prim_func(s_tir=True)
+    def gemm_two_roles(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"),
+                       C: T.Buffer((m, n), "float32")):
+        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
+        A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
+        acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
+        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
+            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
+                with T.sblock("init_top"):
+                    T.reads()
+                    T.writes(acc[0:band, 0:block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(band, block_n):
+                        acc[i, j] = T.float32(0)
+                with T.sblock("init_bottom"):
+                    T.reads()
+                    T.writes(acc[band:block_m, 0:block_n])
+                    T.sblock_attr({"warp_role": 2})
+                    for i, j in T.grid(band, block_n):
+                        acc[band + i, j] = T.float32(0)
+                for ko in range(steps):
+                    with T.sblock("load_A"):
+                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
+                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_m, block_k):
+                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
+                    with T.sblock("load_B"):
+                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
+                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_k, block_n):
+                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
+                    with T.sblock("mma_top"):
+                        T.reads(A_ring[ko % stages, 0:band, 0:block_k],
+                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:band, 0:block_n])
+                        T.writes(acc[0:band, 0:block_n])
+                        T.sblock_attr({"warp_role": 1})
+                        for i, j, kk in T.grid(band, block_n, block_k):
+                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
+                                "float32", B_ring[ko % stages, kk, j])
+                    with T.sblock("mma_bottom"):
+                        T.reads(A_ring[ko % stages, band:block_m, 0:block_k],
+                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[band:block_m, 0:block_n])
+                        T.writes(acc[band:block_m, 0:block_n])
+                        T.sblock_attr({"warp_role": 2})
+                        for i, j, kk in T.grid(band, block_n, block_k):
+                            acc[band + i, j] = acc[band + i, j] + T.Cast(
+                                "float32", A_ring[ko % stages, band + i, kk]) * T.Cast(
+                                "float32", B_ring[ko % stages, kk, j])
+                with T.sblock("store_top"):
+                    T.reads(acc[0:band, 0:block_n])
+                    T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(band, block_n):
+                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
+                with T.sblock("store_bottom"):
+                    T.reads(acc[band:block_m, 0:block_n])
+                    T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                    T.sblock_attr({"warp_role": 2})
+                    for i, j in T.grid(band, block_n):
+                        C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
+
+    if compute_roles == 1:
+        return gemm_one_role
+    if compute_roles == 2:
+        return gemm_two_roles
+    raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")

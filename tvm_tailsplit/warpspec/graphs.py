@@ -1,0 +1,334 @@
+"""Control-data flow graph (CDFG) and control-data-resource flow graph (CDRFG) over buffer ranges.
+
+Vocabulary. A *task instance* is one execution of a warp-role block for concrete values of its enclosing pipeline
+loops. It is a *producer* of the ranges it writes and a *consumer* of the ranges it reads. Instances of one warp
+role run in program order (*control dependences*). Instances of different roles run concurrently and need
+synchronization:
+
+* a **data dependence** producer → consumer: the consumer reads a range whose last writer before it (in the
+  sequential program) is the producer on another warp role (computed per element: the consumer's range is
+  covered by walking the earlier writers backwards, each writer taking the part it wrote last);
+* a **resource dependence** consumer → later producer: for every other warp role, the first later instance on that
+  role that writes a range overlapping what the consumer holds (reads, or writes: write-after-write is the same
+  hazard). The consumer holds its whole range until it releases it, so only the *first* overlapping producer of
+  each role waits; later producers of that role are ordered after it by program order. This is range-level, not
+  whole-buffer, and multi-buffering (a stage index such as `k % 3`) follows from the ranges: the producer of
+  stage `s` at iteration `k + 3` depends on the consumer of iteration `k`.
+
+Loops are unrolled into instances for the analysis (trip counts of the pipeline loops must be small enough, see
+`max_instances`); the grid loops are fixed at 0 (CTAs are independent). The CDFG holds the data dependences; the
+CDRFG adds the resource dependences.
+
+**Redundancy elimination**: all edges go forward in the sequential program order, so the graph of program order plus
+synchronization edges is a DAG whose topological order is that order. A data or resource edge u → v is redundant
+when u already reaches v through another predecessor of v (program order or another edge): the dependence is then
+implied when v arrives. Ancestor sets are bitsets computed once in topological order; because the graph is a DAG,
+removing every such edge at once preserves reachability (the transitive reduction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from tvm import tirx
+
+from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
+
+__all__ = [
+    "DATA",
+    "RESOURCE",
+    "Dependence",
+    "ancestor_bitsets",
+    "boxes_overlap",
+    "FlowGraph",
+    "Instance",
+    "control_data_flow_graph",
+    "control_data_resource_flow_graph",
+    "eliminate_redundant",
+    "evaluate_index",
+    "unroll_instances",
+]
+
+DATA = "data"
+RESOURCE = "resource"
+
+Box = tuple[tuple[int, int], ...]
+"""A buffer range as half-open `[lo, hi)` intervals per dimension."""
+
+_BINARY = {
+    tirx.Add: lambda a, b: a + b,
+    tirx.Sub: lambda a, b: a - b,
+    tirx.Mul: lambda a, b: a * b,
+    tirx.FloorDiv: lambda a, b: a // b,
+    tirx.FloorMod: lambda a, b: a % b,
+    tirx.Min: min,
+    tirx.Max: max,
+}
+
+
+def evaluate_index(expr: tirx.PrimExpr | int, env: dict[str, int]) -> int:
+    """Evaluate an integer index expression of loop variables (`env` maps variable names to values)."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    if isinstance(expr, tirx.Var):
+        if expr.name not in env:
+            raise WarpSpecializeInputError(f"index variable '{expr.name}' is not a pipeline or grid loop variable")
+        return env[expr.name]
+    if isinstance(expr, tirx.Cast):
+        return evaluate_index(expr.value, env)
+    for node_type, op in _BINARY.items():
+        if isinstance(expr, node_type):
+            return op(evaluate_index(expr.a, env), evaluate_index(expr.b, env))
+    if isinstance(expr, tirx.Div | tirx.Mod):
+        a, b = evaluate_index(expr.a, env), evaluate_index(expr.b, env)
+        quotient = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        return quotient if isinstance(expr, tirx.Div) else a - quotient * b
+    raise WarpSpecializeInputError(f"cannot evaluate the index expression {expr} ({type(expr).__name__})")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One execution of a task: `index` counts the task's instances in program order."""
+
+    position: int
+    task: TaskNode = field(compare=False, repr=False)
+    index: int
+    iteration: tuple[int, ...]
+    reads: tuple[tuple[str, Box], ...] = field(compare=False, repr=False)
+    writes: tuple[tuple[str, Box], ...] = field(compare=False, repr=False)
+
+    @property
+    def role(self) -> int:
+        return self.task.role
+
+    @property
+    def name(self) -> str:
+        if not self.iteration:
+            return self.task.name
+        return f"{self.task.name}[{','.join(str(i) for i in self.iteration)}]"
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """A synchronization edge between instances on different warp roles (positions in program order)."""
+
+    src: int
+    dst: int
+    kind: str
+    buffers: tuple[str, ...]
+
+
+def _box(region: Region, env: dict[str, int]) -> Box:
+    return tuple(
+        (evaluate_index(lo, env), evaluate_index(lo, env) + evaluate_index(ext, env)) for lo, ext in region.bounds
+    )
+
+
+def boxes_overlap(a: Box, b: Box) -> bool:
+    return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
+
+
+def _subtract(a: Box, b: Box) -> list[Box]:
+    """`a` minus `b` as disjoint boxes."""
+    if not boxes_overlap(a, b):
+        return [a]
+    pieces: list[Box] = []
+    rest = list(a)
+    for dim, ((lo, hi), (blo, bhi)) in enumerate(zip(a, b, strict=True)):
+        if lo < blo:
+            pieces.append(tuple(rest[:dim]) + ((lo, blo),) + tuple(rest[dim + 1:]))
+        if bhi < hi:
+            pieces.append(tuple(rest[:dim]) + ((bhi, hi),) + tuple(rest[dim + 1:]))
+        rest[dim] = (max(lo, blo), min(hi, bhi))
+    return pieces
+
+
+def unroll_instances(tree: ScheduleTree, max_instances: int = 4096) -> list[Instance]:
+    """All task instances of one grid iteration (grid loop variables fixed at 0), in sequential program order."""
+    env: dict[str, int] = {loop.loop_var.name: 0 for loop in tree.grid_loops}
+    counts: dict[str, int] = {}
+    instances: list[Instance] = []
+
+    def visit(node) -> None:
+        if isinstance(node, TaskNode):
+            if len(instances) >= max_instances:
+                raise WarpSpecializeInputError(
+                    f"more than {max_instances} task instances: reduce the pipeline trip counts for the analysis"
+                )
+            index = counts.get(node.name, 0)
+            counts[node.name] = index + 1
+            iteration = tuple(env[loop.loop_var.name] for loop in node.loops)
+            reads = tuple((r.buffer.name, _box(r, env)) for r in node.reads)
+            writes = tuple((w.buffer.name, _box(w, env)) for w in node.writes)
+            instances.append(Instance(len(instances), node, index, iteration, reads, writes))
+            return
+        for value in range(node.extent):
+            env[node.var.name] = value
+            for child in node.children:
+                visit(child)
+        del env[node.var.name]
+
+    for child in tree.children:
+        visit(child)
+    return instances
+
+
+@dataclass(frozen=True)
+class FlowGraph:
+    """Instances in program order with their data and resource dependences (edges between warp roles).
+
+    `removed` holds the edges dropped by redundancy elimination (empty before it).
+    """
+
+    tree: ScheduleTree = field(repr=False)
+    instances: tuple[Instance, ...]
+    edges: tuple[Dependence, ...]
+    removed: tuple[Dependence, ...] = ()
+
+    def of_kind(self, kind: str) -> list[Dependence]:
+        return [e for e in self.edges if e.kind == kind]
+
+    def edge_names(self, kind: str | None = None) -> list[tuple[str, str]]:
+        """`(producer/consumer name, name)` pairs of the edges (optionally of one kind), in edge order."""
+        return [(self.instances[e.src].name, self.instances[e.dst].name)
+                for e in self.edges if kind is None or e.kind == kind]
+
+    def program_order_predecessors(self) -> list[int | None]:
+        """For every instance, the previous instance of the same warp role (control dependence), or None."""
+        last: dict[int, int] = {}
+        previous: list[int | None] = []
+        for inst in self.instances:
+            previous.append(last.get(inst.role))
+            last[inst.role] = inst.position
+        return previous
+
+    def describe(self) -> str:
+        lines = []
+        for kind in (DATA, RESOURCE):
+            names = [f"{a}->{b}" for a, b in self.edge_names(kind)]
+            lines.append(f"{kind} dependences ({len(names)}): {', '.join(names) or '-'}")
+        if self.removed:
+            names = [f"{self.instances[e.src].name}->{self.instances[e.dst].name}" for e in self.removed]
+            lines.append(f"redundant, removed ({len(names)}): {', '.join(names)}")
+        return "\n".join(lines)
+
+    def to_dot(self, name: str = "cdrfg") -> str:
+        """Graphviz text: one cluster per warp role, program order solid grey, data blue, resource red dashed,
+        removed (redundant) edges dotted grey."""
+        lines = [f"digraph {name} {{", "  rankdir=TB;", "  node [shape=box, fontsize=10];"]
+        for role in sorted({i.role for i in self.instances}):
+            lines.append(f"  subgraph cluster_role{role} {{ label=\"warp role {role}\";")
+            lines += [f"    n{i.position} [label=\"{i.name}\"];" for i in self.instances if i.role == role]
+            lines.append("  }")
+        for position, previous in enumerate(self.program_order_predecessors()):
+            if previous is not None:
+                lines.append(f"  n{previous} -> n{position} [color=grey];")
+        style = {DATA: "color=blue", RESOURCE: "color=red, style=dashed"}
+        for e in self.edges:
+            lines.append(f"  n{e.src} -> n{e.dst} [{style[e.kind]}, label=\"{','.join(e.buffers)}\"];")
+        for e in self.removed:
+            lines.append(f"  n{e.src} -> n{e.dst} [color=grey, style=dotted];")
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def ancestor_bitsets(count: int, previous: list[int | None], edges: Iterable[Dependence]) -> list[int]:
+    """Per instance, the bitset of instances that happen before it through program order (`previous`) and
+    `edges`; all edges must go forward in program order (the DAG's topological order)."""
+    predecessors: list[list[int]] = [[] for _ in range(count)]
+    for e in edges:
+        predecessors[e.dst].append(e.src)
+    for position, prev in enumerate(previous):
+        if prev is not None:
+            predecessors[position].append(prev)
+    ancestors = [0] * count
+    for position in range(count):
+        bits = 0
+        for p in predecessors[position]:
+            if p >= position:
+                raise ValueError("synchronization edges must go forward in program order")
+            bits |= ancestors[p] | (1 << p)
+        ancestors[position] = bits
+    return ancestors
+
+
+def _merge(edges: Iterator[tuple[int, int, str, str]]) -> tuple[Dependence, ...]:
+    """Merge edges with the same endpoints and kind, collecting their buffers."""
+    merged: dict[tuple[int, int, str], list[str]] = {}
+    for src, dst, kind, buffer in edges:
+        buffers = merged.setdefault((src, dst, kind), [])
+        if buffer not in buffers:
+            buffers.append(buffer)
+    ordered = sorted(merged.items(), key=lambda item: (item[0][1], item[0][0], item[0][2]))
+    return tuple(Dependence(src, dst, kind, tuple(bufs)) for (src, dst, kind), bufs in ordered)
+
+
+def control_data_flow_graph(tree: ScheduleTree, max_instances: int = 4096) -> FlowGraph:
+    """Instances with control dependences (program order per role) and data dependences producer → consumer."""
+    instances = unroll_instances(tree, max_instances)
+    writers: dict[str, list[Instance]] = {}
+    for inst in instances:
+        for buffer, _ in inst.writes:
+            writers.setdefault(buffer, []).append(inst)
+
+    def data_edges() -> Iterator[tuple[int, int, str, str]]:
+        for consumer in instances:
+            for buffer, box in consumer.reads:
+                uncovered = [box]
+                for producer in reversed(writers.get(buffer, [])):
+                    if producer.position >= consumer.position:
+                        continue
+                    for wbuffer, wbox in producer.writes:
+                        if wbuffer != buffer or not any(boxes_overlap(u, wbox) for u in uncovered):
+                            continue
+                        if producer.role != consumer.role:
+                            yield producer.position, consumer.position, DATA, buffer
+                        uncovered = [piece for u in uncovered for piece in _subtract(u, wbox)]
+                    if not uncovered:
+                        break
+
+    return FlowGraph(tree, tuple(instances), _merge(data_edges()))
+
+
+def control_data_resource_flow_graph(cdfg: FlowGraph) -> FlowGraph:
+    """Add the resource dependences consumer → first later overlapping producer of every other warp role."""
+    instances = cdfg.instances
+    roles = sorted({i.role for i in instances})
+
+    def resource_edges() -> Iterator[tuple[int, int, str, str]]:
+        for holder in instances:
+            for buffer, box in holder.reads + holder.writes:
+                for role in roles:
+                    if role == holder.role:
+                        continue
+                    for later in instances[holder.position + 1:]:
+                        if later.role != role:
+                            continue
+                        if any(wb == buffer and boxes_overlap(box, wbox) for wb, wbox in later.writes):
+                            yield holder.position, later.position, RESOURCE, buffer
+                            break
+
+    return FlowGraph(cdfg.tree, instances, cdfg.edges + _merge(resource_edges()))
+
+
+def eliminate_redundant(graph: FlowGraph) -> FlowGraph:
+    """Drop every data or resource edge implied through program order and the other edges (see module doc)."""
+    previous = graph.program_order_predecessors()
+    ancestors = ancestor_bitsets(len(graph.instances), previous, graph.edges)
+    incoming: dict[int, list[Dependence]] = {}
+    for e in graph.edges:
+        incoming.setdefault(e.dst, []).append(e)
+    kept: list[Dependence] = []
+    removed: list[Dependence] = []
+    for e in graph.edges:
+        others = [d.src for d in incoming[e.dst] if d.src != e.src]
+        if previous[e.dst] is not None:
+            others.append(previous[e.dst])
+        reach = 0
+        for p in others:
+            reach |= ancestors[p] | (1 << p)
+        (removed if reach >> e.src & 1 else kept).append(e)
+    return FlowGraph(graph.tree, graph.instances, tuple(kept), graph.removed + tuple(removed))

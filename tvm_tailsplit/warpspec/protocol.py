@@ -1,0 +1,102 @@
+"""The generated protocol: per-warp-role programs as data, read by both the code generator and the checker.
+
+Each warp role runs the pipeline tree restricted to its own tasks (the partition of the graph by warp id). Around
+every task the protocol places guarded synchronization operations, one per channel group the task takes part in,
+in the CUTLASS-like vocabulary:
+
+* before a consumer task: **wait** for the producer's data (data channel; the consumer waits on the phase parity);
+* before a producer task: **acquire** the range from the consumers that still hold it (resource channel);
+* after a producer task: **commit** the data (arrive on the data channel);
+* after a consumer task: **release** the range (arrive on the resource channel).
+
+An operation of a group is active in instance `index` of its task when that instance is the source (arrive) or the
+destination (wait) of one of the group's edges; the channel is `base + edge % stages` and the awaited parity is
+`phase & 1` with `phase = phase_offset + edge // stages`. `parity_flip` exists so that tests can plant a wrong
+parity and show that `check` catches it; the generator never sets it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .channels import ChannelGroup, ChannelPlan
+from .graphs import DATA
+from .tree import ScheduleTree
+
+__all__ = ["ARRIVE", "WAIT", "Protocol", "SyncOp", "build_protocol"]
+
+WAIT = "wait"
+ARRIVE = "arrive"
+
+
+@dataclass(frozen=True)
+class SyncOp:
+    """One synchronization operation attached to a task: before it (`wait`) or after it (`arrive`)."""
+
+    action: str
+    group: ChannelGroup
+    before_task: bool
+    parity_flip: bool = False
+
+    @property
+    def verb(self) -> str:
+        """acquire / commit / wait / release."""
+        if self.action == WAIT:
+            return "wait" if self.group.kind == DATA else "acquire"
+        return "commit" if self.group.kind == DATA else "release"
+
+    def edge(self, index: int) -> int | None:
+        """The group's edge this operation handles in instance `index` of its task, or None (inactive)."""
+        if self.action == WAIT:
+            return self.group.edge_at_destination(index)
+        return self.group.edge_at_source(index)
+
+    def parity(self, edge: int) -> int:
+        return (self.group.phase(edge) & 1) ^ int(self.parity_flip)
+
+    def describe(self) -> str:
+        g = self.group
+        return f"{self.verb} channels {list(g.channels)} ({g.src_task} -> {g.dst_task}, distance {g.distance})"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The per-warp programs: the tree, the channel plan and the operations around every task."""
+
+    tree: ScheduleTree
+    plan: ChannelPlan
+    ops: dict[str, tuple[SyncOp, ...]]
+
+    def before(self, task: str) -> list[SyncOp]:
+        return [op for op in self.ops.get(task, ()) if op.before_task]
+
+    def after(self, task: str) -> list[SyncOp]:
+        return [op for op in self.ops.get(task, ()) if not op.before_task]
+
+    def replace_ops(self, task: str, ops: list[SyncOp]) -> Protocol:
+        """A copy with the operations of `task` replaced (used to plant bugs in tests)."""
+        return dataclasses.replace(self, ops={**self.ops, task: tuple(ops)})
+
+    def describe(self) -> str:
+        lines = []
+        for role in self.tree.roles:
+            lines.append(f"warp role {role}:")
+            for task in self.tree.tasks():
+                if task.role != role:
+                    continue
+                lines += [f"  {op.describe()}" for op in self.before(task.name)]
+                lines.append(f"  run {task.name}")
+                lines += [f"  {op.describe()}" for op in self.after(task.name)]
+        return "\n".join(lines)
+
+
+def build_protocol(plan: ChannelPlan) -> Protocol:
+    """Attach a wait before the destination task and an arrive after the source task of every group."""
+    ops: dict[str, list[SyncOp]] = {}
+    for group in plan.groups:
+        ops.setdefault(group.dst_task, []).append(SyncOp(WAIT, group, before_task=True))
+        ops.setdefault(group.src_task, []).append(SyncOp(ARRIVE, group, before_task=False))
+    ordered = {task: tuple(sorted(task_ops, key=lambda op: (not op.before_task, op.group.base)))
+               for task, task_ops in ops.items()}
+    return Protocol(plan.graph.tree, plan, ordered)

@@ -1,0 +1,239 @@
+"""Schedule tree: the loops and warp-role blocks of a scheduled kernel, in program order.
+
+Algorithm. Walk the body of the root block once. Outermost loops bound to `blockIdx.*` are *grid loops*: every
+iteration of them (a CTA on CUDA) runs the whole producer/consumer pipeline independently, so they are recorded
+apart and take no part in the analysis. Below them, the *pipeline* is a tree whose inner nodes are serial loops
+with constant bounds and whose leaves are *tasks*: blocks annotated with `warp_role` (the producers and consumers
+of the pipeline; a block is a producer of what it writes and a consumer of what it reads). The read and write
+regions of every task are rewritten from the block's iteration variables to the enclosing loop variables, so each
+task instance (one per loop iteration) has concrete buffer ranges once the loop variables are known.
+
+Accepted input form (anything else is rejected with `WarpSpecializeInputError` naming the block or statement):
+
+* a `PrimFunc` with `T.sblock` blocks (`@T.prim_func(s_tir=True)`), whose root block may allocate buffers
+  (typically the multi-buffered shared rings indexed by a stage such as `k % 3`);
+* the root block's body is zero or more nested loops bound to `blockIdx.x/y/z` (each the only statement of its
+  parent), then the pipeline;
+* the pipeline is a sequence of serial `for` loops with constant start 0 and constant extent, and block realizes;
+* every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
+  `init`, no buffer allocation and no match buffers, and is not nested in another annotated block; its read and
+  write regions bound everything it touches (the analysis trusts them);
+* the names of the pipeline loop variables are distinct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+from tvm.s_tir import SBlock, SBlockRealize
+
+WARP_ROLE = "warp_role"
+
+__all__ = [
+    "WARP_ROLE",
+    "LoopNode",
+    "Region",
+    "ScheduleTree",
+    "TaskNode",
+    "WarpSpecializeInputError",
+    "build_schedule_tree",
+    "substitute",
+]
+
+
+class WarpSpecializeInputError(ValueError):
+    """The kernel is not in the form WarpSpecialize accepts (see `tvm_tailsplit.warpspec.tree`)."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """A buffer range read or written by a task, as `(min, extent)` expressions of the pipeline loop variables."""
+
+    buffer: tirx.Buffer
+    bounds: tuple[tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr], ...]
+
+
+@dataclass(frozen=True)
+class TaskNode:
+    """A warp-role block: one producer/consumer per iteration of its enclosing pipeline loops."""
+
+    name: str
+    role: int
+    realize: SBlockRealize
+    reads: tuple[Region, ...]
+    writes: tuple[Region, ...]
+    loops: tuple[tirx.For, ...] = field(default=(), compare=False)
+    """The enclosing pipeline loops, outermost first."""
+
+    def describe(self, indent: str = "") -> str:
+        reads = ", ".join(_region_text(r) for r in self.reads)
+        writes = ", ".join(_region_text(r) for r in self.writes)
+        return f"{indent}task {self.name} (warp role {self.role}) reads [{reads}] writes [{writes}]"
+
+
+@dataclass(frozen=True)
+class LoopNode:
+    """A serial pipeline loop `for var in range(extent)`."""
+
+    loop: tirx.For
+    extent: int
+    children: tuple[TreeNode, ...]
+
+    @property
+    def var(self) -> tirx.Var:
+        return self.loop.loop_var
+
+    def describe(self, indent: str = "") -> str:
+        lines = [f"{indent}for {self.var.name} in range({self.extent}):"]
+        lines += [child.describe(indent + "  ") for child in self.children]
+        return "\n".join(lines)
+
+
+TreeNode = LoopNode | TaskNode
+
+
+@dataclass(frozen=True)
+class ScheduleTree:
+    """The pipeline of a kernel: grid loops, then a tree of serial loops and warp-role tasks."""
+
+    func: tirx.PrimFunc
+    root_block: SBlock
+    grid_loops: tuple[tirx.For, ...]
+    children: tuple[TreeNode, ...]
+
+    def tasks(self) -> list[TaskNode]:
+        """The tasks in program order."""
+        found: list[TaskNode] = []
+
+        def visit(node: TreeNode) -> None:
+            if isinstance(node, TaskNode):
+                found.append(node)
+            else:
+                for child in node.children:
+                    visit(child)
+
+        for child in self.children:
+            visit(child)
+        return found
+
+    @property
+    def roles(self) -> tuple[int, ...]:
+        """The warp roles, sorted."""
+        return tuple(sorted({task.role for task in self.tasks()}))
+
+    def describe(self) -> str:
+        lines = [f"grid loop {loop.loop_var.name} ({loop.thread_binding.thread_tag}) x {loop.extent}"
+                 for loop in self.grid_loops]
+        lines += [child.describe() for child in self.children]
+        return "\n".join(lines)
+
+
+def _region_text(region: Region) -> str:
+    analyzer = sym.Analyzer()
+    dims = ", ".join(f"{lo}:{analyzer.simplify(lo + ext)}" for lo, ext in region.bounds)
+    return f"{region.buffer.name}[{dims}]"
+
+
+def substitute(node: tvm.ir.Node, mapping: dict[tirx.Var, tvm.tirx.PrimExpr]) -> tvm.ir.Node:
+    """Replace variables (keys of `mapping`, compared by identity) in an expression or statement."""
+    if not mapping:
+        return node
+
+    def replace(v):
+        for old, new in mapping.items():
+            if old.same_as(v):
+                return new
+        return v
+
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, replace), order="post")
+
+
+def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
+    block = realize.block
+    name = block.name_hint
+    if WARP_ROLE not in block.annotations:
+        raise WarpSpecializeInputError(
+            f"block '{name}' in the pipeline has no '{WARP_ROLE}' annotation; annotate every block between the "
+            f"pipeline loops with sch.annotate(block, '{WARP_ROLE}', role)"
+        )
+    role = block.annotations[WARP_ROLE]
+    if not isinstance(role, int | tirx.IntImm) or int(role) < 0:
+        raise WarpSpecializeInputError(f"block '{name}': '{WARP_ROLE}' must be a non-negative int, got {role!r}")
+    if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
+        raise WarpSpecializeInputError(f"block '{name}' has a predicate ({realize.predicate}); tasks must be "
+                                       "unconditional")
+    if block.init is not None or len(block.alloc_buffers) or len(block.match_buffers):
+        raise WarpSpecializeInputError(f"block '{name}' has an init, buffer allocations or match buffers; "
+                                       "tasks must not")
+
+    def visit_inner(inner: SBlock):
+        if WARP_ROLE in inner.annotations:
+            return tvm_ffi.VisitInterrupt(inner.name_hint)
+        return None
+
+    nested = tvm_ffi.structural_walk(block.body, (SBlock, visit_inner))
+    if nested is not None:
+        raise WarpSpecializeInputError(f"block '{nested.value}' with '{WARP_ROLE}' is nested in block '{name}'")
+    mapping = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values, strict=True)}
+
+    def region(buffer_region) -> Region:
+        bounds = tuple((substitute(r.min, mapping), substitute(r.extent, mapping)) for r in buffer_region.region)
+        return Region(buffer_region.source, bounds)
+
+    return TaskNode(name, int(role), realize, tuple(region(r) for r in block.reads),
+                    tuple(region(w) for w in block.writes), loops)
+
+
+def _statements(stmt) -> list:
+    if isinstance(stmt, tirx.SeqStmt):
+        return [s for part in stmt.seq for s in _statements(part)]
+    return [stmt]
+
+
+def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: str) -> tuple[TreeNode, ...]:
+    nodes: list[TreeNode] = []
+    for s in _statements(stmt):
+        if isinstance(s, SBlockRealize):
+            nodes.append(_task(s, loops))
+        elif isinstance(s, tirx.For):
+            name = s.loop_var.name
+            if s.kind != tirx.ForKind.SERIAL:
+                raise WarpSpecializeInputError(f"loop '{name}' {where} is {s.kind}; pipeline loops must be serial")
+            if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0 and isinstance(s.extent, tirx.IntImm)):
+                raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0 and have a constant extent")
+            if name in loop_names:
+                raise WarpSpecializeInputError(f"loop variable name '{name}' {where} is used twice; rename it")
+            loop_names.add(name)
+            children = _pipeline(s.body, (*loops, s), loop_names, f"inside loop '{name}'")
+            nodes.append(LoopNode(s, int(s.extent), children))
+        elif isinstance(s, tirx.Evaluate) and isinstance(s.value, tirx.IntImm):
+            continue
+        else:
+            raise WarpSpecializeInputError(
+                f"unsupported statement {type(s).__name__} {where}; the pipeline holds only serial loops and "
+                f"blocks annotated with '{WARP_ROLE}'"
+            )
+    return tuple(nodes)
+
+
+def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
+    """Build the schedule tree of `func`, or raise `WarpSpecializeInputError` naming the offending part."""
+    body = func.body
+    if not (isinstance(body, SBlockRealize) and body.block.name_hint == "root"):
+        raise WarpSpecializeInputError("the kernel must be an s_tir function with a root block "
+                                       "(@T.prim_func(s_tir=True))")
+    root = body.block
+    stmt = root.body
+    grid: list[tirx.For] = []
+    while (isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.THREAD_BINDING
+           and stmt.thread_binding is not None and stmt.thread_binding.thread_tag.startswith("blockIdx.")):
+        grid.append(stmt)
+        stmt = stmt.body
+    children = _pipeline(stmt, (), set(), "in the pipeline")
+    tree = ScheduleTree(func, root, tuple(grid), children)
+    if not tree.tasks():
+        raise WarpSpecializeInputError(f"no block annotated with '{WARP_ROLE}' found in the pipeline")
+    return tree
