@@ -140,12 +140,7 @@ def instruction_count(
 
 def conditions_under_marks(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None = None) -> int:
     """The number of guards left at or below marks (in one function, or in every PrimFunc of the module)."""
-    total = 0
-    for func in _functions(mod, func_name):
-        for loop in loop_vars_in(func.body):
-            if is_mark(loop):
-                total += len(guards_under(loop))
-    return total
+    return sum(len(mark.guards) for func in _functions(mod, func_name) for mark in find_marks(func))
 
 
 def estimate_mapping_cost(

@@ -1,6 +1,7 @@
 """The seed's example, reproduced exactly: ``for a in range(9): for b in range(6): if a + b < 10`` with the
 mark on ``b``. Full split: ``a`` in [0,4] with ``b`` in [0,5] and no condition, then ``a = 5, 6, 7, 8`` with
-``b`` in [0,4], [0,3], [0,2], [0,1]. Partial split: one ``a`` loop, decided by a guard chain above the mark."""
+``b`` in [0,4], [0,3], [0,2], [0,1]. Partial split: one ``a`` loop, decided by a guard chain above the mark
+(disjoint ``if``s)."""
 
 import tvm
 from tvm.script import tirx as T
@@ -59,28 +60,27 @@ def seed_partial_split(A: T.Buffer((9, 6), "float32"), B: T.Buffer((9, 6), "floa
         if a < 5:
             for b in T.serial(6, annotations={"pragma_emit_insn": "vcopy"}):
                 with T.sblock("B_0"):
-                    va = T.axis.spatial(9, a)
-                    vb = T.axis.spatial(6, b)
+                    va, vb = T.axis.remap("SS", [a, b])
                     B[va, vb] = A[va, vb]
-        elif a < 6:
+        if a == 5:
             for b in T.serial(5, annotations={"pragma_emit_insn": "vcopy"}):
                 with T.sblock("B_1"):
                     va = T.axis.spatial(9, a)
                     vb = T.axis.spatial(6, b)
                     B[va, vb] = A[va, vb]
-        elif a < 7:
+        if a == 6:
             for b in T.serial(4, annotations={"pragma_emit_insn": "vcopy"}):
                 with T.sblock("B_2"):
                     va = T.axis.spatial(9, a)
                     vb = T.axis.spatial(6, b)
                     B[va, vb] = A[va, vb]
-        elif a < 8:
+        if a == 7:
             for b in T.serial(3, annotations={"pragma_emit_insn": "vcopy"}):
                 with T.sblock("B_3"):
                     va = T.axis.spatial(9, a)
                     vb = T.axis.spatial(6, b)
                     B[va, vb] = A[va, vb]
-        else:
+        if a == 8:
             for b in T.serial(2, annotations={"pragma_emit_insn": "vcopy"}):
                 with T.sblock("B_4"):
                     va = T.axis.spatial(9, a)

@@ -18,7 +18,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from .conditions import find_marks, is_mark, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner
-from .rewrite import Emitter, unique_block_names
+from .rewrite import Emitter, is_temporary_block_name, unique_block_names
 
 __all__ = ["NestReport", "SplitReport", "STRATEGIES", "nests_of", "plan_nest", "split_function", "validate_options"]
 
@@ -138,12 +138,11 @@ def split_function(
         rewritten.append(len(new_nests) - 1)
     if not report.changed:
         return func, report
-    taken = set()
-    for position, nest in enumerate(new_nests):
-        if position not in rewritten:
-            taken |= _block_names(nest)
-    for position in rewritten:
-        new_nests[position] = unique_block_names(new_nests[position], emitter.block_copies, taken)
+    taken = {name for nest in new_nests for name in _block_names(nest) if not is_temporary_block_name(name)}
+    new_nests = [
+        unique_block_names(nest, emitter.block_copies, taken) if position in rewritten else nest
+        for position, nest in enumerate(new_nests)
+    ]
     if not new_nests:
         new_nests = [tirx.Evaluate(tirx.const(0, "int32"))]
     new_body = new_nests[0] if len(new_nests) == 1 else tirx.SeqStmt(new_nests)

@@ -155,37 +155,39 @@ class GuardSite:
 
 
 def guards_under(stmt) -> list[GuardSite]:
-    """Every guard in ``stmt`` (block predicates, block-body ifs and loop-level ifs), over loop variables."""
+    """Every guard in ``stmt`` (block predicates, block-body ifs and loop-level ifs, also inside nested blocks),
+    over loop variables (block iter vars are replaced by their bindings)."""
     sites: list[GuardSite] = []
 
-    def walk(node):
+    def walk(node, binding: dict):
         if isinstance(node, SBlockRealize):
             if node.block.name_hint == "root":
-                walk(node.block.body)
+                walk(node.block.body, binding)
                 return
             name = node.block.name_hint
-            predicate_atoms = atoms_of(node.predicate)
+            predicate_atoms = atoms_of(substitute(node.predicate, binding))
             if predicate_atoms:
                 sites.append(GuardSite("predicate", name, tuple(predicate_atoms)))
-            binding = block_binding(node)
+            inner_binding = {**binding, **{v: substitute(e, binding) for v, e in block_binding(node).items()}}
             for if_stmt in block_if_statements(node.block):
-                atoms = atoms_of(substitute(if_stmt.condition, binding))
+                atoms = atoms_of(substitute(if_stmt.condition, inner_binding))
                 if atoms:
                     sites.append(GuardSite("block_if", name, tuple(atoms)))
+            walk(node.block.body, inner_binding)  # nested blocks and loops inside this block
         elif isinstance(node, tirx.IfThenElse):
-            atoms = atoms_of(node.condition)
+            atoms = atoms_of(substitute(node.condition, binding))
             if atoms:
                 sites.append(GuardSite("loop_if", None, tuple(atoms)))
-            walk(node.then_case)
+            walk(node.then_case, binding)
             if node.else_case is not None:
-                walk(node.else_case)
+                walk(node.else_case, binding)
         elif isinstance(node, tirx.For):
-            walk(node.body)
+            walk(node.body, binding)
         elif isinstance(node, tirx.SeqStmt):
             for child in node.seq:
-                walk(child)
+                walk(child, binding)
 
-    walk(stmt)
+    walk(stmt, {})
     return sites
 
 

@@ -161,11 +161,28 @@ def copy_blocker(stmt) -> str | None:
             reasons.append(f"it contains a {type(node).__name__} statement")
         elif isinstance(node, SBlockRealize) and (node.block.alloc_buffers or node.block.match_buffers):
             reasons.append(f"block {node.block.name_hint!r} allocates or matches buffers")
-        elif isinstance(node, SBlockRealize) and loop_vars_in(node.block.body):
-            reasons.append(f"block {node.block.name_hint!r} contains loops (nested blocks are not copied)")
+        elif isinstance(node, SBlockRealize) and _contains_loops_or_blocks(node.block.body):
+            reasons.append(f"block {node.block.name_hint!r} contains loops or blocks (nested blocks are not copied)")
 
     tvm_ffi.structural_walk(stmt, [(tirx.Stmt, on_node)])
     return reasons[0] if reasons else None
+
+
+def _contains_loops_or_blocks(stmt) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.For, found.append), (SBlockRealize, found.append)])
+    return bool(found)
+
+
+def _statements_left(block, if_decisions: dict) -> int:
+    """How many top-level statements of a block body remain after its ifs are decided."""
+    body = block.body
+    statements = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    return sum(
+        1
+        for stmt in statements
+        if not (if_decisions.get(stmt) == "else" and stmt.else_case is None)
+    )
 
 
 def _conjunction(atoms) -> str:
@@ -187,6 +204,7 @@ class Planner:
         self._splits: dict[str, tuple[str, list[str]]] = {}
         self._guard_atoms: dict = {}
         self._enclosing: list[tirx.For] = []
+        self._assumptions: list[Atom] = []  # atoms of the enclosing then-branches
         self._split_loops: set = set()
         self.changed = False
 
@@ -343,7 +361,10 @@ class Planner:
         loop = chain_loops[index]
         var = loop.loop_var
         lo, hi = self.context.constant_range(var)
-        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(mark))
+        mark_atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(mark))
+        # Enclosing ifs bound the variable too: a case where one of them is always-false never runs.
+        assumed = [a for a in self._fuzzy_atoms_with(var, self._assumptions) if a not in mark_atoms]
+        atoms = mark_atoms + assumed
         deeper = {c.loop_var for c in chain_loops[index + 1 :]} | {mark.loop_var}
         deeper |= {inner.loop_var for inner in loop_vars_in(mark.body)}
         cases: list[GuardCase] = []
@@ -351,6 +372,8 @@ class Planner:
             f"loop {var.name}", (f"decided by a guard chain above mark {mark.loop_var.name}", [])
         )
         for interval in self._pieces(var, lo, hi, atoms, deeper, f"loop {var.name}"):
+            if Status.ALWAYS_FALSE in interval.statuses[len(mark_atoms) :]:
+                continue
             with self.context.narrowed(var, interval.lo, interval.hi):
                 body = self._plan_chain(mark, chain_loops, index + 1)
             if body is not None:
@@ -386,6 +409,8 @@ class Planner:
             self.changed = True
             self._note(f"block {name!r}", "dropped where its predicate is always-false")
             return None
+        if loop_vars_in(realize.block.body) or guards_under(realize.block.body):
+            self._note(f"block {name!r}", "guards inside this nested block are kept: nested blocks are not split")
         plan = RealizePlan(realize, kept, changed=len(kept) != len(original))
         for atom in kept:
             self._note(f"block {name!r}", f"condition {atom} kept under the mark: {self._why_kept(atom)}")
@@ -403,6 +428,10 @@ class Planner:
                     self._note(f"block {name!r}", f"if {atom} kept under the mark: fuzzy on the current ranges")
                 continue
             plan.changed = True
+        if realize.block.init is None and not _statements_left(realize.block, plan.if_decisions):
+            self.changed = True
+            self._note(f"block {name!r}", "dropped where the if of its body is always-false")
+            return None
         if plan.changed:
             self.changed = True
         return plan
@@ -418,7 +447,7 @@ class Planner:
 
     def _plan_if(self, if_stmt: tirx.IfThenElse, mark: tirx.For | None):
         atoms = tuple(atoms_of(if_stmt.condition))
-        kept = atoms if mark is None else self._decide(atoms)
+        kept = self._decide(atoms)
         else_case = if_stmt.else_case
         if kept is None:
             self.changed = True
@@ -428,7 +457,11 @@ class Planner:
             return self.plan(if_stmt.then_case, mark)
         if len(kept) != len(atoms):
             self.changed = True
-        then_plan = self.plan(if_stmt.then_case, mark)
+        self._assumptions.extend(kept)
+        try:
+            then_plan = self.plan(if_stmt.then_case, mark)
+        finally:
+            del self._assumptions[len(self._assumptions) - len(kept) :]
         else_plan = self.plan(else_case, mark) if else_case is not None else None
         if then_plan is None and else_plan is None:
             return None

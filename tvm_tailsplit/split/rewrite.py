@@ -1,8 +1,9 @@
 """The IR surgery: turn a split plan into statements.
 
 Every loop piece becomes a copy of the loop over its interval (pieces below a mark are rebased to start at
-0, so that the mark's loops look like the instruction's description); every guard case becomes one arm of an
-if/elif chain; every block copy gets fresh iter vars, a unique name (``B`` when it is emitted once, ``B_0``,
+0, so that the mark's loops look like the instruction's description); every guard case becomes an ``if`` over
+its range (disjoint ``if``s, never an if/else chain: TVM 0.27's ``HoistIfThenElse`` miscompiles those inside
+loop nests); every block copy gets fresh iter vars, a unique name (``B`` when it is emitted once, ``B_0``,
 ``B_1``, ... otherwise) and keeps only the predicate atoms and ``if`` branches the plan kept. All loop
 variables and block iter vars are defined afresh, so the copies of one loop never share a definition.
 
@@ -14,12 +15,12 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm.s_tir import SBlock, SBlockRealize
+from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
 from .conditions import MARK_KEY, substitute
 from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
-__all__ = ["Emitter", "remove_marks", "unique_block_names"]
+__all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
 
 
 def _conjunction(exprs: list) -> tirx.PrimExpr:
@@ -104,27 +105,23 @@ class Emitter:
             self.var_map[var] = previous
 
     def _emit_chain(self, plan: GuardChain) -> tirx.Stmt:
+        """One ``if`` per case with the case's whole range as its condition, and no ``else``: the cases are
+        disjoint, and TVM 0.27's ``HoistIfThenElse`` miscompiles nested if/else chains inside loop nests."""
         var = self.var_map.get(plan.loop.loop_var, plan.loop.loop_var)
         dtype = plan.loop.loop_var.ty.dtype
         arms = []
-        covered_up_to = plan.range_lo  # every value below this is handled by an earlier arm
         for case in plan.cases:
-            conditions = []
-            if case.lo > covered_up_to:
-                conditions.append(var >= tirx.const(case.lo, dtype))
-            if case.hi < plan.range_hi:
-                conditions.append(var < tirx.const(case.hi, dtype))
-            if case.lo == case.hi - 1 and case.lo > covered_up_to:
+            if case.hi - case.lo == 1:
                 conditions = [tirx.EQ(var, tirx.const(case.lo, dtype))]
-            arms.append((conditions, self.emit(case.body)))
-            covered_up_to = case.hi if case.lo <= covered_up_to else covered_up_to
-        result = None
-        for conditions, body in reversed(arms):
-            if not conditions:
-                result = body
             else:
-                result = tirx.IfThenElse(_conjunction(conditions), body, result)
-        return result
+                conditions = []
+                if case.lo > plan.range_lo:
+                    conditions.append(var >= tirx.const(case.lo, dtype))
+                if case.hi < plan.range_hi:
+                    conditions.append(var < tirx.const(case.hi, dtype))
+            body = self.emit(case.body)
+            arms.append(tirx.IfThenElse(_conjunction(conditions), body, None) if conditions else body)
+        return arms[0] if len(arms) == 1 else tirx.SeqStmt(arms)
 
     def _emit_if(self, plan: IfPlan) -> tirx.Stmt:
         then_case = self.emit(plan.then_plan) if plan.then_plan is not None else _no_op()
@@ -137,7 +134,7 @@ class Emitter:
     def _block_name(self, name: str) -> str:
         index = self.block_copies.get(name, 0)
         self.block_copies[name] = index + 1
-        return f"{name}_{index}"
+        return _temporary_block_name(name, index)
 
     def _emit_realize(self, plan: RealizePlan) -> tirx.Stmt:
         realize = plan.realize
@@ -174,7 +171,7 @@ class Emitter:
             substitute(rewrite_body(block.body), body_map),
             substitute(block.init, body_map) if block.init is not None else None,
             block.alloc_buffers,
-            block.match_buffers,
+            [MatchBufferRegion(m.buffer, substitute(m.source, body_map)) for m in block.match_buffers],
             block.annotations,
         )
         predicate = (
@@ -189,24 +186,32 @@ class Emitter:
         return substitute(stmt, self.var_map)
 
 
-def unique_block_names(body, copies: dict[str, int], taken: set[str]) -> tirx.Stmt:
-    """Give each emitted block its final name: the original one when it was emitted once, else ``name_k``.
+_TEMPORARY_PREFIX = "__tailsplit_copy"
 
-    ``copies`` counts the copies of each original name; ``taken`` holds the block names outside the rewritten
-    region, which an ``name_k`` must not collide with.
+
+def _temporary_block_name(name: str, index: int) -> str:
+    return f"{_TEMPORARY_PREFIX}{index}__{name}"
+
+
+def unique_block_names(body, copies: dict[str, int], taken: set[str]) -> tirx.Stmt:
+    """Give each emitted block copy its final name: the original one when it was emitted once, else
+    ``name_k`` with the smallest ``k`` not used by any other block.
+
+    ``copies`` counts the copies of each original name; ``taken`` holds every block name that stays as it is
+    (outside the rewritten region, or blocks inside it that were copied verbatim).
     """
     final: dict[str, str] = {}
     used = set(taken)
     for name, count in copies.items():
         if count == 1 and name not in used:
-            final[f"{name}_0"] = name
+            final[_temporary_block_name(name, 0)] = name
             used.add(name)
             continue
         suffix = 0
         for index in range(count):
             while f"{name}_{suffix}" in used:
                 suffix += 1
-            final[f"{name}_{index}"] = f"{name}_{suffix}"
+            final[_temporary_block_name(name, index)] = f"{name}_{suffix}"
             used.add(f"{name}_{suffix}")
             suffix += 1
 
@@ -217,6 +222,11 @@ def unique_block_names(body, copies: dict[str, int], taken: set[str]) -> tirx.St
                       block.init, block.alloc_buffers, block.match_buffers, block.annotations)
 
     return tvm_ffi.structural_map(body, (SBlock, rename), order="post")
+
+
+def is_temporary_block_name(name: str) -> bool:
+    """True for the names blocks carry between emission and ``unique_block_names``."""
+    return name.startswith(_TEMPORARY_PREFIX)
 
 
 def remove_marks(mod: tvm.IRModule) -> tvm.IRModule:

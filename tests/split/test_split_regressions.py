@@ -1,0 +1,222 @@
+"""Regressions found in review: each case once produced wrong code, a crash, dead instruction sites or wrong
+metrics. Every case is compiled for llvm and compared with the original program."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir, te
+from tvm.script import tirx as T
+
+from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
+
+STRATEGIES = ["full", "partial", "auto"]
+
+
+@T.prim_func(s_tir=True)
+def nested_if_else_hoisting(B: T.Buffer((2, 2, 4, 4), "float32")):
+    for i_0, j_0, i_1, j_1 in T.grid(2, 2, 4, 4):
+        if i_0 < 1:
+            if j_0 < 1:
+                B[i_0, j_0, i_1, j_1] = T.float32(1)
+            else:
+                if j_1 < 1:
+                    B[i_0, j_0, i_1, j_1] = T.float32(2)
+        else:
+            if j_0 < 1:
+                if i_1 < 2:
+                    B[i_0, j_0, i_1, j_1] = T.float32(3)
+            else:
+                if i_1 < 2:
+                    if j_1 < 1:
+                        B[i_0, j_0, i_1, j_1] = T.float32(4)
+
+
+def test_tvm_hoist_if_then_else_miscompiles_nested_if_else_chains():
+    """Why guard chains are emitted as disjoint ifs: TVM 0.27's HoistIfThenElse gets nested if/else wrong.
+    If this test starts failing, TVM fixed the bug (the disjoint form stays correct either way)."""
+    executable = tvm.compile(tvm.IRModule({"main": nested_if_else_hoisting}), target="llvm")
+    result = tvm.runtime.tensor(np.zeros((2, 2, 4, 4), "float32"))
+    executable["main"](result)
+    expected = np.zeros((2, 2, 4, 4), "float32")
+    expected[0, 0] = 1
+    expected[0, 1, :, 0] = 2
+    expected[1, 0, :2] = 3
+    expected[1, 1, :2, 0] = 4
+    assert (result.numpy() != expected).sum() > 0
+
+
+def tiled_matmul(m, n, k, tiles):
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(block)
+    i_outer, i_middle, i_inner = sch.split(i, [None, *tiles])
+    j_outer, j_middle, j_inner = sch.split(j, [None, *tiles])
+    k_outer, k_inner = sch.split(kk, [None, tiles[-1]])
+    sch.reorder(i_outer, j_outer, i_middle, j_middle, k_outer, i_inner, j_inner, k_inner)
+    sch.annotate(i_inner, "pragma_emit_insn", "mma")
+    return sch.mod
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_two_level_tiled_matmul_guard_chains_compile_correctly(strategy):
+    mod = tiled_matmul(21, 19, 13, (3, 4))
+    after = TailSplit(strategy=strategy, max_mapping_cost=64)(mod)
+    assert_same_results(mod, after)
+    assert analysis.conditions_under_marks(after) == 0
+
+
+def gpu_matmul(m, n, k):
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(block)
+    by, ty, yi = sch.split(i, [None, 4, 4])
+    bx, tx, xi = sch.split(j, [None, 4, 4])
+    ko, ki = sch.split(kk, [None, 8])
+    sch.reorder(by, bx, ty, tx, ko, ki, yi, xi)
+    for loop, thread in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, thread)
+    sch.decompose_reduction(block, ko)
+    sch.annotate(yi, "pragma_emit_insn", "mma")
+    return sch.mod
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_gpu_matmul_thread_guard_chains(strategy):
+    mod = gpu_matmul(37, 29, 19)
+    after = TailSplit(strategy=strategy)(mod)
+    assert_same_results(threads_as_serial_loops(mod), threads_as_serial_loops(after))
+
+
+@T.prim_func(s_tir=True)
+def tensorized_neighbour(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i_0 in range(4):
+        with T.sblock("copy_o"):
+            vo = T.axis.spatial(4, i_0)
+            T.reads(A[vo * 4 : vo * 4 + 4])
+            T.writes(B[vo * 4 : vo * 4 + 4])
+            A_tile = T.match_buffer(A[vo * 4 : vo * 4 + 4], (4,), "float32", offset_factor=1)
+            B_tile = T.match_buffer(B[vo * 4 : vo * 4 + 4], (4,), "float32", offset_factor=1)
+            for i_1 in range(4):
+                B_tile[i_1] = A_tile[i_1]
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "v"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                T.where(i_0 * 4 + i_1 < 14)
+                B[vi] = A[vi] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_block_with_match_buffers_next_to_a_mark(strategy):
+    mod = tvm.IRModule({"main": tensorized_neighbour})
+    after = TailSplit(strategy=strategy)(mod)
+    s_tir.analysis.verify_well_formed(after["main"])
+    assert_same_results(mod, after)
+
+
+@T.prim_func(s_tir=True)
+def colliding_names(A: T.Buffer((12,), "float32"), B: T.Buffer((12,), "float32"), C: T.Buffer((12,), "float32")):
+    for i_0 in range(3):
+        with T.sblock("outer"):
+            vo = T.axis.spatial(3, i_0)
+            for i_1 in range(4):
+                with T.sblock("B_0"):
+                    vi = T.axis.spatial(12, vo * 4 + i_1)
+                    C[vi] = A[vi]
+        for i_1 in T.serial(5, annotations={"pragma_emit_insn": "v"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(12, i_0 * 4 + i_1)
+                T.where(i_1 < 4)
+                B[vi] = A[vi] + T.float32(1)
+
+
+def test_block_names_stay_unique_and_existing_names_are_kept():
+    mod = tvm.IRModule({"main": colliding_names})
+    for strategy in ("full", "partial"):
+        after = TailSplit(strategy=strategy)(mod)
+        names = []
+        sch = s_tir.Schedule(after)
+        for block in ("B", "B_0", "outer"):
+            names.append(sch.get(sch.get_sblock(block)).name_hint)
+        assert names == ["B", "B_0", "outer"]
+        assert_same_results(mod, after)
+
+
+@T.prim_func(s_tir=True)
+def body_if_without_else(A: T.Buffer((9, 6), "float32"), B: T.Buffer((9, 6), "float32")):
+    for a in range(9):
+        for b in T.serial(6, annotations={"pragma_emit_insn": "vcopy"}):
+            with T.sblock("B"):
+                va, vb = T.axis.remap("SS", [a, b])
+                if va + vb < 10:
+                    B[va, vb] = A[va, vb]
+
+
+@pytest.mark.parametrize("strategy", ["full", "partial"])
+def test_block_if_without_else_decided_false_drops_the_block(strategy):
+    mod = tvm.IRModule({"main": body_if_without_else})
+    after = TailSplit(strategy=strategy)(mod)
+    assert analysis.instruction_count(after) == analysis.InstructionCount(sites=5, issued=9)
+    assert_same_results(mod, after)
+
+
+@T.prim_func(s_tir=True)
+def if_above_the_mark(A: T.Buffer((8, 4), "float32"), B: T.Buffer((8, 4), "float32")):
+    for i in range(8):
+        if i < 4:
+            for j in T.serial(4, annotations={"pragma_emit_insn": "v"}):
+                with T.sblock("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    T.where(i + j < 6)
+                    B[vi, vj] = A[vi, vj] + T.float32(1)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_if_above_the_mark_leaves_no_dead_copies(strategy):
+    mod = tvm.IRModule({"main": if_above_the_mark})
+    after = TailSplit(strategy=strategy)(mod)
+    counts = analysis.instruction_count(after)
+    assert counts.issued == 4 and all(n > 0 for n in counts.issued_per_site), after.script()
+    assert_same_results(mod, after)
+
+
+@T.prim_func(s_tir=True)
+def guard_in_nested_block(A: T.Buffer((12,), "float32"), B: T.Buffer((12,), "float32")):
+    for i_0 in range(3):
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "v"}):
+            with T.sblock("outer"):
+                vo = T.axis.spatial(3, i_0)
+                vi_1 = T.axis.spatial(4, i_1)
+                with T.sblock("B"):
+                    vi = T.axis.spatial(12, vo * 4 + vi_1)
+                    T.where(vo * 4 + vi_1 < 10)
+                    B[vi] = A[vi]
+
+
+@T.prim_func(s_tir=True)
+def nested_marks(A: T.Buffer((12,), "float32"), B: T.Buffer((12,), "float32")):
+    for i_0 in T.serial(3, annotations={"pragma_emit_insn": "outer"}):
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "inner"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(12, i_0 * 4 + i_1)
+                T.where(i_0 * 4 + i_1 < 10)
+                B[vi] = A[vi]
+
+
+def test_metrics_see_guards_in_nested_blocks_and_count_each_guard_once():
+    assert analysis.conditions_under_marks(guard_in_nested_block) == 1
+    assert analysis.instruction_count(guard_in_nested_block).issued == 12
+    assert analysis.conditions_under_marks(nested_marks) == 1
+    assert analysis.instruction_count(nested_marks) == analysis.InstructionCount(sites=1, issued=12)
+    report = analysis.explain_split(guard_in_nested_block)
+    assert "guards inside this nested block are kept" in str(report)
+    mod = tvm.IRModule({"main": guard_in_nested_block})
+    assert_same_results(mod, TailSplit()(mod))
