@@ -1,9 +1,12 @@
 """Producer/consumer warp specialization (seed 003): from sequential TIR with `warp_role` blocks to per-warp
 programs synchronized by channels derived from the data and resource dependences over buffer ranges.
 
-Stages, in the order data flows: `tree` (schedule tree) → `graphs` (CDFG, CDRFG, redundancy elimination) →
-`channels` (channel ids, stages, phases) → `protocol` (per-warp programs with acquire/commit/wait/release) →
-`codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving checker); `pass_` wires them.
+Stages, in the order data flows: `tree` (schedule tree) → `graphs` (CDFG, CDRFG, redundancy elimination over
+explicit instances, for small trip counts) or `symbolic` (the same dependences as rules per producer task,
+consumer task and iteration distance, derived from bounded windows and proved with `tvm.sym`, for long or
+symbolic trip counts) → `channels` (channel ids, stages, phases) → `protocol` (per-warp programs with
+acquire/commit/wait/release) → `codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving
+checker); `analysis` and `pass_` wire them.
 """
 
 from .analysis import Analysis, analyze
@@ -14,6 +17,7 @@ from .cuda_pipeline import WARP_SPECIALIZED_PIPELINE
 from .graphs import FlowGraph
 from .pass_ import WarpSpecialize, WarpSpecializeCheckError
 from .protocol import Protocol, SyncOp
+from .symbolic import SymbolicAnalysisError, SymbolicPlan
 from .tree import WARP_ROLE, ScheduleTree, WarpSpecializeInputError
 
 __all__ = [
@@ -27,6 +31,8 @@ __all__ = [
     "Issue",
     "Protocol",
     "ScheduleTree",
+    "SymbolicAnalysisError",
+    "SymbolicPlan",
     "SyncOp",
     "WarpSpecialize",
     "WarpSpecializeCheckError",

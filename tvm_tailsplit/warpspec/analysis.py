@@ -4,6 +4,19 @@ schedule tree → CDFG (producers, consumers, control and data dependences) → 
 buffer ranges) → reduced graph (redundant dependences removed) → channel plan (channels, stages, phases) →
 protocol (the per-warp-role programs with acquire/commit/wait/release operations). Each stage is a pure function
 of the previous one; this module only wires them together and keeps every intermediate result printable.
+
+Two ways to get the channel plan, chosen per kernel:
+
+* **unrolled** (small kernels: every trip count constant and at most `SMALL_INSTANCES` task instances, or
+  `unroll=True`): the graphs over explicit instances of `warpspec.graphs`, then `allocate_channels`;
+* **symbolic** (long or symbolic trip counts, or `unroll=False`): `warpspec.symbolic` derives the same channel
+  groups as rules per (producer task, consumer task, iteration distance) from bounded windows of iterations and
+  proves them for every iteration; the graphs over instances are then not built (`cdfg`, `cdrfg` and `reduced`
+  are None) and the plan's counts are expressions of the trip counts. If the symbolic derivation fails, a kernel
+  with constant trip counts and at most `max_instances` instances is unrolled; otherwise the error names the loop.
+
+`check` and the pass's debug mode explore `small_protocol()`: the protocol itself when unrolled, else the symbolic
+protocol instantiated at the window trip counts.
 """
 
 from __future__ import annotations
@@ -20,41 +33,81 @@ from .graphs import (
     eliminate_redundant,
 )
 from .protocol import Protocol, build_protocol
+from .symbolic import SymbolicAnalysisError, SymbolicPlan, count_instances, symbolic_plan
 from .tree import ScheduleTree, build_schedule_tree
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["SMALL_INSTANCES", "Analysis", "analyze"]
+
+SMALL_INSTANCES = 256
+"""Kernels with at most this many task instances (and constant trip counts) are unrolled by default."""
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """The intermediate results of the WarpSpecialize analysis of one kernel."""
+    """The intermediate results of the WarpSpecialize analysis of one kernel.
+
+    The instance graphs (`cdfg`, `cdrfg`, `reduced`) exist when the kernel was unrolled; `symbolic` holds the rules
+    when it was analyzed symbolically. `plan` and `protocol` always exist.
+    """
 
     tree: ScheduleTree
-    cdfg: FlowGraph
-    cdrfg: FlowGraph
-    reduced: FlowGraph
+    cdfg: FlowGraph | None
+    cdrfg: FlowGraph | None
+    reduced: FlowGraph | None
     plan: ChannelPlan
     protocol: Protocol
+    symbolic: SymbolicPlan | None = None
 
     def describe(self) -> str:
-        return "\n".join([
-            "schedule tree:", self.tree.describe(),
-            "CDRFG before redundancy elimination:", self.cdrfg.describe(),
-            "after redundancy elimination:", self.reduced.describe(),
-            "channels:", self.plan.describe(),
-            "per-warp programs:", self.protocol.describe(),
-        ])
+        parts = ["schedule tree:", self.tree.describe()]
+        if self.cdrfg is not None and self.reduced is not None:
+            parts += ["CDRFG before redundancy elimination:", self.cdrfg.describe(),
+                      "after redundancy elimination:", self.reduced.describe()]
+        if self.symbolic is not None:
+            parts += ["symbolic rules:", self.symbolic.describe()]
+        parts += ["channels:", self.plan.describe(), "per-warp programs:", self.protocol.describe()]
+        return "\n".join(parts)
 
     def to_dot(self) -> str:
-        """The CDRFG as graphviz text, redundant edges dotted."""
+        """The CDRFG as graphviz text, redundant edges dotted (unrolled analyses only)."""
+        if self.reduced is None:
+            raise ValueError("the kernel was analyzed symbolically and has no instance graph; draw a smaller trip "
+                             "count or use analyze(func, unroll=True)")
         return self.reduced.to_dot()
 
+    def small_protocol(self) -> Protocol:
+        """The protocol over explicit instances: `protocol` when unrolled, else the symbolic protocol instantiated
+        at the window trip counts (what `check` explores)."""
+        if self.symbolic is None:
+            return self.protocol
+        return build_protocol(self.symbolic.instantiate(self.symbolic.window_counts()))
 
-def analyze(func: tirx.PrimFunc, max_instances: int = 4096) -> Analysis:
-    """Run every analysis stage on a scheduled kernel with `warp_role` blocks (see `warpspec.tree` for the form)."""
-    tree = build_schedule_tree(func)
+
+def _unrolled(tree: ScheduleTree, max_instances: int) -> Analysis:
     cdfg = control_data_flow_graph(tree, max_instances)
     cdrfg = control_data_resource_flow_graph(cdfg)
     reduced = eliminate_redundant(cdrfg)
     plan = allocate_channels(reduced)
     return Analysis(tree, cdfg, cdrfg, reduced, plan, build_protocol(plan))
+
+
+def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int = 4096) -> Analysis:
+    """Run every analysis stage on a scheduled kernel with `warp_role` blocks (see `warpspec.tree` for the form).
+
+    `unroll`: None chooses (unrolled when small, see the module doc), True forces the instance graphs (constant
+    trip counts, at most `max_instances` instances), False the symbolic analysis.
+    """
+    tree = build_schedule_tree(func)
+    instances = count_instances(tree)
+    if unroll is None:
+        unroll = instances is not None and instances <= SMALL_INSTANCES
+    if unroll:
+        return _unrolled(tree, max_instances)
+    try:
+        symbolic = symbolic_plan(tree)
+    except SymbolicAnalysisError:
+        if instances is None or instances > max_instances:
+            raise
+        return _unrolled(tree, max_instances)
+    plan = symbolic.channel_plan()
+    return Analysis(tree, None, None, None, plan, build_protocol(plan), symbolic)

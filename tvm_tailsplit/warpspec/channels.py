@@ -19,6 +19,9 @@ Algorithm.
    earlier uses. Each use of a channel is one phase: the producer side arrives (*commit* for data, *release* for
    resource) and the consumer side waits on the phase parity (*wait* for data, *acquire* for resource).
 
+For long or symbolic pipeline loops `warpspec.symbolic` produces the same groups without instances: `distance`,
+`first`, `count` and `phase_offset` are then expressions of the trip counts (`PrimExpr`) and `edges` is empty.
+
 On CUDA a channel is one mbarrier in shared memory whose expected arrival count is the number of threads of the
 arriving warp role; on llvm it is an int32 phase counter updated with release/acquire atomics.
 """
@@ -27,8 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tvm import tirx
+
 from .graphs import DATA, RESOURCE, Dependence, FlowGraph, ancestor_bitsets
-from .tree import WarpSpecializeInputError
+from .tree import ScheduleTree, WarpSpecializeInputError
+
+Count = int | tirx.Expr
+"""An int, or an expression of symbolic trip counts."""
 
 __all__ = ["ChannelGroup", "ChannelPlan", "allocate_channels"]
 
@@ -42,14 +50,14 @@ class ChannelGroup:
     dst_task: str
     src_role: int
     dst_role: int
-    distance: int
-    first: int
-    count: int
+    distance: Count
+    first: Count
+    count: Count
     stages: int
     base: int
-    phase_offset: int
+    phase_offset: Count
     edges: tuple[tuple[int, int], ...] = field(repr=False)
-    """Instance positions `(source, destination)` of `e_0, e_1, ...`."""
+    """Instance positions `(source, destination)` of `e_0, e_1, ...` (empty in a symbolic plan)."""
 
     def edge_at_source(self, index: int) -> int | None:
         """The edge number signalled by source instance `index`, or None if that instance signals nothing."""
@@ -73,11 +81,17 @@ class ChannelGroup:
 
 @dataclass(frozen=True)
 class ChannelPlan:
-    """All channel groups of a kernel; channels `0 .. channel_count - 1`."""
+    """All channel groups of a kernel; channels `0 .. channel_count - 1`.
 
-    graph: FlowGraph = field(repr=False)
+    `graph` is the instance graph the groups were taken from, or None for a symbolic plan.
+    """
+
+    tree: ScheduleTree = field(repr=False)
     groups: tuple[ChannelGroup, ...]
     channel_count: int
+    graph: FlowGraph | None = field(default=None, repr=False)
+    min_trip_counts: tuple[tuple[str, int], ...] = ()
+    """`(loop variable name, minimum)` for symbolic trip counts the plan holds only from a minimum on."""
 
     def channels_of_kind(self, kind: str) -> list[int]:
         return sorted({c for g in self.groups if g.kind == kind for c in g.channels})
@@ -86,7 +100,9 @@ class ChannelPlan:
         return next(g.src_role for g in self.groups if channel in g.channels)
 
     def assignment(self) -> dict[tuple[str, str], int]:
-        """`(source name, destination name) -> channel` for every edge."""
+        """`(source name, destination name) -> channel` for every edge (plans over instances only)."""
+        if self.graph is None:
+            raise ValueError("a symbolic channel plan has no instances; use analyze(func, unroll=True)")
         names = self.graph.instances
         return {(names[s].name, names[d].name): g.channel(i)
                 for g in self.groups for i, (s, d) in enumerate(g.edges)}
@@ -98,6 +114,8 @@ class ChannelPlan:
     def describe(self) -> str:
         lines = [f"{self.channel_count} channels: data {self.channels_of_kind(DATA)}, "
                  f"resource {self.channels_of_kind(RESOURCE)}"]
+        lines += [f"  valid for at least {minimum} iterations of loop {name} (asserted at run time)"
+                  for name, minimum in self.min_trip_counts]
         for g in self.groups:
             lines.append(f"  {g.kind} {g.src_task} (role {g.src_role}) -> {g.dst_task} (role {g.dst_role}): "
                          f"distance {g.distance}, {g.count} edges, channels {list(g.channels)}, "
@@ -185,4 +203,4 @@ def allocate_channels(reduced: FlowGraph) -> ChannelPlan:
                 channel.uses += g["count"]
                 channel.last_destination = g["edges"][-1][1]
             finished.append(ChannelGroup(base=base, phase_offset=offset, **g))
-    return ChannelPlan(reduced, tuple(finished), next_channel)
+    return ChannelPlan(reduced.tree, tuple(finished), next_channel, reduced)

@@ -2,7 +2,8 @@
 
 Algorithm.
 
-1. **Unroll** every warp role's program over the (small) trip counts into a list of steps: the task instances of
+1. **Unroll** every warp role's program over the (small) trip counts (a symbolic protocol is first instantiated at
+   the window trip counts of its analysis) into a list of steps: the task instances of
    the role in program order, each surrounded by its active synchronization operations with concrete channel and
    parity (exactly what the generated code computes).
 2. **Match** every wait with the arrive that should satisfy it: the arrives on one channel come from one warp role
@@ -110,7 +111,13 @@ def _key(step: _Step) -> tuple[str, str, int]:
 
 
 def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckReport:
-    """Explore the interleavings of the protocol's per-warp programs and report what can go wrong."""
+    """Explore the interleavings of the protocol's per-warp programs and report what can go wrong.
+
+    The protocol must be over explicit instances (see `Analysis.small_protocol` for symbolic ones).
+    """
+    if protocol.plan.graph is None:
+        raise ValueError("check needs a protocol over explicit instances; a symbolic protocol is checked through "
+                         "Analysis.small_protocol()")
     programs = _programs(protocol)
     roles = sorted(programs)
     report = CheckReport(steps_per_role={r: len(programs[r]) for r in roles})
@@ -276,6 +283,13 @@ def _conflict(earlier: Instance, later: Instance) -> str | None:
 
 
 def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_states: int = 2_000_000) -> CheckReport:
-    """Check the protocol WarpSpecialize generates for `kernel` (or a given, possibly modified, protocol)."""
-    protocol = kernel if isinstance(kernel, Protocol) else analyze(kernel, max_instances).protocol
+    """Check the protocol WarpSpecialize generates for `kernel` (or a given, possibly modified, protocol).
+
+    A kernel with long or symbolic trip counts is checked at the small window trip counts of its symbolic analysis
+    (`Analysis.small_protocol`).
+    """
+    if isinstance(kernel, Protocol):
+        protocol = kernel
+    else:
+        protocol = analyze(kernel, max_instances=max_instances).small_protocol()
     return check_protocol(protocol, max_states)

@@ -4,9 +4,10 @@ Rewriting only; every decision was made by the analyses. Each warp role's progra
 to the role's tasks (fresh loop variables per role), each task's block inlined (its iteration variables replaced by
 their bindings, and so are the blocks nested in it, e.g. by `blockize`) and surrounded by its guarded
 operations. For instance `index` of a task (the linear index of its enclosing pipeline loops) and a group with
-`first`, `distance`, `count`, `stages`, `base`, `phase_offset`:
+`first`, `distance`, `count`, `stages`, `base`, `phase_offset` (ints, or expressions of symbolic trip counts):
 `edge = index - first` (minus `distance` on the waiting side), active when `0 <= edge < count`, channel
-`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`. Guards that are always true are dropped.
+`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`. Guards that are always true are dropped. A
+symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool (run with
 `TVM_NUM_THREADS` >= the number of roles, or the roles run one after another and the first wait spins forever).
@@ -107,13 +108,6 @@ def _inline_inner_blocks(stmt: tirx.Stmt) -> tirx.Stmt:
     return tvm_ffi.structural_map(stmt, (SBlockRealize, inline), order="post")
 
 
-def _linear_index(task: TaskNode, renamed: dict) -> tirx.PrimExpr:
-    index = tirx.IntImm("int32", 0)
-    for loop in task.loops:
-        index = index * int(loop.extent) + renamed.get(loop.loop_var.name, loop.loop_var)
-    return index
-
-
 @dataclass(frozen=True)
 class _TargetLowering:
     """How one target runs a task body and lowers a wait and an arrive (per role)."""
@@ -133,29 +127,29 @@ class _RoleProgram:
         self.analyzer = sym.Analyzer()
 
     def build(self) -> tirx.Stmt | None:
-        return self._nodes(self.protocol.tree.children, {})
+        return self._nodes(self.protocol.tree.children, {}, tirx.IntImm("int32", 0))
 
-    def _nodes(self, nodes, renamed: dict) -> tirx.Stmt | None:
+    def _nodes(self, nodes, renamed: dict, index: tirx.PrimExpr) -> tirx.Stmt | None:
+        """`index`: the linear index of the enclosing loops' iteration (instance index of a task directly inside)."""
         parts = []
         for node in nodes:
             if isinstance(node, LoopNode):
                 var = tirx.Var(f"{node.var.name}_r{self.role}", node.var.ty)
                 inner = {**renamed, node.var.name: var}
                 self.analyzer.bind(var, tvm.ir.Range(0, node.extent))
-                body = self._nodes(node.children, inner)
+                body = self._nodes(node.children, inner, self.analyzer.simplify(index * node.extent + var))
                 if body is not None:
                     parts.append(tirx.For(var, 0, node.extent, tirx.ForKind.SERIAL, body))
             elif node.role == self.role:
-                parts.append(self._task(node, renamed))
+                parts.append(self._task(node, renamed, index))
         return _seq(parts)
 
-    def _task(self, task: TaskNode, renamed: dict) -> tirx.Stmt:
+    def _task(self, task: TaskNode, renamed: dict, index: tirx.PrimExpr) -> tirx.Stmt:
         loop_vars = {loop.loop_var: renamed[loop.loop_var.name] for loop in task.loops}
         block = task.realize.block
         mapping = {iv.var: substitute(value, loop_vars)
                    for iv, value in zip(block.iter_vars, task.realize.iter_values, strict=True)}
         body = _inline_inner_blocks(substitute(substitute(block.body, loop_vars), mapping))
-        index = _linear_index(task, renamed)
         before = [self._sync(op, index) for op in self.protocol.before(task.name)]
         after = [self._sync(op, index) for op in self.protocol.after(task.name)]
         return _seq([*before, *self.lowering.task_body(self.role, task, body), *after])
@@ -216,7 +210,7 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     body = tirx.SeqStmt([reset, *touches, parallel])
     for loop in reversed(tree.grid_loops):
         body = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, body)
-    return _with_root(tree.func, tree.root_block, body, [channels])
+    return _with_root(protocol, body, [channels])
 
 
 def _uses(node, var: tirx.Var) -> bool:
@@ -369,10 +363,22 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _seq(stmts), thread_binding=binding)
     for loop in reversed(tree.grid_loops):
         body = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding)
-    return _with_root(tree.func, tree.root_block, body, [] if named_barriers else [bars, done])
+    return _with_root(protocol, body, [] if named_barriers else [bars, done])
 
 
-def _with_root(func: tirx.PrimFunc, root: SBlock, body: tirx.Stmt, extra_buffers: list) -> tirx.PrimFunc:
+def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
+    """Run-time checks of the minimum symbolic trip counts the channel plan holds for."""
+    extents = {loop.var.name: loop.extent for loop in protocol.tree.loops()}
+    # The FFI constructor takes (condition, error kind, message parts), whatever the Python parameter names say.
+    return [tirx.AssertStmt(extents[name] >= minimum, tvm.ir.StringImm("RuntimeError"),
+                            [tvm.ir.StringImm(f"WarpSpecialize: loop '{name}' must run at least {minimum} "
+                                              "iterations (its synchronization was derived for those)")])
+            for name, minimum in protocol.plan.min_trip_counts]
+
+
+def _with_root(protocol: Protocol, body: tirx.Stmt, extra_buffers: list) -> tirx.PrimFunc:
+    func, root = protocol.tree.func, protocol.tree.root_block
+    body = _seq([*_trip_count_asserts(protocol), body])
     new_root = SBlock([], [], [], "root", body, alloc_buffers=[*root.alloc_buffers, *extra_buffers])
     return func.with_body(SBlockRealize([], True, new_root))
 

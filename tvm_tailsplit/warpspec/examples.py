@@ -5,12 +5,16 @@
   consumer ci on warp role 1 reads the range pi wrote and writes row `i` of `O`.
 * `streaming_kernel(...)`: element-wise `Y = 2 X + 1` over tiles; a copy role loads tile `t` into stage `t % stages`
   of a shared ring, a compute role reads it.
+* `symbolic_streaming_kernel(...)`: the same with a symbolic length `n` (a buffer dimension): the pipeline loop
+  runs `n // tile` iterations, a trip count known only at run time (analyzed by `warpspec.symbolic`).
 * `scheduled_scale_kernel(...)`: `B = 3 A` from TE, scheduled the usual way (split, `cache_read` into shared,
   `compute_at`, `blockize`) and annotated with `sch.annotate(block, "warp_role", r)`: the input form as a
   schedule produces it, with blocks nested in the tasks.
 * `gemm_kernel(...)`: tiled GEMM, fp16 inputs and fp32 accumulation. Per CTA (grid loops over output tiles bound to
   `blockIdx`), a copy role loads the A and B tiles of step `k` into stage `k % stages` of two shared rings; one or
   two compute roles (each owning a band of rows of the output tile) accumulate into a shared fp32 tile and store it.
+* `symbolic_k_gemm_kernel(...)`: the one-compute-role GEMM with a symbolic reduction length `K` (a buffer
+  dimension, a multiple of `block_k`): `K // block_k` pipeline steps.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from tvm.script import tirx as T
 
 from .tree import WARP_ROLE
 
-__all__ = ["SEED_RANGES", "gemm_kernel", "scheduled_scale_kernel", "seed_example", "streaming_kernel"]
+__all__ = [
+    "SEED_RANGES",
+    "gemm_kernel",
+    "scheduled_scale_kernel",
+    "seed_example",
+    "streaming_kernel",
+    "symbolic_k_gemm_kernel",
+    "symbolic_streaming_kernel",
+]
 
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
 
@@ -74,6 +86,33 @@ def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.Pr
         T.func_attr({"global_symbol": "streaming", "tirx.noalias": True})
         ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
         for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % stages, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % stages, i] = X[t * tile + i]
+            with T.sblock("compute"):
+                T.reads(ring[t % stages, 0:tile])
+                T.writes(Y[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    Y[t * tile + i] = ring[t % stages, i] * T.float32(2) + T.float32(1)
+
+    return streaming
+
+
+def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
+    """`streaming_kernel` over a symbolic length `n` (a multiple of `tile`): `n // tile` pipeline iterations."""
+
+    @T.prim_func(s_tir=True)
+    def streaming(x: T.handle, y: T.handle):
+        T.func_attr({"global_symbol": "streaming", "tirx.noalias": True})
+        n = T.int32()
+        X = T.match_buffer(x, (n,), "float32")
+        Y = T.match_buffer(y, (n,), "float32")
+        ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
+        for t in range(n // tile):
             with T.sblock("load"):
                 T.reads(X[t * tile:t * tile + tile])
                 T.writes(ring[t % stages, 0:tile])
@@ -224,3 +263,58 @@ def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block
     if compute_roles == 2:
         return gemm_two_roles
     raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
+
+
+def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
+                           stages: int = 3) -> tirx.PrimFunc:
+    """`gemm_kernel` with one compute role and a symbolic `K` (a multiple of `block_k`): `K // block_k` steps."""
+    if m % block_m or n % block_n:
+        raise ValueError("m and n must be multiples of the tile sizes")
+
+    @T.prim_func(s_tir=True)
+    def gemm(a: T.handle, b: T.handle, c: T.handle):
+        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
+        K = T.int32()
+        A = T.match_buffer(a, (m, K), "float16")
+        B = T.match_buffer(b, (K, n), "float16")
+        C = T.match_buffer(c, (m, n), "float32")
+        A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
+        acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
+        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
+            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
+                with T.sblock("init"):
+                    T.reads()
+                    T.writes(acc[0:block_m, 0:block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(block_m, block_n):
+                        acc[i, j] = T.float32(0)
+                for ko in range(K // block_k):
+                    with T.sblock("load_A"):
+                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
+                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_m, block_k):
+                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
+                    with T.sblock("load_B"):
+                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
+                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
+                        T.sblock_attr({"warp_role": 0})
+                        for i, j in T.grid(block_k, block_n):
+                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
+                    with T.sblock("mma"):
+                        T.reads(A_ring[ko % stages, 0:block_m, 0:block_k],
+                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:block_m, 0:block_n])
+                        T.writes(acc[0:block_m, 0:block_n])
+                        T.sblock_attr({"warp_role": 1})
+                        for i, j, kk in T.grid(block_m, block_n, block_k):
+                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
+                                "float32", B_ring[ko % stages, kk, j])
+                with T.sblock("store"):
+                    T.reads(acc[0:block_m, 0:block_n])
+                    T.writes(C[by * block_m:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                    T.sblock_attr({"warp_role": 1})
+                    for i, j in T.grid(block_m, block_n):
+                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
+
+    return gemm

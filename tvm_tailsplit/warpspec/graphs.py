@@ -15,9 +15,11 @@ synchronization:
   whole-buffer, and multi-buffering (a stage index such as `k % 3`) follows from the ranges: the producer of
   stage `s` at iteration `k + 3` depends on the consumer of iteration `k`.
 
-Loops are unrolled into instances for the analysis (trip counts of the pipeline loops must be small enough, see
-`max_instances`); the grid loops are fixed at 0 (CTAs are independent). The CDFG holds the data dependences; the
-CDRFG adds the resource dependences.
+This module works on explicit instances: the loops are unrolled (constant trip counts, at most `max_instances`
+instances); the grid loops are fixed at 0 (CTAs are independent). The CDFG holds the data dependences; the CDRFG
+adds the resource dependences. It serves small kernels (the seed example, tests, `check`, `to_dot`) and the
+bounded windows from which `warpspec.symbolic` derives the dependences of long or symbolic pipeline loops as
+rules (producer task, consumer task, iteration distance) without unrolling them.
 
 **Redundancy elimination**: all edges go forward in the sequential program order, so the graph of program order plus
 synchronization edges is a DAG whose topological order is that order. A data or resource edge u → v is redundant
@@ -155,8 +157,10 @@ def unroll_instances(tree: ScheduleTree, max_instances: int = 4096) -> list[Inst
     def visit(node) -> None:
         if isinstance(node, TaskNode):
             if len(instances) >= max_instances:
+                loops = ", ".join(f"'{loop.loop_var.name}'" for loop in node.loops) or "none"
                 raise WarpSpecializeInputError(
-                    f"more than {max_instances} task instances: reduce the pipeline trip counts for the analysis"
+                    f"more than {max_instances} task instances (task '{node.name}', loops {loops}): reduce the "
+                    "pipeline trip counts for the unrolled analysis"
                 )
             index = counts.get(node.name, 0)
             counts[node.name] = index + 1
@@ -165,11 +169,15 @@ def unroll_instances(tree: ScheduleTree, max_instances: int = 4096) -> list[Inst
             writes = tuple((w.buffer.name, _box(w, env)) for w in node.writes)
             instances.append(Instance(len(instances), node, index, iteration, reads, writes))
             return
+        if not node.constant:
+            raise WarpSpecializeInputError(
+                f"loop '{node.var.name}' has the symbolic trip count {node.extent} and cannot be unrolled into "
+                "instances; analyze it symbolically (analyze(func) without unroll=True)")
         for value in range(node.extent):
             env[node.var.name] = value
             for child in node.children:
                 visit(child)
-        del env[node.var.name]
+        env.pop(node.var.name, None)
 
     for child in tree.children:
         visit(child)

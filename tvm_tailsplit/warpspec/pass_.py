@@ -47,8 +47,10 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     ranges synchronizing through mbarriers, or named barriers with `named_barriers=True`; `threads_per_role`
     maps each role to its thread count, a multiple of 32, default 32). On llvm the roles must run at once: set
     `TVM_NUM_THREADS` to at least the number of roles (see `require_concurrent_threads`).
-    `debug_check` runs `check` on the protocol and raises `WarpSpecializeCheckError` on any issue. `delay_us > 0`
-    (llvm only) inserts a random delay of up to that many microseconds before every task.
+    Long or symbolic pipeline trip counts are analyzed symbolically (`warpspec.symbolic`); `max_instances` bounds
+    the unrolling of kernels whose symbolic analysis fails.
+    `debug_check` runs `check` on the protocol (at small trip counts) and raises `WarpSpecializeCheckError` on any
+    issue. `delay_us > 0` (llvm only) inserts a random delay of up to that many microseconds before every task.
     Compile the CUDA result with `tir_pipeline=WARP_SPECIALIZED_PIPELINE` (TVM's default without ThreadSync).
     """
     if target not in ("llvm", "cuda"):
@@ -57,9 +59,10 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     def transform(func: tirx.PrimFunc, mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tirx.PrimFunc:
         if not has_warp_roles(func):
             return func
-        protocol = analyze(func, max_instances).protocol
+        analysis = analyze(func, max_instances=max_instances)
+        protocol = analysis.protocol
         if debug_check:
-            report = check_protocol(protocol)
+            report = check_protocol(analysis.small_protocol())
             if not report.ok:
                 raise WarpSpecializeCheckError(report.describe())
         return generate(protocol, target, threads_per_role, delay_us, named_barriers)

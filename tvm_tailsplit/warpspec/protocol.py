@@ -99,4 +99,4 @@ def build_protocol(plan: ChannelPlan) -> Protocol:
         ops.setdefault(group.src_task, []).append(SyncOp(ARRIVE, group, before_task=False))
     ordered = {task: tuple(sorted(task_ops, key=lambda op: (not op.before_task, op.group.base)))
                for task, task_ops in ops.items()}
-    return Protocol(plan.graph.tree, plan, ordered)
+    return Protocol(plan.tree, plan, ordered)

@@ -3,10 +3,11 @@
 Algorithm. Walk the body of the root block once. Outermost loops bound to `blockIdx.*` are *grid loops*: every
 iteration of them (a CTA on CUDA) runs the whole producer/consumer pipeline independently, so they are recorded
 apart and take no part in the analysis. Below them, the *pipeline* is a tree whose inner nodes are serial loops
-with constant bounds and whose leaves are *tasks*: blocks annotated with `warp_role` (the producers and consumers
-of the pipeline; a block is a producer of what it writes and a consumer of what it reads). The read and write
-regions of every task are rewritten from the block's iteration variables to the enclosing loop variables, so each
-task instance (one per loop iteration) has concrete buffer ranges once the loop variables are known.
+(constant or symbolic trip counts) and whose leaves are *tasks*: blocks annotated with `warp_role` (the producers
+and consumers of the pipeline; a block is a producer of what it writes and a consumer of what it reads). The read
+and write regions of every task are rewritten from the block's iteration variables to the enclosing loop
+variables, so each task instance (one per loop iteration) has concrete buffer ranges once the loop variables are
+known.
 
 Accepted input form (anything else is rejected with `WarpSpecializeInputError` naming the block or statement):
 
@@ -14,7 +15,9 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   (typically the multi-buffered shared rings indexed by a stage such as `k % 3`);
 * the root block's body is zero or more nested loops bound to `blockIdx.x/y/z` (each the only statement of its
   parent), then the pipeline;
-* the pipeline is a sequence of serial `for` loops with constant start 0 and constant extent, and block realizes;
+* the pipeline is a sequence of serial `for` loops with constant start 0, and block realizes; an extent is a
+  constant or, for a loop at the top of the pipeline (not nested in another pipeline loop), an expression of the
+  kernel's scalar parameters and buffer dimensions (a symbolic trip count, analyzed by `warpspec.symbolic`);
 * every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
   `init`, no buffer allocation and no match buffers, and is not nested in another annotated block; its read and
   write regions bound everything it touches (the analysis trusts them);
@@ -53,7 +56,7 @@ class Region:
     """A buffer range read or written by a task, as `(min, extent)` expressions of the pipeline loop variables."""
 
     buffer: tirx.Buffer
-    bounds: tuple[tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr], ...]
+    bounds: tuple[tuple[tirx.Expr, tirx.Expr], ...]
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,20 @@ class TaskNode:
 
 @dataclass(frozen=True)
 class LoopNode:
-    """A serial pipeline loop `for var in range(extent)`."""
+    """A serial pipeline loop `for var in range(extent)`; `extent` is an int or a symbolic `PrimExpr`."""
 
     loop: tirx.For
-    extent: int
+    extent: int | tirx.Expr
     children: tuple[TreeNode, ...]
 
     @property
     def var(self) -> tirx.Var:
         return self.loop.loop_var
+
+    @property
+    def constant(self) -> bool:
+        """True when the trip count is a known int."""
+        return isinstance(self.extent, int)
 
     def describe(self, indent: str = "") -> str:
         lines = [f"{indent}for {self.var.name} in range({self.extent}):"]
@@ -104,6 +112,20 @@ class ScheduleTree:
     grid_loops: tuple[tirx.For, ...]
     children: tuple[TreeNode, ...]
 
+    def loops(self) -> list[LoopNode]:
+        """The pipeline loops in program order (outer loops before the loops they contain)."""
+        found: list[LoopNode] = []
+
+        def visit(node: TreeNode) -> None:
+            if isinstance(node, LoopNode):
+                found.append(node)
+                for child in node.children:
+                    visit(child)
+
+        for child in self.children:
+            visit(child)
+        return found
+
     def tasks(self) -> list[TaskNode]:
         """The tasks in program order."""
         found: list[TaskNode] = []
@@ -118,6 +140,19 @@ class ScheduleTree:
         for child in self.children:
             visit(child)
         return found
+
+    def with_trip_counts(self, counts: dict[str, int]) -> ScheduleTree:
+        """The same tree with the trip counts of the loops named in `counts` (by loop variable) replaced: the
+        windows of `warpspec.symbolic` and the small instantiations that `check` explores."""
+
+        def rebuild(node: TreeNode) -> TreeNode:
+            if isinstance(node, TaskNode):
+                return node
+            children = tuple(rebuild(child) for child in node.children)
+            return LoopNode(node.loop, counts.get(node.var.name, node.extent), children)
+
+        return ScheduleTree(self.func, self.root_block, self.grid_loops,
+                            tuple(rebuild(child) for child in self.children))
 
     @property
     def roles(self) -> tuple[int, ...]:
@@ -137,7 +172,7 @@ def _region_text(region: Region) -> str:
     return f"{region.buffer.name}[{dims}]"
 
 
-def substitute(node: tvm.ir.Node, mapping: dict[tirx.Var, tvm.tirx.PrimExpr]) -> tvm.ir.Node:
+def substitute(node: tvm.ir.Node, mapping: dict[tirx.Var, tirx.Expr]) -> tvm.ir.Node:
     """Replace variables (keys of `mapping`, compared by identity) in an expression or statement."""
     if not mapping:
         return node
@@ -193,7 +228,22 @@ def _statements(stmt) -> list:
     return [stmt]
 
 
-def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: str) -> tuple[TreeNode, ...]:
+def _require_kernel_scalars(extent: tirx.Expr, name: str, outer: tuple[tirx.Var, ...]) -> None:
+    """A symbolic extent may use the kernel's scalar parameters and buffer dimensions, not the grid loops."""
+
+    def grid_var(v):
+        if any(v.same_as(g) for g in outer):
+            return tvm_ffi.VisitInterrupt(v.name)
+        return None
+
+    hit = tvm_ffi.structural_walk(extent, (tirx.Var, grid_var))
+    if hit is not None:
+        raise WarpSpecializeInputError(f"the extent {extent} of loop '{name}' uses the grid loop variable "
+                                       f"'{hit.value}'; trip counts must be the same in every CTA")
+
+
+def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: str,
+              outer: tuple[tirx.Var, ...]) -> tuple[TreeNode, ...]:
     nodes: list[TreeNode] = []
     for s in _statements(stmt):
         if isinstance(s, SBlockRealize):
@@ -202,13 +252,20 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
             name = s.loop_var.name
             if s.kind != tirx.ForKind.SERIAL:
                 raise WarpSpecializeInputError(f"loop '{name}' {where} is {s.kind}; pipeline loops must be serial")
-            if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0 and isinstance(s.extent, tirx.IntImm)):
-                raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0 and have a constant extent")
+            if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0):
+                raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0")
+            if not isinstance(s.extent, tirx.IntImm):
+                if loops:
+                    raise WarpSpecializeInputError(
+                        f"loop '{name}' {where} has the symbolic extent {s.extent}; only loops at the top of the "
+                        "pipeline may have a symbolic trip count")
+                _require_kernel_scalars(s.extent, name, outer)
             if name in loop_names:
                 raise WarpSpecializeInputError(f"loop variable name '{name}' {where} is used twice; rename it")
             loop_names.add(name)
-            children = _pipeline(s.body, (*loops, s), loop_names, f"inside loop '{name}'")
-            nodes.append(LoopNode(s, int(s.extent), children))
+            children = _pipeline(s.body, (*loops, s), loop_names, f"inside loop '{name}'", outer)
+            extent = int(s.extent) if isinstance(s.extent, tirx.IntImm) else s.extent
+            nodes.append(LoopNode(s, extent, children))
         elif isinstance(s, tirx.Evaluate) and isinstance(s.value, tirx.IntImm):
             continue
         else:
@@ -232,7 +289,7 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
            and stmt.thread_binding is not None and stmt.thread_binding.thread_tag.startswith("blockIdx.")):
         grid.append(stmt)
         stmt = stmt.body
-    children = _pipeline(stmt, (), set(), "in the pipeline")
+    children = _pipeline(stmt, (), set(), "in the pipeline", tuple(loop.loop_var for loop in grid))
     tree = ScheduleTree(func, root, tuple(grid), children)
     if not tree.tasks():
         raise WarpSpecializeInputError(f"no block annotated with '{WARP_ROLE}' found in the pipeline")

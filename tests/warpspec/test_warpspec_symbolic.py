@@ -1,0 +1,377 @@
+"""The symbolic analysis of long and symbolic pipeline loops (`warpspec.symbolic`).
+
+The rules derived from bounded windows must equal the unrolled analysis, hold for symbolic trip counts in the
+llvm (run on threads) and CUDA (nvcc) code, cost the same whatever the trip count, and fail with errors naming
+the loop when they cannot be derived or proved.
+"""
+
+import os
+
+os.environ.setdefault("TVM_NUM_THREADS", str(max(2, os.cpu_count() or 2)))
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tvm  # noqa: E402
+from tvm.script import tirx as T  # noqa: E402
+
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
+from tvm_tailsplit.testing import guarded_array, to_tvm  # noqa: E402
+from tvm_tailsplit.warpspec import (  # noqa: E402
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    WarpSpecializeInputError,
+    analyze,
+    check,
+    examples,
+    load_libatomic,
+    require_concurrent_threads,
+)
+from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE  # noqa: E402
+
+LARGE = {
+    "streaming_2_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=2),
+    "streaming_3_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=3),
+    "gemm_2_stages": lambda: examples.gemm_kernel(k=16 * 100, block_k=16, stages=2),
+    "gemm_3_stages": lambda: examples.gemm_kernel(k=16 * 100, block_k=16, stages=3),
+    "gemm_two_compute_roles": lambda: examples.gemm_kernel(k=16 * 100, block_k=16, stages=3, compute_roles=2),
+}
+
+
+def _fields(plan):
+    return plan.channel_count, [
+        (g.kind, g.src_task, g.dst_task, g.src_role, g.dst_role, g.distance, g.first, g.count, g.stages, g.base,
+         g.phase_offset) for g in plan.groups]
+
+
+@pytest.mark.parametrize("name", sorted(LARGE))
+def test_symbolic_rules_equal_the_unrolled_analysis(name):
+    func = LARGE[name]()
+    unrolled = analyze(func, unroll=True)
+    symbolic = analyze(func, unroll=False)
+    print(symbolic.symbolic.describe())
+    assert unrolled.symbolic is None and unrolled.reduced is not None
+    assert symbolic.symbolic is not None and symbolic.reduced is None
+    assert _fields(symbolic.plan) == _fields(unrolled.plan)
+    assert symbolic.protocol.describe() == unrolled.protocol.describe()
+    # The default for a kernel of this size is the symbolic analysis.
+    assert analyze(func).symbolic is not None
+
+
+def test_symbolic_trip_count_rules_are_affine_in_the_trip_count():
+    analysis = analyze(examples.symbolic_streaming_kernel(tile=16, stages=3))
+    print(analysis.describe())
+    (loop,) = analysis.symbolic.loops
+    assert (loop.name, loop.period, loop.min_trip_count) == ("t", 3, 0)
+    groups = {(g.kind, g.src_task, g.dst_task): g for g in analysis.plan.groups}
+    full, empty = groups[(DATA, "load", "compute")], groups[(RESOURCE, "compute", "load")]
+    assert (full.distance, full.first, full.stages, str(full.count)) == (0, 0, 3, "n // 16")
+    assert (empty.distance, empty.first, empty.stages, str(empty.count)) == (3, 0, 3, "n // 16 - 3")
+    assert analysis.plan.channel_count == 6
+    assert "count N_t - 3" in analysis.symbolic.describe()
+
+
+def test_analysis_time_does_not_grow_with_the_trip_count():
+    timings = {}
+    for tiles in (1024, 1 << 20):
+        func = examples.streaming_kernel(tiles=tiles, tile=4, stages=3)
+        start = time.perf_counter()
+        analysis = analyze(func)
+        timings[tiles] = time.perf_counter() - start
+        counts = sorted(g.count for g in analysis.plan.groups)
+        assert counts == [tiles - 3, tiles]
+    start = time.perf_counter()
+    analyze(examples.symbolic_k_gemm_kernel(stages=3))
+    timings["symbolic K"] = time.perf_counter() - start
+    print("analysis seconds per trip count:", {k: round(v, 3) for k, v in timings.items()})
+    # 1024 times more iterations, same work: only the windows are unrolled.
+    assert timings[1 << 20] < 3 * timings[1024] + 0.5
+
+
+def _run(executable, inputs, out_shape, out_dtype="float32"):
+    out = guarded_array(out_shape, out_dtype, canary=-7.0)
+    out.array[:] = 0
+    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
+    out.check_canaries("output")
+    return out.array.copy()
+
+
+@pytest.fixture
+def threads():
+    load_libatomic()
+    require_concurrent_threads(2)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_symbolic_streaming_kernel_runs_on_threads_for_any_length(threads, stages):
+    func = examples.symbolic_streaming_kernel(tile=16, stages=stages)
+    fast = tvm.compile(WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func})), target="llvm")
+    delayed = tvm.compile(WarpSpecialize("llvm", delay_us=20)(tvm.IRModule({"main": func})), target="llvm")
+    rng = np.random.default_rng(stages)
+    # Fewer iterations than stages (prologue and epilogue meet), a few, and many.
+    for tiles in (1, 2, 3, 5, 16, 2000):
+        x = guarded_array((tiles * 16,), "float32").array
+        x[:] = rng.standard_normal(tiles * 16)
+        for executable in (fast, delayed) if tiles < 100 else (fast,):
+            np.testing.assert_allclose(_run(executable, [x], (tiles * 16,)), 2 * x + 1, rtol=1e-6)
+
+
+def test_symbolic_k_gemm_runs_on_threads(threads):
+    func = examples.symbolic_k_gemm_kernel(m=64, n=32, block_m=32, block_n=32, block_k=16, stages=3)
+    executable = tvm.compile(WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func})), target="llvm")
+    rng = np.random.default_rng(5)
+    for k in (16, 32, 48, 64, 16 * 37):
+        a = guarded_array((64, k), "float16").array
+        b = guarded_array((k, 32), "float16").array
+        a[:] = rng.standard_normal((64, k))
+        b[:] = rng.standard_normal((k, 32))
+        reference = a.astype("float32") @ b.astype("float32")
+        np.testing.assert_allclose(_run(executable, [a, b], (64, 32)), reference, rtol=1e-4, atol=1e-3)
+
+
+SYMBOLIC_CUDA = {
+    "symbolic_streaming": (lambda: examples.symbolic_streaming_kernel(tile=256, stages=3), {0: 32, 1: 128}),
+    "symbolic_k_gemm": (lambda: examples.symbolic_k_gemm_kernel(256, 256, 64, 64, 32, stages=3), {0: 32, 1: 128}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_CUDA))
+def test_symbolic_trip_count_in_cuda_source(name):
+    build, threads_per_role = SYMBOLIC_CUDA[name]
+    mod = WarpSpecialize("cuda", threads_per_role=threads_per_role, debug_check=True)(tvm.IRModule({"main": build()}))
+    source = cuda_source(mod, "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    bound = "(n >> 8)" if name == "symbolic_streaming" else "(K >> 5)"
+    assert bound in kernel  # the pipeline loops run to the symbolic trip count
+    assert "mbarrier_init" in kernel and "test_wait_parity" in kernel
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_CUDA))
+def test_nvcc_compiles_symbolic_trip_count_kernels(name, arch):
+    build, threads_per_role = SYMBOLIC_CUDA[name]
+    mod = WarpSpecialize("cuda", threads_per_role=threads_per_role)(tvm.IRModule({"main": build()}))
+    usages = compile_cuda_source(cuda_source(mod, arch, tir_pipeline=WARP_SPECIALIZED_PIPELINE), arch)
+    for usage in usages:
+        print(name, usage)
+    assert len(usages) == 1 and usages[0].spill_store_bytes == 0
+
+
+@T.prim_func(s_tir=True)
+def _reduce_then_use(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n, 4), "float32")
+    Y = T.match_buffer(y, (1,), "float32")
+    acc = T.sblock_alloc_buffer((2,), "float32", scope="shared")
+    for t in range(n):
+        with T.sblock("partial"):
+            T.reads(X[t, 0:4])
+            T.writes(acc[t % 2])
+            T.sblock_attr({"warp_role": 0})
+            acc[t % 2] = X[t, 0] + X[t, 3]
+    with T.sblock("total"):
+        T.reads(acc[0:2])
+        T.writes(Y[0])
+        T.sblock_attr({"warp_role": 1})
+        Y[0] = acc[0] + acc[1]
+
+
+def test_rule_crossing_the_loop_end_is_asserted_at_run_time(threads):
+    analysis = analyze(_reduce_then_use)
+    print(analysis.describe())
+    # total waits for the last partial: distance 1 - n, which needs n >= 1.
+    assert analysis.symbolic.loops[0].min_trip_count == 1
+    assert analysis.plan.min_trip_counts == (("t", 1),)
+    assert check(_reduce_then_use).ok
+    executable = tvm.compile(WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": _reduce_then_use})),
+                             target="llvm")
+    for n in (2, 3, 9):
+        x = np.arange(4 * n, dtype="float32").reshape(n, 4)
+        out = tvm.runtime.empty((1,), "float32")
+        executable["main"](tvm.runtime.tensor(x), out)
+        last_two = [x[t, 0] + x[t, 3] for t in (n - 2, n - 1)]
+        assert out.numpy()[0] == pytest.approx(sum(last_two))
+    with pytest.raises(Exception, match="loop 't' must run at least 1 iterations"):
+        executable["main"](tvm.runtime.empty((0, 4), "float32"), tvm.runtime.empty((1,), "float32"))
+
+
+def test_minimum_trip_count_is_asserted_on_the_cuda_host_side():
+    mod = WarpSpecialize("cuda", debug_check=True)(tvm.IRModule({"main": _reduce_then_use}))
+    executable = tvm.compile(mod, target=cuda_target("sm_80"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    assert "loop 't' must run at least 1 iterations" in executable.mod.inspect_source()  # the host module
+    assert "for (int t_r0 = 0; t_r0 < n; ++t_r0)" in cuda_source(mod, "sm_80", WARP_SPECIALIZED_PIPELINE)
+
+
+@T.prim_func(s_tir=True)
+def _prologue_loop_then_symbolic_loop(x: T.handle, y: T.handle, w: T.handle, z: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n, 4), "float32")
+    Y = T.match_buffer(y, (n, 4), "float32")
+    W = T.match_buffer(w, (3,), "float32")
+    Z = T.match_buffer(z, (3,), "float32")
+    ring = T.sblock_alloc_buffer((2, 4), "float32", scope="shared")
+    for s in range(3):
+        with T.sblock("warm"):
+            T.reads(W[s])
+            T.writes(ring[s % 2, 0:4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                ring[s % 2, i] = W[s]
+        with T.sblock("warm_use"):
+            T.reads(ring[s % 2, 0:4])
+            T.writes(Z[s])
+            T.sblock_attr({"warp_role": 1})
+            Z[s] = ring[s % 2, 3] - T.float32(1)
+    for t in range(n):
+        with T.sblock("load"):
+            T.reads(X[t, 0:4])
+            T.writes(ring[t % 2, 0:4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                ring[t % 2, i] = X[t, i]
+        with T.sblock("use"):
+            T.reads(ring[t % 2, 0:4])
+            T.writes(Y[t, 0:4])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(4):
+                Y[t, i] = ring[t % 2, i] * T.float32(3)
+
+
+def test_short_prologue_loop_before_a_symbolic_loop(threads):
+    analysis = analyze(_prologue_loop_then_symbolic_loop)
+    print(analysis.describe())
+    # warm_use[2] hands stage 0 to load[0]: a rule from the prologue into the loop, valid from one iteration on.
+    rules = {(g.src_task, g.dst_task): g for g in analysis.plan.groups}
+    assert rules[("warm_use", "load")].distance == -2 and rules[("use", "load")].distance == 2
+    assert analysis.plan.min_trip_counts == (("t", 1),)
+    specialize = WarpSpecialize("llvm", debug_check=True, delay_us=10)
+    mod = specialize(tvm.IRModule({"main": _prologue_loop_then_symbolic_loop}))
+    executable = tvm.compile(mod, target="llvm")
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7):
+        x = rng.standard_normal((n, 4)).astype("float32")
+        w = rng.standard_normal(3).astype("float32")
+        for _ in range(3):
+            y, z = tvm.runtime.empty((n, 4), "float32"), tvm.runtime.empty((3,), "float32")
+            executable["main"](tvm.runtime.tensor(x), y, tvm.runtime.tensor(w), z)
+            np.testing.assert_allclose(y.numpy(), 3 * x, rtol=1e-6)
+            np.testing.assert_allclose(z.numpy(), w - 1, rtol=1e-6)
+
+
+@T.prim_func(s_tir=True)
+def _indexed_by_the_trip_count(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 4 + 1,), "float32")
+    Y = T.match_buffer(y, (n * 4,), "float32")
+    for t in range(n):
+        with T.sblock("copy"):
+            T.reads(X[n * 4 - t * 4 - 4:n * 4 - t * 4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                Y[t * 4 + i] = X[n * 4 - t * 4 - 4 + i]
+
+
+def test_regions_using_the_trip_count_variable_are_rejected_naming_the_loop():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't': block 'copy' indexes X with 'n'"):
+        analyze(_indexed_by_the_trip_count)
+
+
+@T.prim_func(s_tir=True)
+def _no_ring(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n,), "float32")
+    Y = T.match_buffer(y, (n,), "float32")
+    staging = T.sblock_alloc_buffer((n,), "float32", scope="shared")
+    for t in range(n // 4):
+        with T.sblock("load"):
+            T.reads(X[t * 4:t * 4 + 4])
+            T.writes(staging[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                staging[t * 4 + i] = X[t * 4 + i]
+        with T.sblock("use"):
+            T.reads(staging[t * 4:t * 4 + 4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(4):
+                Y[t * 4 + i] = staging[t * 4 + i]
+
+
+@T.prim_func(s_tir=True)
+def _square_stage(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 4,), "float32")
+    Y = T.match_buffer(y, (n * 4,), "float32")
+    ring = T.sblock_alloc_buffer((3, 4), "float32", scope="shared")
+    for t in range(n):
+        with T.sblock("load"):
+            T.reads(X[t * 4:t * 4 + 4])
+            T.writes(ring[t * t % 3, 0:4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                ring[t * t % 3, i] = X[t * 4 + i]
+        with T.sblock("use"):
+            T.reads(ring[t * t % 3, 0:4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(4):
+                Y[t * 4 + i] = ring[t * t % 3, i]
+
+
+def test_unbounded_run_ahead_is_rejected_naming_the_loop():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't'.*stages of its channels grow"):
+        analyze(_no_ring)
+
+
+def test_unprovable_period_is_rejected_naming_the_loop():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't': cannot prove that the region of ring"):
+        analyze(_square_stage)
+
+
+def test_symbolic_trip_counts_cannot_be_unrolled():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't' has the symbolic trip count"):
+        analyze(examples.symbolic_streaming_kernel(), unroll=True)
+
+
+def test_long_constant_loop_falls_back_to_unrolling_when_the_rules_cannot_be_derived():
+    func = examples.scheduled_scale_kernel(n=32 * 300, tile=32)  # no reused range: stages grow with the loop
+    analysis = analyze(func)
+    assert analysis.symbolic is None and len(analysis.reduced.instances) == 600
+    with pytest.raises(WarpSpecializeInputError, match="loop 'i_0'.*stages of its channels grow"):
+        analyze(func, max_instances=100)
+
+
+def test_symbolic_analysis_has_no_instance_graph_but_check_explores_the_window():
+    func = examples.symbolic_streaming_kernel(tile=16, stages=2)
+    analysis = analyze(func)
+    with pytest.raises(ValueError, match="analyzed symbolically"):
+        analysis.to_dot()
+    small = analysis.small_protocol()
+    window = analysis.symbolic.loops[0].window
+    assert len(small.plan.graph.instances) == 2 * window
+    report = check(func)
+    print(report.describe())
+    assert report.ok and report.states > 1
+
+
+@T.prim_func(s_tir=True)
+def _nested_symbolic(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 8,), "float32")
+    Y = T.match_buffer(y, (n * 8,), "float32")
+    for o in range(2):
+        for t in range(n):
+            with T.sblock("copy"):
+                T.reads(X[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.writes(Y[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Y[o * n * 4 + t * 4 + i] = X[o * n * 4 + t * 4 + i]
+
+
+def test_nested_symbolic_loop_is_rejected_naming_the_loop():
+    with pytest.raises(WarpSpecializeInputError, match="loop 't' inside loop 'o' has the symbolic extent"):
+        analyze(_nested_symbolic)
