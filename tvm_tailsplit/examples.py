@@ -11,6 +11,7 @@ from .split.conditions import MARK_KEY
 __all__ = [
     "elementwise_multiply_nc1hwc0",
     "gpu_vector_add_one",
+    "matmul",
     "register_vector_scale_intrinsic",
     "vector_scale_1d",
 ]
@@ -33,6 +34,15 @@ def elementwise_multiply_nc1hwc0(
     sch.reorder(loop_c1, h_outer, loop_w, h_inner, loop_c0)
     sch.annotate(loop_w, MARK_KEY, instruction)
     return sch.mod
+
+
+def matmul(m: int, n: int, k: int, dtype: str = "float32") -> tvm.tirx.PrimFunc:
+    """``C[i, j] = sum_r A[i, r] * B[r, j]`` as an unscheduled PrimFunc (block ``C``), ready for a schedule."""
+    a = te.placeholder((m, k), dtype, name="A")
+    b = te.placeholder((k, n), dtype, name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
 
 
 def vector_scale_1d(n: int = 100, lanes: int = 16, instruction: str = "vmul16") -> tvm.IRModule:

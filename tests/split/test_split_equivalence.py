@@ -8,7 +8,7 @@ from tvm import s_tir, te
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.examples import elementwise_multiply_nc1hwc0, vector_scale_1d
+from tvm_tailsplit.examples import elementwise_multiply_nc1hwc0, matmul, vector_scale_1d
 from tvm_tailsplit.testing import assert_same_results
 
 STRATEGIES = ["full", "partial", "auto"]
@@ -148,11 +148,7 @@ def test_partial_split_leaves_no_condition_below_the_mark_for_static_cases(strat
 
 
 def matmul_init_update(m, n, k, tile):
-    a = te.placeholder((m, k), "float32", name="A")
-    b = te.placeholder((k, n), "float32", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    sch = s_tir.Schedule(matmul(m, n, k))
     block = sch.get_sblock("C")
     i, j, kk = sch.get_loops(block)
     i_outer, i_inner = sch.split(i, [None, tile])

@@ -4,10 +4,11 @@ metrics. Every case is compiled for llvm and compared with the original program.
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te
+from tvm import s_tir
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit.examples import matmul
 from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
 
 STRATEGIES = ["full", "partial", "auto"]
@@ -47,11 +48,7 @@ def test_tvm_hoist_if_then_else_miscompiles_nested_if_else_chains():
 
 
 def tiled_matmul(m, n, k, tiles):
-    a = te.placeholder((m, k), "float32", name="A")
-    b = te.placeholder((k, n), "float32", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    sch = s_tir.Schedule(matmul(m, n, k))
     block = sch.get_sblock("C")
     i, j, kk = sch.get_loops(block)
     i_outer, i_middle, i_inner = sch.split(i, [None, *tiles])
@@ -71,11 +68,7 @@ def test_two_level_tiled_matmul_guard_chains_compile_correctly(strategy):
 
 
 def gpu_matmul(m, n, k):
-    a = te.placeholder((m, k), "float32", name="A")
-    b = te.placeholder((k, n), "float32", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    sch = s_tir.Schedule(matmul(m, n, k))
     block = sch.get_sblock("C")
     i, j, kk = sch.get_loops(block)
     by, ty, yi = sch.split(i, [None, 4, 4])
