@@ -1,7 +1,7 @@
 """Analyses of WarpSpecialize, each tested alone: schedule tree, CDFG, CDRFG, redundancy elimination, channels."""
 
 import pytest
-from tvm import s_tir
+from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
 from tvm_tailsplit.warpspec import WarpSpecializeInputError, analyze, examples
@@ -111,15 +111,11 @@ def _unannotated(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
                 Y[t * 4 + i] = X[t * 4 + i]
 
 
-@T.prim_func(s_tir=True)
-def _parallel_loop(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
-    for t in T.parallel(4):
-        with T.sblock("scale"):
-            T.reads(X[t * 4:t * 4 + 4])
-            T.writes(Y[t * 4:t * 4 + 4])
-            T.sblock_attr({"warp_role": 0})
-            for i in range(4):
-                Y[t * 4 + i] = X[t * 4 + i]
+def _annotated(role: int) -> s_tir.Schedule:
+    """A schedule of `_unannotated` with its block given warp role `role` (the input form as a schedule makes it)."""
+    sch = s_tir.Schedule(_unannotated)
+    sch.annotate(sch.get_sblock("scale"), "warp_role", role)
+    return sch
 
 
 def test_rejects_blocks_without_warp_role_naming_the_block():
@@ -128,20 +124,23 @@ def test_rejects_blocks_without_warp_role_naming_the_block():
 
 
 def test_rejects_non_serial_pipeline_loops():
+    sch = _annotated(0)
+    sch.parallel(sch.get_loops(sch.get_sblock("scale"))[0])
     with pytest.raises(WarpSpecializeInputError, match="loop 't'.*serial"):
-        build_schedule_tree(_parallel_loop)
+        build_schedule_tree(sch.mod["main"])
 
 
 def test_schedule_annotation_is_the_input_form():
-    sch = s_tir.Schedule(_unannotated)
-    sch.annotate(sch.get_sblock("scale"), "warp_role", 1)
-    tree = build_schedule_tree(sch.mod["main"])
+    tree = build_schedule_tree(_annotated(1).mod["main"])
     assert [(t.name, t.role) for t in tree.tasks()] == [("scale", 1)]
 
 
-def test_single_consumer_after_a_producer_loop_needs_only_the_last_edge():
+def _partial_sums_then(pairs: bool) -> tirx.PrimFunc:
+    """Role 0 writes `acc[t] = X[4 t]` for t < 4; role 1 then reads them all in one block `total` (Y[0]), or with
+    `pairs` two at a time in the loop of blocks `pair` (Y[0], Y[1])."""
+
     @T.prim_func(s_tir=True)
-    def reduce_then_use(X: T.Buffer((16,), "float32"), Y: T.Buffer((1,), "float32")):
+    def partial_sums_then(X: T.Buffer((16,), "float32"), Y: T.Buffer((2 if pairs else 1,), "float32")):
         acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
         for t in range(4):
             with T.sblock("partial"):
@@ -149,35 +148,31 @@ def test_single_consumer_after_a_producer_loop_needs_only_the_last_edge():
                 T.writes(acc[t])
                 T.sblock_attr({"warp_role": 0})
                 acc[t] = X[t * 4]
-        with T.sblock("total"):
-            T.reads(acc[0:4])
-            T.writes(Y[0])
-            T.sblock_attr({"warp_role": 1})
-            Y[0] = acc[0] + acc[1] + acc[2] + acc[3]
+        if pairs:
+            for u in range(2):
+                with T.sblock("pair"):
+                    T.reads(acc[u * 2:u * 2 + 2])
+                    T.writes(Y[u])
+                    T.sblock_attr({"warp_role": 1})
+                    Y[u] = acc[u * 2] + acc[u * 2 + 1]
+        else:
+            with T.sblock("total"):
+                T.reads(acc[0:4])
+                T.writes(Y[0])
+                T.sblock_attr({"warp_role": 1})
+                Y[0] = acc[0] + acc[1] + acc[2] + acc[3]
 
-    analysis = analyze(reduce_then_use)
+    return partial_sums_then
+
+
+def test_single_consumer_after_a_producer_loop_needs_only_the_last_edge():
+    analysis = analyze(_partial_sums_then(pairs=False))
     assert analysis.reduced.edge_names() == [("partial[3]", "total")]
     assert check(analysis.protocol).ok
 
 
 def test_pairs_at_two_instance_distances_get_two_groups():
-    @T.prim_func(s_tir=True)
-    def pairs(X: T.Buffer((16,), "float32"), Y: T.Buffer((2,), "float32")):
-        acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
-        for t in range(4):
-            with T.sblock("partial"):
-                T.reads(X[t * 4:t * 4 + 4])
-                T.writes(acc[t])
-                T.sblock_attr({"warp_role": 0})
-                acc[t] = X[t * 4]
-        for u in range(2):
-            with T.sblock("pair"):
-                T.reads(acc[u * 2:u * 2 + 2])
-                T.writes(Y[u])
-                T.sblock_attr({"warp_role": 1})
-                Y[u] = acc[u * 2] + acc[u * 2 + 1]
-
-    analysis = analyze(pairs)
+    analysis = analyze(_partial_sums_then(pairs=True))
     assert analysis.reduced.edge_names() == [("partial[1]", "pair[0]"), ("partial[3]", "pair[1]")]
     assert sorted(g.distance for g in analysis.plan.groups) == [-2, -1]
     assert check(analysis.protocol).ok

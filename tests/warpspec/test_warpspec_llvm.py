@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 from tvm import s_tir  # noqa: E402
 
-from tvm_tailsplit.testing import guarded_array, to_tvm  # noqa: E402
+from tvm_tailsplit.testing import guarded_array  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WarpSpecialize,
     examples,
@@ -22,6 +22,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.pass_ import has_warp_roles  # noqa: E402
+from tvm_tailsplit.warpspec.testing import run_with_guarded_output  # noqa: E402
 
 RUNS = 6
 DELAYED_RUNS = 3
@@ -38,14 +39,6 @@ def _compile(func, **options):
     return tvm.compile(mod, target="llvm")
 
 
-def _run(executable, inputs, out_shape, out_dtype="float32"):
-    out = guarded_array(out_shape, out_dtype, canary=-7.0)
-    out.array[:] = 0
-    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
-    out.check_canaries("output")
-    return out.array.copy()
-
-
 def _random(shape, dtype, rng):
     arr = guarded_array(shape, dtype).array
     arr[:] = rng.standard_normal(shape).astype(dtype)
@@ -56,10 +49,10 @@ def _check_against(func, reference, inputs, out_shape, seed):
     fast = _compile(func)
     delayed = _compile(func, delay_us=30)
     for _ in range(RUNS):
-        np.testing.assert_allclose(_run(fast, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(run_with_guarded_output(fast, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
     ctypes.CDLL(None).srand(seed)
     for _ in range(DELAYED_RUNS):
-        np.testing.assert_allclose(_run(delayed, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(run_with_guarded_output(delayed, inputs, out_shape), reference, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("stages", [2, 3])
@@ -68,7 +61,7 @@ def test_streaming_kernel_matches_sequential_program(stages):
     func = examples.streaming_kernel(tiles=12, tile=32, stages=stages)
     x = _random((12 * 32,), "float32", rng)
     sequential = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
-    reference = _run(sequential, [x], (12 * 32,))
+    reference = run_with_guarded_output(sequential, [x], (12 * 32,))
     np.testing.assert_allclose(reference, 2 * x + 1, rtol=1e-6)
     _check_against(func, reference, [x], (12 * 32,), seed=stages)
 
@@ -77,7 +70,7 @@ def test_seed_example_matches_sequential_program():
     rng = np.random.default_rng(7)
     func = examples.seed_example()
     x = _random((7, 60), "float32", rng)
-    reference = _run(tvm.compile(tvm.IRModule({"main": func}), target="llvm"), [x], (7, 60))
+    reference = run_with_guarded_output(tvm.compile(tvm.IRModule({"main": func}), target="llvm"), [x], (7, 60))
     _check_against(func, reference, [x], (7, 60), seed=7)
 
 

@@ -17,7 +17,7 @@ import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
-from tvm_tailsplit.testing import guarded_array, to_tvm  # noqa: E402
+from tvm_tailsplit.testing import guarded_array  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -29,6 +29,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE  # noqa: E402
+from tvm_tailsplit.warpspec.testing import run_with_guarded_output  # noqa: E402
 
 LARGE = {
     "streaming_2_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=2),
@@ -89,14 +90,6 @@ def test_analysis_time_does_not_grow_with_the_trip_count():
     assert timings[1 << 20] < 3 * timings[1024] + 0.5
 
 
-def _run(executable, inputs, out_shape, out_dtype="float32"):
-    out = guarded_array(out_shape, out_dtype, canary=-7.0)
-    out.array[:] = 0
-    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
-    out.check_canaries("output")
-    return out.array.copy()
-
-
 @pytest.fixture
 def threads():
     load_libatomic()
@@ -114,7 +107,7 @@ def test_symbolic_streaming_kernel_runs_on_threads_for_any_length(threads, stage
         x = guarded_array((tiles * 16,), "float32").array
         x[:] = rng.standard_normal(tiles * 16)
         for executable in (fast, delayed) if tiles < 100 else (fast,):
-            np.testing.assert_allclose(_run(executable, [x], (tiles * 16,)), 2 * x + 1, rtol=1e-6)
+            np.testing.assert_allclose(run_with_guarded_output(executable, [x], (tiles * 16,)), 2 * x + 1, rtol=1e-6)
 
 
 def test_symbolic_k_gemm_runs_on_threads(threads):
@@ -127,7 +120,8 @@ def test_symbolic_k_gemm_runs_on_threads(threads):
         a[:] = rng.standard_normal((64, k))
         b[:] = rng.standard_normal((k, 32))
         reference = a.astype("float32") @ b.astype("float32")
-        np.testing.assert_allclose(_run(executable, [a, b], (64, 32)), reference, rtol=1e-4, atol=1e-3)
+        result = run_with_guarded_output(executable, [a, b], (64, 32))
+        np.testing.assert_allclose(result, reference, rtol=1e-4, atol=1e-3)
 
 
 SYMBOLIC_CUDA = {

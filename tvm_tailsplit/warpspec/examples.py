@@ -7,14 +7,15 @@
   of a shared ring, a compute role reads it.
 * `symbolic_streaming_kernel(...)`: the same with a symbolic length `n` (a buffer dimension): the pipeline loop
   runs `n // tile` iterations, a trip count known only at run time (analyzed by `warpspec.symbolic`).
+  `streaming_kernel` is this kernel specialized (`PrimFunc.specialize`) to a constant length.
 * `scheduled_scale_kernel(...)`: `B = 3 A` from TE, scheduled the usual way (split, `cache_read` into shared,
   `compute_at`, `blockize`) and annotated with `sch.annotate(block, "warp_role", r)`: the input form as a
   schedule produces it, with blocks nested in the tasks.
 * `gemm_kernel(...)`: tiled GEMM, fp16 inputs and fp32 accumulation. Per CTA (grid loops over output tiles bound to
   `blockIdx`), a copy role loads the A and B tiles of step `k` into stage `k % stages` of two shared rings; one or
   two compute roles (each owning a band of rows of the output tile) accumulate into a shared fp32 tile and store it.
-* `symbolic_k_gemm_kernel(...)`: the one-compute-role GEMM with a symbolic reduction length `K` (a buffer
-  dimension, a multiple of `block_k`): `K // block_k` pipeline steps.
+* `symbolic_k_gemm_kernel(...)`: the same GEMM with a symbolic reduction length `K` (a buffer dimension, a
+  multiple of `block_k`): `K // block_k` pipeline steps. `gemm_kernel` is this kernel specialized to a constant `K`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
+_GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
 
 
 def _copy_block(name: str, role: int, dst: tirx.Buffer, src: tirx.Buffer, row: int, lo: int, hi: int,
@@ -77,29 +79,16 @@ def seed_example(ranges: Sequence[tuple[int, int]] = SEED_RANGES) -> tirx.PrimFu
         {"global_symbol": "seed_example", "tirx.noalias": True, "s_tir": True})
 
 
+def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int, ...]) -> tirx.PrimFunc:
+    """`func` with the buffer parameter number `param` given the constant `shape` (binding its symbolic dims)."""
+    buffer = func.params[param]
+    return func.specialize({buffer: tirx.decl_buffer(shape, buffer.dtype, buffer.name)})
+
+
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
-    """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring."""
-    n = tiles * tile
-
-    @T.prim_func(s_tir=True)
-    def streaming(X: T.Buffer((n,), "float32"), Y: T.Buffer((n,), "float32")):
-        T.func_attr({"global_symbol": "streaming", "tirx.noalias": True})
-        ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
-        for t in range(tiles):
-            with T.sblock("load"):
-                T.reads(X[t * tile:t * tile + tile])
-                T.writes(ring[t % stages, 0:tile])
-                T.sblock_attr({"warp_role": 0})
-                for i in range(tile):
-                    ring[t % stages, i] = X[t * tile + i]
-            with T.sblock("compute"):
-                T.reads(ring[t % stages, 0:tile])
-                T.writes(Y[t * tile:t * tile + tile])
-                T.sblock_attr({"warp_role": 1})
-                for i in range(tile):
-                    Y[t * tile + i] = ring[t % stages, i] * T.float32(2) + T.float32(1)
-
-    return streaming
+    """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring:
+    `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
+    return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (tiles * tile,))
 
 
 def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
@@ -145,131 +134,28 @@ def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
 
 def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
                 block_k: int = 16, stages: int = 3, compute_roles: int = 1) -> tirx.PrimFunc:
-    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32) with a copy role (0) and `compute_roles` compute roles."""
-    steps = k // block_k
-    band = block_m // compute_roles
-    if m % block_m or n % block_n or k % block_k or block_m % compute_roles:
-        raise ValueError("the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)")
-
-    @T.prim_func(s_tir=True)
-    def gemm_one_role(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"),
-                      C: T.Buffer((m, n), "float32")):
-        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
-        A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
-        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
-        acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
-        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
-            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
-                with T.sblock("init"):
-                    T.reads()
-                    T.writes(acc[0:block_m, 0:block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(block_m, block_n):
-                        acc[i, j] = T.float32(0)
-                for ko in range(steps):
-                    with T.sblock("load_A"):
-                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
-                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_m, block_k):
-                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
-                    with T.sblock("load_B"):
-                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
-                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_k, block_n):
-                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
-                    with T.sblock("mma"):
-                        T.reads(A_ring[ko % stages, 0:block_m, 0:block_k],
-                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:block_m, 0:block_n])
-                        T.writes(acc[0:block_m, 0:block_n])
-                        T.sblock_attr({"warp_role": 1})
-                        for i, j, kk in T.grid(block_m, block_n, block_k):
-                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
-                                "float32", B_ring[ko % stages, kk, j])
-                with T.sblock("store"):
-                    T.reads(acc[0:block_m, 0:block_n])
-                    T.writes(C[by * block_m:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(block_m, block_n):
-                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
-
-    @T.prim_func(s_tir=True)
-    def gemm_two_roles(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"),
-                       C: T.Buffer((m, n), "float32")):
-        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
-        A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
-        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
-        acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
-        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
-            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
-                with T.sblock("init_top"):
-                    T.reads()
-                    T.writes(acc[0:band, 0:block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(band, block_n):
-                        acc[i, j] = T.float32(0)
-                with T.sblock("init_bottom"):
-                    T.reads()
-                    T.writes(acc[band:block_m, 0:block_n])
-                    T.sblock_attr({"warp_role": 2})
-                    for i, j in T.grid(band, block_n):
-                        acc[band + i, j] = T.float32(0)
-                for ko in range(steps):
-                    with T.sblock("load_A"):
-                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
-                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_m, block_k):
-                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
-                    with T.sblock("load_B"):
-                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
-                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_k, block_n):
-                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
-                    with T.sblock("mma_top"):
-                        T.reads(A_ring[ko % stages, 0:band, 0:block_k],
-                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:band, 0:block_n])
-                        T.writes(acc[0:band, 0:block_n])
-                        T.sblock_attr({"warp_role": 1})
-                        for i, j, kk in T.grid(band, block_n, block_k):
-                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
-                                "float32", B_ring[ko % stages, kk, j])
-                    with T.sblock("mma_bottom"):
-                        T.reads(A_ring[ko % stages, band:block_m, 0:block_k],
-                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[band:block_m, 0:block_n])
-                        T.writes(acc[band:block_m, 0:block_n])
-                        T.sblock_attr({"warp_role": 2})
-                        for i, j, kk in T.grid(band, block_n, block_k):
-                            acc[band + i, j] = acc[band + i, j] + T.Cast(
-                                "float32", A_ring[ko % stages, band + i, kk]) * T.Cast(
-                                "float32", B_ring[ko % stages, kk, j])
-                with T.sblock("store_top"):
-                    T.reads(acc[0:band, 0:block_n])
-                    T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(band, block_n):
-                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
-                with T.sblock("store_bottom"):
-                    T.reads(acc[band:block_m, 0:block_n])
-                    T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
-                    T.sblock_attr({"warp_role": 2})
-                    for i, j in T.grid(band, block_n):
-                        C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
-
-    if compute_roles == 1:
-        return gemm_one_role
-    if compute_roles == 2:
-        return gemm_two_roles
-    raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
+    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32) with a copy role (0) and `compute_roles` compute roles:
+    `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
+    if k % block_k:
+        raise ValueError(_GEMM_SIZES_ERROR)
+    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles)
+    return _specialize_shape(func, 0, (m, k))
 
 
 def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
-                           stages: int = 3) -> tirx.PrimFunc:
-    """`gemm_kernel` with one compute role and a symbolic `K` (a multiple of `block_k`): `K // block_k` steps."""
-    if m % block_m or n % block_n:
-        raise ValueError("m and n must be multiples of the tile sizes")
+                           stages: int = 3, compute_roles: int = 1) -> tirx.PrimFunc:
+    """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps.
+
+    One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
+    half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
+    """
+    band = block_m // compute_roles  # the output rows of one compute role
+    if m % block_m or n % block_n or block_m % compute_roles:
+        raise ValueError(_GEMM_SIZES_ERROR)
+    if compute_roles not in (1, 2):
+        raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
+    two_roles = compute_roles == 2
+    top = "_top" if two_roles else ""
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):
@@ -283,12 +169,19 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
         acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
         for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
             for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
-                with T.sblock("init"):
+                with T.sblock("init" + top):
                     T.reads()
-                    T.writes(acc[0:block_m, 0:block_n])
+                    T.writes(acc[0:band, 0:block_n])
                     T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(block_m, block_n):
+                    for i, j in T.grid(band, block_n):
                         acc[i, j] = T.float32(0)
+                if two_roles:
+                    with T.sblock("init_bottom"):
+                        T.reads()
+                        T.writes(acc[band:block_m, 0:block_n])
+                        T.sblock_attr({"warp_role": 2})
+                        for i, j in T.grid(band, block_n):
+                            acc[band + i, j] = T.float32(0)
                 for ko in range(K // block_k):
                     with T.sblock("load_A"):
                         T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
@@ -302,19 +195,36 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                         T.sblock_attr({"warp_role": 0})
                         for i, j in T.grid(block_k, block_n):
                             B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
-                    with T.sblock("mma"):
-                        T.reads(A_ring[ko % stages, 0:block_m, 0:block_k],
-                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:block_m, 0:block_n])
-                        T.writes(acc[0:block_m, 0:block_n])
+                    with T.sblock("mma" + top):
+                        T.reads(A_ring[ko % stages, 0:band, 0:block_k],
+                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:band, 0:block_n])
+                        T.writes(acc[0:band, 0:block_n])
                         T.sblock_attr({"warp_role": 1})
-                        for i, j, kk in T.grid(block_m, block_n, block_k):
+                        for i, j, kk in T.grid(band, block_n, block_k):
                             acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
                                 "float32", B_ring[ko % stages, kk, j])
-                with T.sblock("store"):
-                    T.reads(acc[0:block_m, 0:block_n])
-                    T.writes(C[by * block_m:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                    if two_roles:
+                        with T.sblock("mma_bottom"):
+                            T.reads(A_ring[ko % stages, band:block_m, 0:block_k],
+                                    B_ring[ko % stages, 0:block_k, 0:block_n], acc[band:block_m, 0:block_n])
+                            T.writes(acc[band:block_m, 0:block_n])
+                            T.sblock_attr({"warp_role": 2})
+                            for i, j, kk in T.grid(band, block_n, block_k):
+                                acc[band + i, j] = acc[band + i, j] + T.Cast(
+                                    "float32", A_ring[ko % stages, band + i, kk]) * T.Cast(
+                                    "float32", B_ring[ko % stages, kk, j])
+                with T.sblock("store" + top):
+                    T.reads(acc[0:band, 0:block_n])
+                    T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
                     T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(block_m, block_n):
+                    for i, j in T.grid(band, block_n):
                         C[by * block_m + i, bx * block_n + j] = acc[i, j]
+                if two_roles:
+                    with T.sblock("store_bottom"):
+                        T.reads(acc[band:block_m, 0:block_n])
+                        T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                        T.sblock_attr({"warp_role": 2})
+                        for i, j in T.grid(band, block_n):
+                            C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
 
     return gemm
