@@ -24,6 +24,7 @@ demo:
 	$(PY) -m tvm_tailsplit.demo
 
 bench:
+	-$(PY) -m pip install pyfftw mkl_fft
 	$(PY) -m bench.run_all
 
 clean:

@@ -3,12 +3,14 @@
 - ``TailSplit``: split loop ranges by the guards below ``pragma_emit_insn`` marks so that tensorize applies.
 - ``WarpSpecialize``: producer/consumer warp specialization of blocks annotated ``warp_role`` (llvm threads +
   atomics, CUDA mbarriers / named barriers); ``warpspec.analyze`` / ``warpspec.check``.
+- ``fft``: an FFT operator generator (formula tree, derived codelets, TIR for llvm and CUDA) with numpy-like
+  ``fft.plan`` / ``fft.fft`` / ``fft.ifft`` / ``fft.rfft`` / ``fft.irfft``.
 - ``analysis``: instruction counts, conditions under marks, mapping-cost estimates.
 """
 
-from . import analysis, warpspec
+from . import analysis, fft, warpspec
 from .split import MARK_KEY, TailSplit
 from .warpspec import WarpSpecialize
 
-__all__ = ["MARK_KEY", "TailSplit", "WarpSpecialize", "analysis", "warpspec"]
+__all__ = ["MARK_KEY", "TailSplit", "WarpSpecialize", "analysis", "fft", "warpspec"]
 __version__ = "0.1.0"

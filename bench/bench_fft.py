@@ -1,0 +1,227 @@
+"""FFT benchmark: the generated operator against numpy.fft, scipy.fft, pyFFTW and mkl_fft, in one run.
+
+GFLOP/s = 5·n·log2(n)·batch / time for complex transforms (2.5·... for real ones), on batches of 16 MiB of
+complex64 (16 MiB of float32 for r2c input and c2r output). Every time is the best of several repetitions of
+a steady-state call (plans, FFTW wisdom and compiled operators are built before timing). The memory-bandwidth
+ceiling is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
+converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once. The
+generated operator is measured with 1 thread (in a subprocess: TVM's thread pool size is fixed per process)
+and with TVM_NUM_THREADS threads (default: all cores).
+
+Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+C2C_SIZES = [8, 16, 64, 256, 1024, 4096, 65536, 12, 60, 1000, 17, 97, 1009]
+REAL_SIZE = 1024
+BATCH_BYTES = 16 * 1024 * 1024
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def best_time(run, min_seconds: float = 0.15, repeats: int = 3) -> float:
+    """Best per-call time over `repeats` rounds of calls lasting at least `min_seconds` each."""
+    run()
+    best = math.inf
+    for _ in range(repeats):
+        calls, start = 0, time.perf_counter()
+        while True:
+            run()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        best = min(best, elapsed / calls)
+    return best
+
+
+def cases() -> list[tuple[str, int, int]]:
+    """(kind, n, batch) of every measured transform."""
+    result = [("c2c", n, max(1, BATCH_BYTES // (8 * n))) for n in C2C_SIZES]
+    result += [("r2c", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE)), ("c2r", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE))]
+    return result
+
+
+def flops(kind: str, n: int, batch: int) -> float:
+    nominal = 5.0 * n * math.log2(n) * batch
+    return nominal if kind == "c2c" else nominal / 2
+
+
+def make_input(kind: str, n: int, batch: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    if kind == "r2c":
+        return rng.standard_normal((batch, n)).astype(np.float32)
+    length = n // 2 + 1 if kind == "c2r" else n
+    return (rng.standard_normal((batch, length)) + 1j * rng.standard_normal((batch, length))).astype(np.complex64)
+
+
+def measure_generated() -> dict:
+    """GFLOP/s of the generated operator for every case, with this process's TVM thread count."""
+    from tvm_tailsplit import fft as tfft
+
+    results = {}
+    for kind, n, batch in cases():
+        start = time.perf_counter()
+        direction = "backward" if kind == "c2r" else "forward"
+        plan = tfft.plan(n, batch, kind=kind, direction=direction)
+        compile_seconds = time.perf_counter() - start
+        x = make_input(kind, n, batch)
+        out = plan(x)
+        seconds = best_time(lambda plan=plan, x=x, out=out: plan(x, out))
+        results[f"{kind}:{n}"] = {"gflops": flops(kind, n, batch) / seconds / 1e9, "compile_seconds": compile_seconds,
+                                  "passes": len(plan.passes.passes), "lanes": plan.lanes}
+    return results
+
+
+def library_runners(kind: str, n: int, x: np.ndarray) -> dict:
+    """name -> zero-argument callable for every library that is installed; skipped ones map to a reason."""
+    import scipy.fft
+
+    runners: dict = {}
+    numpy_fn = {"c2c": np.fft.fft, "r2c": np.fft.rfft, "c2r": lambda a: np.fft.irfft(a, n=n)}[kind]
+    runners["numpy.fft"] = lambda: numpy_fn(x)
+    scipy_fn = {"c2c": scipy.fft.fft, "r2c": scipy.fft.rfft, "c2r": lambda a, workers: scipy.fft.irfft(
+        a, n=n, workers=workers)}[kind]
+    for workers in (1, 2):
+        runners[f"scipy.fft w={workers}"] = lambda w=workers: scipy_fn(x, workers=w)
+    try:
+        import pyfftw
+
+        for threads in (1, 2):
+            source = pyfftw.empty_aligned(x.shape, x.dtype)
+            output_shape = (x.shape[0], n) if kind == "c2r" else (x.shape[0], n // 2 + 1) if kind == "r2c" \
+                else x.shape
+            output_dtype = np.float32 if kind == "c2r" else np.complex64
+            target = pyfftw.empty_aligned(output_shape, output_dtype)
+            direction = "FFTW_BACKWARD" if kind == "c2r" else "FFTW_FORWARD"
+            # FFTW_MEASURE plans overwrite the arrays: fill the input afterwards
+            fftw = pyfftw.FFTW(source, target, axes=(-1,), direction=direction, flags=("FFTW_MEASURE",),
+                               threads=threads, planning_timelimit=20.0)
+            source[:] = x
+            runners[f"pyfftw t={threads}"] = fftw
+    except ImportError as error:
+        runners["pyfftw"] = f"not installed ({error})"
+    try:
+        import mkl_fft
+
+        mkl_fn = {"c2c": mkl_fft.fft, "r2c": mkl_fft.rfft, "c2r": lambda a: mkl_fft.irfft(a, n=n)}[kind]
+        runners["mkl_fft"] = lambda: mkl_fn(x)
+    except ImportError as error:
+        runners["mkl_fft"] = f"not installed ({error})"
+    return runners
+
+
+def memory_bandwidth(nbytes: int) -> float:
+    """Copy bandwidth in GB/s (bytes read + bytes written) of a numpy copy of `nbytes`, best of 3."""
+    source = np.ones(nbytes // 8, np.float64)
+    target = np.empty_like(source)
+    seconds = best_time(lambda: np.copyto(target, source), min_seconds=0.3)
+    return 2 * source.nbytes / seconds / 1e9
+
+
+def machine() -> dict:
+    model = platform.processor()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import scipy
+    import tvm
+
+    return {"cpu": model, "cores": os.cpu_count(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "python": platform.python_version(), "numpy": np.__version__,
+        "scipy": scipy.__version__, "tvm": tvm.__version__,
+        "tvm_num_threads": os.environ.get("TVM_NUM_THREADS", str(os.cpu_count()))}
+
+
+def main() -> None:
+    if "--generated-only" in sys.argv:
+        print(json.dumps(measure_generated()))
+        return
+    os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count()))
+    info = machine()
+    # the ceiling uses the copy of one batch (16 MiB, partly cache-resident like the transforms' data);
+    # the 256 MiB copy is the DRAM bandwidth
+    bandwidth = memory_bandwidth(BATCH_BYTES)
+    dram_bandwidth = memory_bandwidth(256 * 1024 * 1024)
+    print(f"machine: {info}\ncopy bandwidth: {bandwidth:.1f} GB/s (16 MiB), {dram_bandwidth:.1f} GB/s (256 MiB)",
+          flush=True)
+    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--generated-only"], capture_output=True,
+                            text=True, check=True, env={**os.environ, "TVM_NUM_THREADS": "1"},
+                            cwd=pathlib.Path(__file__).parent.parent)
+    generated_one = json.loads(single.stdout.strip().splitlines()[-1])
+    generated_all = measure_generated()
+    rows = []
+    skipped: dict[str, str] = {}
+    for kind, n, batch in cases():
+        key = f"{kind}:{n}"
+        x = make_input(kind, n, batch)
+        # bytes read + written once, over the copy bandwidth: the memory-bound GFLOP/s ceiling
+        moved = x.nbytes + make_output_bytes(kind, n, batch)
+        ceiling = flops(kind, n, batch) / (moved / (bandwidth * 1e9)) / 1e9
+        row = {"kind": kind, "n": n, "batch": batch, "ceiling": ceiling,
+               "generated t=1": generated_one[key]["gflops"],
+               f"generated t={info['tvm_num_threads']}": generated_all[key]["gflops"],
+               "compile_seconds": generated_all[key]["compile_seconds"], "passes": generated_all[key]["passes"]}
+        for name, runner in library_runners(kind, n, x).items():
+            if isinstance(runner, str):
+                skipped[name] = runner
+                continue
+            row[name] = flops(kind, n, batch) / best_time(runner) / 1e9
+        rows.append(row)
+        print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    report = {"machine": info, "memory_bandwidth_GBps": bandwidth, "dram_bandwidth_GBps": dram_bandwidth,
+              "skipped_libraries": skipped, "rows": rows,
+              "command": "make bench (python -m bench.run_all) or python -m bench.bench_fft"}
+    (RESULTS / "fft.json").write_text(json.dumps(report, indent=2))
+    (RESULTS / "fft.md").write_text(markdown(report))
+    print(f"wrote {RESULTS / 'fft.json'} and {RESULTS / 'fft.md'}")
+
+
+def make_output_bytes(kind: str, n: int, batch: int) -> int:
+    return {"c2c": 8 * n, "r2c": 8 * (n // 2 + 1), "c2r": 4 * n}[kind] * batch
+
+
+def markdown(report: dict) -> str:
+    info = report["machine"]
+    columns = [c for c in report["rows"][0] if c not in ("kind", "n", "batch", "compile_seconds", "passes")]
+    lines = [
+        "# FFT benchmark (GFLOP/s, higher is better)",
+        "",
+        f"{info['cpu']}, {info['cores']} cores, {info['date']}; numpy {info['numpy']}, scipy {info['scipy']}, "
+        f"TVM {info['tvm']}. Copy bandwidth {report['memory_bandwidth_GBps']:.1f} GB/s for a 16 MiB copy (one batch) "
+        f"and {report['dram_bandwidth_GBps']:.1f} GB/s for 256 MiB (DRAM); `ceiling` is the GFLOP/s of a transform "
+        "that reads its input and writes its output once at the 16 MiB copy bandwidth.",
+        "GFLOP/s = 5·n·log2(n)·batch/time (half for r2c/c2r); batches of 16 MiB of complex64 (float32 for the real "
+        "side of r2c/c2r). `generated t=k`: the generated operator on k threads. Command: "
+        f"`{report['command']}`.",
+        "",
+        "| kind | n | batch | " + " | ".join(columns) + " | compile s |",
+        "|" + "---|" * (len(columns) + 4),
+    ]
+    for row in report["rows"]:
+        values = " | ".join(f"{row[c]:.2f}" if c in row else "-" for c in columns)
+        lines.append(f"| {row['kind']} | {row['n']} | {row['batch']} | {values} | {row['compile_seconds']:.1f} |")
+    if report["skipped_libraries"]:
+        lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in report["skipped_libraries"].items())]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Prime factorization, radix packing and the documented Rader/Bluestein rule."""
+
+import math
+
+import pytest
+
+from tvm_tailsplit.fft.factor import (
+    Bluestein,
+    Codelet,
+    CooleyTukey,
+    Rader,
+    bluestein_length,
+    breakdown,
+    prime_algorithm,
+    prime_factors,
+    primitive_root,
+    radices,
+)
+
+
+def test_prime_factors():
+    assert prime_factors(1) == []
+    assert prime_factors(360) == [2, 2, 2, 3, 3, 5]
+    assert prime_factors(1009) == [1009]
+    assert prime_factors(2**12 * 3) == [2] * 12 + [3]
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        prime_factors(0)
+
+
+@pytest.mark.parametrize("p", [3, 5, 17, 97, 257, 1009])
+def test_primitive_root_generates_the_group(p):
+    g = primitive_root(p)
+    assert sorted(pow(g, q, p) for q in range(p - 1)) == list(range(1, p))
+
+
+def test_rader_when_p_minus_1_is_smooth_else_bluestein():
+    # 1008 = 2^4·3^2·7, 256 = 2^8, 96 = 2^5·3: smooth for the default limit 32
+    assert prime_algorithm(1009, 32) == "rader"
+    assert prime_algorithm(257, 32) == "rader"
+    assert prime_algorithm(97, 32) == "rader"
+    # 82 = 2·41 and 106 = 2·53 have a prime factor above 32
+    assert prime_algorithm(83, 32) == "bluestein"
+    assert prime_algorithm(107, 32) == "bluestein"
+    # the rule follows the limit: 1008 has the factor 7, above a limit of 5
+    assert prime_algorithm(1009, 5) == "bluestein"
+    with pytest.raises(ValueError, match="within the codelet limit"):
+        prime_algorithm(31, 32)
+
+
+def test_bluestein_length_is_smooth_and_long_enough():
+    for n in (83, 107, 1009):
+        m = bluestein_length(n)
+        assert m >= 2 * n - 1 and max(prime_factors(m)) <= 7
+        assert all(max(prime_factors(k)) > 7 for k in range(2 * n - 1, m))
+
+
+@pytest.mark.parametrize("n", [64, 1000, 4096, 65536, 12288, 360, 2 * 1009, 17 * 17])
+def test_radices_fit_the_limit_and_multiply_to_n(n):
+    parts = radices(n, 32)
+    assert math.prod(parts) == n
+    assert all(r <= 32 or prime_factors(r) == [r] for r in parts)
+    if n & (n - 1) == 0:  # powers of two: the fewest passes of radix at most 32
+        assert len(parts) == math.ceil(math.log2(n) / 5)
+
+
+def test_radix_limit_below_the_codelet_limit():
+    # sizes within the codelet limit stay one codelet; larger ones use radices within the radix limit
+    assert radices(1024, 8) == [8, 8, 4, 4]
+    assert radices(33, 8) == [3, 11]  # 11 is above the radix limit but within the codelet limit
+    tree = breakdown(1024)
+    assert (tree.left, tree.right.left) == (Codelet(8), Codelet(8))
+    with pytest.raises(ValueError, match="radix_limit must be between 2 and codelet_limit=32"):
+        breakdown(100, 32, 64)
+
+
+def test_breakdown_shapes():
+    assert breakdown(32) == Codelet(32)
+    tree = breakdown(1024, 32, 32)
+    assert isinstance(tree, CooleyTukey) and (tree.left, tree.right) == (Codelet(32), Codelet(32))
+    rader = breakdown(1009)
+    assert isinstance(rader, Rader) and rader.sub.n == 1008
+    bluestein = breakdown(83)
+    assert isinstance(bluestein, Bluestein) and bluestein.m == bluestein_length(83)
+    mixed = breakdown(2 * 1009)
+    assert isinstance(mixed, CooleyTukey) and isinstance(mixed.right, Rader)

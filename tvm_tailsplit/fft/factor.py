@@ -1,0 +1,173 @@
+"""Factorization of the transform size and the breakdown that the plan follows.
+
+Algorithm: prime-factorize `n`. A size within the codelet limit becomes one codelet (a straight-line DFT
+derived symbolically). A larger size is split by the Cooley-Tukey rule
+`DFT_km = (DFT_k ⊗ I_m) · T^km_m · (I_k ⊗ DFT_m) · L^km_k` into radices, each one pass over memory, and the
+breakdown is `CT(r_1, CT(r_2, ... r_s))`. The prime factors up to the radix limit are packed into the fewest
+radices within that limit, balanced so that they are as equal as possible; a prime between the radix limit
+and the codelet limit is a radix of its own. The radix limit (8 by default) is below the codelet limit (32)
+because it was measured faster: more passes of small codelets beat fewer passes of codelets whose
+temporaries no longer fit the vector registers. A prime factor above the codelet limit is a radix of its own
+and is computed by one of two convolution algorithms, chosen by this rule:
+
+* **Rader** when `p - 1` is smooth (every prime factor of `p - 1` is within the codelet limit): the DFT of
+  size `p` becomes a cyclic convolution of length `p - 1`, computed by two smooth transforms of size `p - 1`.
+* **Bluestein** otherwise: the DFT becomes a linear convolution embedded in a cyclic one of the smallest
+  length `m ≥ 2p - 1` whose prime factors are all at most 7, computed by two smooth transforms of size `m`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Bluestein",
+    "Breakdown",
+    "Codelet",
+    "CooleyTukey",
+    "Rader",
+    "bluestein_length",
+    "breakdown",
+    "prime_algorithm",
+    "prime_factors",
+    "primitive_root",
+    "radices",
+]
+
+
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of `n` in ascending order, with multiplicity (`[]` for 1)."""
+    if n < 1:
+        raise ValueError(f"n must be a positive integer, got {n}")
+    factors = []
+    divisor = 2
+    while divisor * divisor <= n:
+        while n % divisor == 0:
+            factors.append(divisor)
+            n //= divisor
+        divisor += 1
+    if n > 1:
+        factors.append(n)
+    return factors
+
+
+def primitive_root(p: int) -> int:
+    """The smallest generator of the multiplicative group modulo the prime `p`."""
+    if prime_factors(p) != [p]:
+        raise ValueError(f"p must be prime, got {p}")
+    if p == 2:
+        return 1
+    distinct = set(prime_factors(p - 1))
+    for g in range(2, p):
+        if all(pow(g, (p - 1) // q, p) != 1 for q in distinct):
+            return g
+    raise ValueError(f"no primitive root modulo {p}")
+
+
+def prime_algorithm(p: int, codelet_limit: int) -> str:
+    """The algorithm for a prime above the codelet limit: "rader" if `p - 1` is smooth, else "bluestein"."""
+    if p <= codelet_limit:
+        raise ValueError(f"p={p} is within the codelet limit {codelet_limit}; it is a codelet")
+    return "rader" if max(prime_factors(p - 1)) <= codelet_limit else "bluestein"
+
+
+def bluestein_length(n: int) -> int:
+    """The smallest `m ≥ 2n - 1` whose prime factors are all at most 7 (the Bluestein convolution length)."""
+    m = 2 * n - 1
+    while max(prime_factors(m), default=1) > 7:
+        m += 1
+    return m
+
+
+def radices(n: int, radix_limit: int) -> list[int]:
+    """Split `n` into the fewest balanced radices within `radix_limit`; larger primes are radices of their own
+    (in ascending order after the packed ones)."""
+    factors = prime_factors(n)
+    small = [p for p in factors if p <= radix_limit]
+    packed: list[int] = []
+    if small:
+        bins = 1
+        while True:
+            candidate = _pack(sorted(small, reverse=True), bins, radix_limit)
+            if candidate is not None:
+                packed = candidate
+                break
+            bins += 1
+    return sorted(packed, reverse=True) + [p for p in factors if p > radix_limit]
+
+
+def _pack(factors: list[int], bins: int, limit: int) -> list[int] | None:
+    """Greedy balanced packing: each factor goes to the smallest bin that still fits; None if one does not."""
+    products = [1] * bins
+    for p in factors:
+        fitting = [i for i in range(bins) if products[i] * p <= limit]
+        if not fitting:
+            return None
+        smallest = min(fitting, key=lambda i: products[i])
+        products[smallest] *= p
+    return [q for q in products if q > 1]
+
+
+@dataclass(frozen=True)
+class Codelet:
+    """A leaf: DFT of size `n` computed by one derived straight-line codelet."""
+
+    n: int
+
+
+@dataclass(frozen=True)
+class CooleyTukey:
+    """`DFT_n = (DFT_k ⊗ I_m) · T^n_m · (I_k ⊗ DFT_m) · L^n_k` with `left` of size k and `right` of size m."""
+
+    n: int
+    left: Breakdown
+    right: Breakdown
+
+
+@dataclass(frozen=True)
+class Rader:
+    """Prime `n`: cyclic convolution of length n-1 through two transforms of size n-1 (`sub`)."""
+
+    n: int
+    generator: int
+    sub: Breakdown
+
+
+@dataclass(frozen=True)
+class Bluestein:
+    """Any `n`: chirp multiplication and a cyclic convolution of length `m` through transforms of size m."""
+
+    n: int
+    m: int
+    sub: Breakdown
+
+
+Breakdown = Codelet | CooleyTukey | Rader | Bluestein
+
+
+def breakdown(n: int, codelet_limit: int = 32, radix_limit: int = 8) -> Breakdown:
+    """The breakdown tree the plan follows for a DFT of size `n` (see the module docstring for the rule)."""
+    if n < 1:
+        raise ValueError(f"n must be a positive integer, got {n}")
+    if codelet_limit < 2:
+        raise ValueError(f"codelet_limit must be at least 2, got {codelet_limit}")
+    if not 2 <= radix_limit <= codelet_limit:
+        raise ValueError(f"radix_limit must be between 2 and codelet_limit={codelet_limit}, got {radix_limit}")
+    if n <= codelet_limit:
+        return Codelet(n)
+    parts = radices(n, radix_limit)
+    if len(parts) == 1:
+        (p,) = parts
+        if prime_algorithm(p, codelet_limit) == "rader":
+            return Rader(p, primitive_root(p), breakdown(p - 1, codelet_limit, radix_limit))
+        m = bluestein_length(p)
+        return Bluestein(p, m, breakdown(m, codelet_limit, radix_limit))
+    return _chain(parts, codelet_limit, radix_limit)
+
+
+def _chain(parts: list[int], codelet_limit: int, radix_limit: int) -> Breakdown:
+    head = breakdown(parts[0], codelet_limit, radix_limit)
+    if len(parts) == 1:
+        return head
+    rest = _chain(parts[1:], codelet_limit, radix_limit)
+    return CooleyTukey(head.n * rest.n, head, rest)

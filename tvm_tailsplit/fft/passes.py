@@ -1,0 +1,422 @@
+"""The plan's passes over memory, derived from the breakdown tree with affine index maps.
+
+Algorithm: a DFT of size n reading a source view and writing a destination view (a view is an affine map
+from element index to a complex element of a buffer: `offset + stride·e`, optionally multiplied by a twiddle
+factor `ω_N^(factor·(base + step·e))` on load) becomes:
+
+* a **codelet** leaf: one pass; its loops are the enclosing transform loops, its body loads the inputs (with
+  their twiddles), runs the derived codelet and stores the outputs;
+* a **Cooley-Tukey** node `DFT_km = (DFT_k ⊗ I_m) · T^km_m · (I_k ⊗ DFT_m) · L^km_k`: the stride permutation
+  `L` is folded into the index map of the first sub-transform (transform i reads elements `i + k·e`), which
+  writes a scratch buffer; the twiddle diagonal `T` is folded into the loads of the second sub-transform
+  (transform j reads scratch `i·m + j` times `ω_km^(i·j)`), which writes the destination. No pass only permutes.
+* a **Rader** prime: gather `a[q] = x[g^q]`, transform, multiply by the precomputed transform of the
+  kernel `b[q] = ω^(g^-q)`, inverse transform, scatter `y[g^-r] = x[0] + c[r]` and `y[0] = x[0] + â[0]`;
+* a **Bluestein** size: `a[j] = x[j]·w[j]` zero-padded to m, transform, multiply by the transform of the chirp
+  kernel, inverse transform, `y[k] = w[k]·c[k]`, with the chirp `w[j] = ω_2n^(j²)`.
+
+Real transforms add one pass: r2c of even n transforms the n/2 complex pairs `x[2j] + i·x[2j+1]` and
+post-processes `X[k] = E_k + ω_n^k·O_k`, `X[n/2-k] = conj(E_k - ω_n^k·O_k)`; c2r of even n pre-processes
+`Z[k] = (X[k] + conj X[n/2-k]) + i·ω_n^-k·(X[k] - conj X[n/2-k])` and transforms back into the real pairs.
+Odd sizes use the full-length complex transform (real loads, Hermitian extension, real stores).
+
+All tables (twiddles, Rader and Bluestein kernels, chirps) are computed in float64 and rounded once; every
+scratch buffer is a logical buffer with a live range, and `assign_buffers` maps logical buffers to few
+physical ones by interval colouring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .codelet import derive_codelet
+from .factor import Bluestein, Breakdown, Codelet, CooleyTukey, Rader
+from .formula import unit_root
+
+__all__ = ["Affine", "Pass", "PassList", "TwiddleAccess", "View", "build_passes"]
+
+
+@dataclass(frozen=True)
+class Affine:
+    """`const + Σ coeff·loop[position]` over the loops of a pass."""
+
+    const: int = 0
+    terms: tuple[tuple[int, int], ...] = ()
+
+    @staticmethod
+    def loop(position: int, coeff: int = 1) -> Affine:
+        return Affine(0, ((position, coeff),))
+
+    def plus(self, other: Affine) -> Affine:
+        merged: dict[int, int] = dict(self.terms)
+        for position, coeff in other.terms:
+            merged[position] = merged.get(position, 0) + coeff
+        return Affine(self.const + other.const, tuple(sorted((p, c) for p, c in merged.items() if c)))
+
+    def times(self, factor: int) -> Affine:
+        return Affine(self.const * factor, tuple((p, c * factor) for p, c in self.terms if c * factor))
+
+    def expr(self, loop_vars):
+        result = self.const
+        for position, coeff in self.terms:
+            result = result + loop_vars[position] * coeff
+        return result
+
+    def __str__(self) -> str:
+        parts = [f"{c}·i{p}" if c != 1 else f"i{p}" for p, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class TwiddleAccess:
+    """Multiply element e by `ω_size^(factor·(base + step·e))`, read from the table of ω_size at `table`.
+
+    The table holds the forward roots; `sign` +1 (backward transform) conjugates them on load.
+    """
+
+    size: int
+    table: int
+    sign: int
+    factor: Affine
+    base: Affine
+    step: int
+
+
+@dataclass(frozen=True)
+class View:
+    """Element e of a transform is complex element `offset + stride·e` of `buffer` (times a twiddle)."""
+
+    buffer: str
+    offset: Affine
+    stride: int
+    twiddle: TwiddleAccess | None = None
+    scale: float = 1.0
+
+    def sub(self, start: Affine, step: int) -> View:
+        """The view of elements `start + step·e` of this view."""
+        twiddle = None
+        if self.twiddle is not None:
+            t = self.twiddle
+            twiddle = replace(t, base=t.base.plus(start.times(t.step)), step=t.step * step)
+        return replace(self, offset=self.offset.plus(start.times(self.stride)), stride=self.stride * step,
+                       twiddle=twiddle)
+
+    def __str__(self) -> str:
+        text = f"{self.buffer}[{self.offset} + {self.stride}·e]"
+        if self.twiddle is not None:
+            t = self.twiddle
+            text += f"·ω_{t.size}^(({t.factor})·({t.base} + {t.step}·e))"
+        if self.scale != 1.0:
+            text += f"·{self.scale:.6g}"
+        return text
+
+
+@dataclass
+class Pass:
+    """One pass over memory: a loop nest over `loops` (extents) whose body is emitted by `body`."""
+
+    name: str
+    loops: tuple[int, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    body: Callable
+    text: str
+    codelet: tuple[int, int] | None = None  # (size, sign) of the codelet it runs
+
+
+@dataclass
+class PassList:
+    """Passes in execution order, logical scratch buffers (name -> complex elements) and constant tables."""
+
+    passes: list[Pass] = field(default_factory=list)
+    buffers: dict[str, int] = field(default_factory=dict)
+    table_chunks: list[np.ndarray] = field(default_factory=list)
+    table_offsets: dict[tuple, int] = field(default_factory=dict)
+    table_size: int = 0
+    index_chunks: list[np.ndarray] = field(default_factory=list)
+    index_offsets: dict[tuple, int] = field(default_factory=dict)
+    index_size: int = 0
+
+    def new_buffer(self, elements: int) -> str:
+        name = f"S{len(self.buffers)}"
+        self.buffers[name] = elements
+        return name
+
+    def table(self, key: tuple, make: Callable[[], np.ndarray]) -> int:
+        """Offset of a complex128 constant table in the concatenated table (created once per key)."""
+        if key not in self.table_offsets:
+            values = np.asarray(make(), np.complex128)
+            self.table_offsets[key] = self.table_size
+            self.table_chunks.append(values)
+            self.table_size += len(values)
+        return self.table_offsets[key]
+
+    def index_table(self, key: tuple, make: Callable[[], list[int]]) -> int:
+        if key not in self.index_offsets:
+            values = np.asarray(make(), np.int32)
+            self.index_offsets[key] = self.index_size
+            self.index_chunks.append(values)
+            self.index_size += len(values)
+        return self.index_offsets[key]
+
+    def twiddle_table(self, size: int) -> int:
+        """The table of `ω_size^t`, t < size, for the forward sign; the backward sign conjugates on load."""
+        return self.table(("root", size), lambda: [complex(*unit_root(t, size, -1)) for t in range(size)])
+
+    def constants(self) -> tuple[np.ndarray, np.ndarray]:
+        """The concatenated complex table (float64 pairs) and index table."""
+        complex_table = np.concatenate(self.table_chunks) if self.table_chunks else np.zeros(0, np.complex128)
+        indices = np.concatenate(self.index_chunks) if self.index_chunks else np.zeros(0, np.int32)
+        return np.stack([complex_table.real, complex_table.imag], axis=-1), indices
+
+
+def _scratch_base(loops: tuple[int, ...], size: int) -> Affine:
+    """Linear offset of the current transform in a scratch buffer holding `size` elements per transform."""
+    base = Affine()
+    stride = size
+    for position in reversed(range(len(loops))):
+        base = base.plus(Affine.loop(position, stride))
+        stride *= loops[position]
+    return base
+
+
+class _Builder:
+    def __init__(self, plan: PassList) -> None:
+        self.plan = plan
+
+    def add(self, name, loops, reads, writes, body, text, codelet=None) -> None:
+        if all(extent > 0 for extent in loops):
+            self.plan.passes.append(Pass(name, tuple(loops), tuple(reads), tuple(writes), body, text, codelet))
+
+    def dft(self, node: Breakdown, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
+        if isinstance(node, Codelet):
+            self.codelet(node.n, src, dst, loops, sign)
+        elif isinstance(node, CooleyTukey):
+            self.cooley_tukey(node, src, dst, loops, sign)
+        elif isinstance(node, Rader):
+            self.rader(node, src, dst, loops, sign)
+        else:
+            self.bluestein(node, src, dst, loops, sign)
+
+    def codelet(self, n: int, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
+        codelet = derive_codelet(n, sign)
+
+        def body(em, v):
+            inputs = [em.bind_complex(em.load(src, e, v)) for e in range(n)]
+            for k, value in enumerate(codelet.emit(inputs, em.dtype, em.bind)):
+                em.store(dst, k, value, v)
+
+        self.add(f"dft{n}", loops, (src.buffer,), (dst.buffer,), body,
+                 f"codelet DFT_{n}: {src} -> {dst}", codelet=(n, sign))
+
+    def cooley_tukey(self, node: CooleyTukey, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
+        k, m, n = node.left.n, node.right.n, node.n
+        scratch = self.plan.new_buffer(n * math.prod(loops))
+        base = _scratch_base(loops, n)
+        position = len(loops)
+        # (I_k ⊗ DFT_m) · L^n_k: transform i reads source elements i + k·e, writes scratch i·m + e
+        self.dft(node.right, src.sub(Affine.loop(position), k),
+                 View(scratch, base.plus(Affine.loop(position, m)), 1), loops + (k,), sign)
+        # (DFT_k ⊗ I_m) · T^n_m: transform j reads scratch e·m + j times ω_n^(e·j), writes destination e·m + j
+        twiddle = TwiddleAccess(n, self.plan.twiddle_table(n), sign, Affine.loop(position), Affine(), 1)
+        self.dft(node.left, View(scratch, base.plus(Affine.loop(position)), m, twiddle),
+                 dst.sub(Affine.loop(position), m), loops + (m,), sign)
+
+    def rader(self, node: Rader, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
+        p, g = node.n, node.generator
+        count = math.prod(loops)
+        gathered, transformed, product, convolved = (self.plan.new_buffer((p - 1) * count) for _ in range(4))
+        base = _scratch_base(loops, p - 1)
+        element = len(loops)
+        gather = self.plan.index_table(("rader_in", p), lambda: [pow(g, q, p) for q in range(p - 1)])
+        scatter = self.plan.index_table(("rader_out", p), lambda: [pow(g, -r, p) for r in range(p - 1)])
+
+        def kernel() -> np.ndarray:
+            b = np.array([complex(*unit_root(pow(g, -q, p), p, sign)) for q in range(p - 1)])
+            return np.fft.fft(b) / (p - 1)
+
+        kernel_offset = self.plan.table(("rader_kernel", p, sign), kernel)
+        work = base.plus(Affine.loop(element))
+
+        def gather_body(em, v):
+            index = em.index(gather, v[element])
+            em.store(View(gathered, work, 1), 0, em.load(src, index, v), v)
+
+        self.add(f"rader{p}_gather", loops + (p - 1,), (src.buffer,), (gathered,), gather_body,
+                 f"Rader gather {gathered}[q] = x[{g}^q mod {p}] from {src}")
+        self.dft(node.sub, View(gathered, base, 1), View(transformed, base, 1), loops, -1)
+
+        def multiply_body(em, v):
+            value = em.cmul(em.load(View(transformed, work, 1), 0, v), em.constant(kernel_offset, v[element]))
+            em.store(View(product, work, 1), 0, value, v)
+
+        self.add(f"rader{p}_multiply", loops + (p - 1,), (transformed,), (product,), multiply_body,
+                 f"Rader pointwise product with the transformed kernel ({product})")
+        self.dft(node.sub, View(product, base, 1), View(convolved, base, 1), loops, 1)
+
+        def scatter_body(em, v):
+            x0 = em.load(src, 0, v)
+            value = em.cadd(x0, em.load(View(convolved, work, 1), 0, v))
+            em.store(dst, em.index(scatter, v[element]), value, v)
+
+        def dc_body(em, v):
+            em.store(dst, 0, em.cadd(em.load(src, 0, v), em.load(View(transformed, base, 1), 0, v)), v)
+
+        self.add(f"rader{p}_scatter", loops + (p - 1,), (src.buffer, convolved), (dst.buffer,), scatter_body,
+                 f"Rader scatter y[{g}^-r mod {p}] = x[0] + c[r] into {dst}")
+        self.add(f"rader{p}_dc", loops, (src.buffer, transformed), (dst.buffer,), dc_body,
+                 "Rader y[0] = x[0] + â[0]")
+
+    def bluestein(self, node: Bluestein, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
+        n, m = node.n, node.m
+        count = math.prod(loops)
+        padded, transformed, product, convolved = (self.plan.new_buffer(m * count) for _ in range(4))
+        base = _scratch_base(loops, m)
+        element = len(loops)
+
+        def chirp() -> np.ndarray:
+            return np.array([complex(*unit_root(j * j % (2 * n), 2 * n, sign)) for j in range(n)])
+
+        def kernel() -> np.ndarray:
+            b = np.zeros(m, np.complex128)
+            w = np.conj(chirp())
+            b[:n] = w
+            b[m - n + 1:] = w[1:][::-1]
+            return np.fft.fft(b) / m
+
+        chirp_offset = self.plan.table(("chirp", n, sign), chirp)
+        kernel_offset = self.plan.table(("bluestein_kernel", n, m, sign), kernel)
+        work = base.plus(Affine.loop(element))
+
+        def premultiply_body(em, v):
+            value = em.cmul(em.load(src, v[element], v), em.constant(chirp_offset, v[element]))
+            em.store(View(padded, work, 1), 0, value, v)
+
+        def pad_body(em, v):
+            em.store(View(padded, work.plus(Affine(n)), 1), 0, (em.zero, em.zero), v)
+
+        self.add(f"bluestein{n}_chirp", loops + (n,), (src.buffer,), (padded,), premultiply_body,
+                 f"Bluestein a[j] = x[j]·w[j] from {src}")
+        self.add(f"bluestein{n}_pad", loops + (m - n,), (), (padded,), pad_body,
+                 f"Bluestein zero padding to {m}")
+        self.dft(node.sub, View(padded, base, 1), View(transformed, base, 1), loops, -1)
+
+        def multiply_body(em, v):
+            value = em.cmul(em.load(View(transformed, work, 1), 0, v), em.constant(kernel_offset, v[element]))
+            em.store(View(product, work, 1), 0, value, v)
+
+        self.add(f"bluestein{n}_multiply", loops + (m,), (transformed,), (product,), multiply_body,
+                 "Bluestein pointwise product with the transformed chirp kernel")
+        self.dft(node.sub, View(product, base, 1), View(convolved, base, 1), loops, 1)
+
+        def postmultiply_body(em, v):
+            value = em.cmul(em.load(View(convolved, work, 1), 0, v), em.constant(chirp_offset, v[element]))
+            em.store(dst, v[element], value, v)
+
+        self.add(f"bluestein{n}_unchirp", loops + (n,), (convolved,), (dst.buffer,), postmultiply_body,
+                 f"Bluestein y[k] = w[k]·c[k] into {dst}")
+
+    def r2c_even(self, tree: Breakdown, n: int, scale: float) -> None:
+        h = n // 2
+        spectrum = self.plan.new_buffer(h)
+        self.dft(tree, View("input", Affine(), 1), View(spectrum, Affine(), 1), (), -1)
+        roots = self.plan.twiddle_table(n)
+        out = View("output", Affine(), 1, scale=scale)
+
+        def edges_body(em, v):
+            re, im = em.load(View(spectrum, Affine(), 1), 0, v)
+            em.store(out, 0, (re + im, em.zero), v)
+            em.store(out, h, (re - im, em.zero), v)
+
+        def pairs_body(em, v):
+            k = v[0] + 1
+            a = em.bind_complex(em.load(View(spectrum, Affine(), 1), k, v))
+            b = em.bind_complex(em.conj(em.load(View(spectrum, Affine(), 1), h - k, v)))
+            half = em.const(0.5)
+            even = em.bind_complex(em.cscale(em.cadd(a, b), half))
+            # ω_n^k·O_k with O_k = (a - b)/(2i)
+            diff = em.cscale(em.csub(a, b), half)
+            odd = em.bind_complex(em.cmul(em.constant(roots, k), (diff[1], em.zero - diff[0])))
+            em.store(out, k, em.cadd(even, odd), v)
+            em.store(out, h - k, em.conj(em.csub(even, odd)), v)
+
+        self.add("r2c_edges", (), (spectrum,), ("output",), edges_body, "r2c X[0], X[n/2] from Z[0]")
+        self.add("r2c_pairs", (h // 2,), (spectrum,), ("output",), pairs_body,
+                 "r2c X[k] = E_k + ω^k·O_k and X[n/2-k] = conj(E_k - ω^k·O_k)")
+
+    def c2r_even(self, tree: Breakdown, n: int, scale: float) -> None:
+        h = n // 2
+        spectrum = self.plan.new_buffer(h)
+        roots = self.plan.twiddle_table(n)
+        src = View("input", Affine(), 1)
+
+        def edges_body(em, v):
+            first = em.load(src, 0, v)[0]
+            last = em.load(src, h, v)[0]
+            em.store(View(spectrum, Affine(), 1), 0, (first + last, first - last), v)
+
+        def rest_body(em, v):
+            k = v[0] + 1
+            a = em.bind_complex(em.load(src, k, v))
+            b = em.bind_complex(em.conj(em.load(src, h - k, v)))
+            rotated = em.cmul(em.conj(em.constant(roots, k)), em.csub(a, b))
+            em.store(View(spectrum, Affine(), 1), k, em.cadd(em.cadd(a, b), (em.zero - rotated[1], rotated[0])), v)
+
+        self.add("c2r_edges", (), ("input",), (spectrum,), edges_body, "c2r Z[0] from X[0], X[n/2] (real parts)")
+        self.add("c2r_rest", (h - 1,), ("input",), (spectrum,), rest_body,
+                 "c2r Z[k] = (X[k] + conj X[n/2-k]) + i·ω^-k·(X[k] - conj X[n/2-k])")
+        self.dft(tree, View(spectrum, Affine(), 1), View("output", Affine(), 1, scale=scale), (), 1)
+
+    def r2c_odd(self, tree: Breakdown, n: int, scale: float) -> None:
+        spectrum = self.plan.new_buffer(n)
+        self.dft(tree, View("input", Affine(), 1), View(spectrum, Affine(), 1), (), -1)
+        out = View("output", Affine(), 1, scale=scale)
+
+        def copy_body(em, v):
+            em.store(out, v[0], em.load(View(spectrum, Affine(), 1), v[0], v), v)
+
+        self.add("r2c_copy", (n // 2 + 1,), (spectrum,), ("output",), copy_body, "r2c keep X[0..n/2]")
+
+    def c2r_odd(self, tree: Breakdown, n: int, scale: float) -> None:
+        full = self.plan.new_buffer(n)
+        src = View("input", Affine(), 1)
+
+        def dc_body(em, v):
+            em.store(View(full, Affine(), 1), 0, (em.load(src, 0, v)[0], em.zero), v)
+
+        def mirror_body(em, v):
+            k = v[0] + 1
+            value = em.bind_complex(em.load(src, k, v))
+            em.store(View(full, Affine(), 1), k, value, v)
+            em.store(View(full, Affine(), 1), n - k, em.conj(value), v)
+
+        self.add("c2r_dc", (), ("input",), (full,), dc_body, "c2r H[0] = Re X[0]")
+        self.add("c2r_mirror", (n // 2,), ("input",), (full,), mirror_body,
+                 "c2r Hermitian extension H[k] = X[k], H[n-k] = conj X[k]")
+        self.dft(tree, View(full, Affine(), 1), View("output", Affine(), 1, scale=scale), (), 1)
+
+
+def build_passes(kind: str, n: int, sign: int, scale: float, tree_for: Callable[[int], Breakdown]) -> PassList:
+    """The passes of a transform of kind "c2c", "r2c" or "c2r" of logical size n.
+
+    `tree_for(size)` returns the breakdown of the complex transform of that size.
+    """
+    plan = PassList()
+    builder = _Builder(plan)
+    if kind == "c2c":
+        builder.dft(tree_for(n), View("input", Affine(), 1), View("output", Affine(), 1, scale=scale), (), sign)
+    elif kind == "r2c" and n % 2 == 0:
+        builder.r2c_even(tree_for(n // 2), n, scale)
+    elif kind == "r2c":
+        builder.r2c_odd(tree_for(n), n, scale)
+    elif n % 2 == 0:
+        builder.c2r_even(tree_for(n // 2), n, scale)
+    else:
+        builder.c2r_odd(tree_for(n), n, scale)
+    return plan

@@ -1,0 +1,82 @@
+"""Schedules of the FFT template per target, applied with `tvm.s_tir.Schedule`.
+
+* llvm: the lane loop of every pass block (transforms of the batch side by side; scratch accesses are
+  contiguous across lanes) is vectorized, and the group loop (lane groups of the batch) runs in parallel
+  on all cores. With fewer lanes than a vector (batch 1), the innermost loop over codelet instances of the
+  pass is vectorized with them. The straight-line codelet bodies need no further scheduling.
+* CUDA: one thread block per lane group (the group loop is bound to `blockIdx.x`); inside a block, each
+  pass's loops and lanes are fused and spread over `threads` threads (`threadIdx.x`), scratch lives in
+  shared memory (static up to 48 KiB, dynamic above), and TVM inserts the `__syncthreads()` between passes.
+  The whole transform is one kernel.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+
+__all__ = ["schedule_cuda", "schedule_llvm"]
+
+
+def _pass_blocks(sch: s_tir.Schedule) -> list:
+    root = sch.get_sblock("root")
+    return list(sch.get_child_blocks(root))
+
+
+def _group_loops(sch: s_tir.Schedule, blocks: list) -> list:
+    """The distinct outermost (group) loops, one per lane-group variant."""
+    seen = []
+    for block in blocks:
+        loop = sch.get_loops(block)[0]
+        if not any(sch.get(loop).same_as(sch.get(other)) for other in seen):
+            seen.append(loop)
+    return seen
+
+
+def schedule_llvm(func: tirx.PrimFunc, vector_width: int) -> s_tir.Schedule:
+    """Vectorize across lanes, parallelize over lane groups.
+
+    When a group has fewer lanes than `vector_width` (a batch of 1, or scratch too large for more lanes) and
+    the lane count divides it, the innermost transform loop of a pass is split and fused with the lanes, so
+    that a vector also holds independent codelet instances of the same transform.
+    """
+    sch = s_tir.Schedule(func)
+    blocks = _pass_blocks(sch)
+    for block in blocks:
+        loops = sch.get_loops(block)
+        lane = loops[-1]
+        lanes = sch.get(lane).extent.value
+        if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3:
+            factor = vector_width // lanes
+            if sch.get(loops[-2]).extent.value % factor == 0:
+                _, inner = sch.split(loops[-2], [None, factor])
+                lane = sch.fuse(inner, lane)
+                lanes = vector_width
+        if lanes > 1:
+            sch.vectorize(lane)
+    for group in _group_loops(sch, blocks):
+        if sch.get(group).extent.value > 1:
+            sch.parallel(group)
+    return sch
+
+
+def schedule_cuda(func: tirx.PrimFunc, threads: int, whole_rounds: bool) -> s_tir.Schedule:
+    """One thread block per lane group; every pass spread over at most `threads` threads.
+
+    With `whole_rounds`, a pass uses the largest thread count that divides its work, so that no guard
+    encloses its body: needed for dynamic shared memory, which TVM merges into one buffer, so that barriers
+    are placed inside a pass, where they cannot be inside a condition.
+    """
+    sch = s_tir.Schedule(func)
+    blocks = _pass_blocks(sch)
+    for group in _group_loops(sch, blocks):
+        sch.bind(group, "blockIdx.x")
+    for block in blocks:
+        loops = sch.get_loops(block)[1:]
+        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        extent = sch.get(fused).extent.value
+        width = threads
+        if whole_rounds:
+            width = max(d for d in range(1, min(extent, threads) + 1) if extent % d == 0)
+        _, inner = sch.split(fused, [None, width])
+        sch.bind(inner, "threadIdx.x")
+    return sch

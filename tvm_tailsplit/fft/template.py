@@ -1,0 +1,235 @@
+"""The TIR template of a plan: the passes over memory as blocks of one PrimFunc, ready for a schedule.
+
+Algorithm: the transforms of the batch are processed in lane groups of `lanes` transforms (plus one tail
+group of `batch % lanes` transforms). For every group, every pass is a loop nest `group, pass loops..., lane`
+around one block whose body is the pass's straight-line code (codelet loads, `Bind` temporaries, stores).
+The lane loop is innermost so that the llvm schedule vectorizes across the batch, and the group loop is
+outermost so that it runs in parallel; on CUDA the group is a thread block and the other loops are threads.
+
+Memory: the input and output are the caller's float arrays with a trailing dimension of 2 for complex data
+(numpy's complex layout), with arbitrary constant element and batch strides (in elements). Scratch buffers
+are laid out `[group, re/im, element, lane]`, so that every access inside a pass is a contiguous vector across
+lanes; logical scratch buffers share physical ones when their live ranges do not overlap. Twiddles and the
+Rader/Bluestein kernels come from one constant table argument `tables` (float64 values rounded once to the
+plan's precision) and the Rader permutations from the int32 argument `indices`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.ir_builder import tirx as T
+
+from .passes import PassList, View
+
+__all__ = ["ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups", "physical_scratch_elements"]
+
+
+@dataclass(frozen=True)
+class ExternalLayout:
+    """Layout of the input or output: `kind` is "complex", "real_pairs" (complex values packed in a real
+    array) or "real"; `elements` counts buffer elements (complex or real) per transform; `distance` and
+    `stride` are the steps between transforms and between elements, in buffer elements."""
+
+    kind: str
+    elements: int
+    distance: int
+    stride: int
+
+    def shape(self, batch: int) -> tuple[int, ...]:
+        return (batch, self.elements, 2) if self.kind == "complex" else (batch, self.elements)
+
+    def strides(self) -> tuple[int, ...]:
+        if self.kind == "complex":
+            return (2 * self.distance, 2 * self.stride, 1)
+        return (self.distance, self.stride)
+
+    def is_compact(self) -> bool:
+        return self.stride == 1 and self.distance == self.elements
+
+
+def assign_buffers(passes: PassList) -> dict[str, str]:
+    """Map logical scratch buffers to physical ones by their live ranges (greedy interval colouring)."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, p in enumerate(passes.passes):
+        for name in p.reads + p.writes:
+            if name in passes.buffers:
+                first.setdefault(name, index)
+                last[name] = index
+    physical_end: dict[str, int] = {}
+    assignment: dict[str, str] = {}
+    for name in sorted(first, key=lambda b: first[b]):
+        free = [phys for phys, end in physical_end.items() if end < first[name]]
+        phys = free[0] if free else f"P{len(physical_end)}"
+        assignment[name] = phys
+        physical_end[phys] = last[name]
+    return assignment
+
+
+def physical_scratch_elements(passes: PassList) -> int:
+    """Complex elements per lane of all physical scratch buffers."""
+    sizes: dict[str, int] = {}
+    for logical, phys in assign_buffers(passes).items():
+        sizes[phys] = max(sizes.get(phys, 0), passes.buffers[logical])
+    return sum(sizes.values())
+
+
+class _Emitter:
+    """What a pass body uses to read and write views inside one block (one lane of one group)."""
+
+    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane):
+        self.dtype = dtype
+        self.external = external
+        self.scratch = scratch
+        self.tables = tables
+        self.indices = indices
+        self.batch_index = batch_index
+        self.group = group
+        self.lane = lane
+        self.zero = tirx.const(0.0, dtype)
+
+    def const(self, value: float):
+        return tirx.const(value, self.dtype)
+
+    def bind(self, expr):
+        return T.bind(expr)
+
+    def bind_complex(self, value):
+        return tuple(part if isinstance(part, (tirx.Var, tirx.FloatImm)) else T.bind(part) for part in value)
+
+    def cadd(self, a, b):
+        return a[0] + b[0], a[1] + b[1]
+
+    def csub(self, a, b):
+        return a[0] - b[0], a[1] - b[1]
+
+    def cscale(self, a, c):
+        return a[0] * c, a[1] * c
+
+    def conj(self, a):
+        return a[0], self.zero - a[1]
+
+    def cmul(self, a, b):
+        return a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]
+
+    def constant(self, offset: int, index):
+        return self.tables[offset + index, 0], self.tables[offset + index, 1]
+
+    def index(self, offset: int, index):
+        return self.indices[offset + index]
+
+    def _element(self, view: View, element, loop_vars):
+        return view.offset.expr(loop_vars) + element * view.stride
+
+    def load(self, view: View, element, loop_vars):
+        index = self._element(view, element, loop_vars)
+        if view.buffer in self.external:
+            buffer, layout = self.external[view.buffer]
+            b = self.batch_index
+            if layout.kind == "complex":
+                value = (buffer[b, index, 0], buffer[b, index, 1])
+            elif layout.kind == "real_pairs":
+                value = (buffer[b, index * 2], buffer[b, index * 2 + 1])
+            else:
+                value = (buffer[b, index], self.zero)
+        else:
+            buffer = self.scratch[view.buffer]
+            value = (buffer[self.group, 0, index, self.lane], buffer[self.group, 1, index, self.lane])
+        twiddle = view.twiddle
+        if twiddle is None:
+            return value
+        base = twiddle.base.expr(loop_vars) + element * twiddle.step
+        if isinstance(base, int) and base == 0:
+            return value
+        root = self.constant(twiddle.table, twiddle.factor.expr(loop_vars) * base)
+        if twiddle.sign > 0:
+            root = self.conj(root)
+        return self.cmul(value, root)
+
+    def store(self, view: View, element, value, loop_vars) -> None:
+        index = self._element(view, element, loop_vars)
+        if view.scale != 1.0:
+            value = self.cscale(value, self.const(view.scale))
+        if view.buffer in self.external:
+            buffer, layout = self.external[view.buffer]
+            b = self.batch_index
+            if layout.kind == "complex":
+                T.buffer_store(buffer, value[0], [b, index, 0])
+                T.buffer_store(buffer, value[1], [b, index, 1])
+            elif layout.kind == "real_pairs":
+                T.buffer_store(buffer, value[0], [b, index * 2])
+                T.buffer_store(buffer, value[1], [b, index * 2 + 1])
+            else:
+                T.buffer_store(buffer, value[0], [b, index])
+        else:
+            buffer = self.scratch[view.buffer]
+            T.buffer_store(buffer, value[0], [self.group, 0, index, self.lane])
+            T.buffer_store(buffer, value[1], [self.group, 1, index, self.lane])
+
+
+def lane_groups(batch: int, lanes: int) -> list[tuple[str, int, int, int]]:
+    """(name, first transform, groups, lanes) of the full lane groups and of the tail group."""
+    groups = []
+    if batch // lanes:
+        groups.append(("main", 0, batch // lanes, lanes))
+    if batch % lanes:
+        groups.append(("tail", batch - batch % lanes, 1, batch % lanes))
+    return groups
+
+
+def build_primfunc(
+    passes: PassList,
+    dtype: str,
+    batch: int,
+    lanes: int,
+    input_layout: ExternalLayout,
+    output_layout: ExternalLayout,
+    scratch_scope: str = "global",
+) -> tirx.PrimFunc:
+    """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled)."""
+    assignment = assign_buffers(passes)
+    physical_size = {}
+    for logical, phys in assignment.items():
+        physical_size[phys] = max(physical_size.get(phys, 0), passes.buffers[logical])
+    with IRBuilder() as builder:
+        with T.prim_func(s_tir=True):
+            T.func_name("main")
+            external = {}
+            itemsize = tvm.runtime.DataType(dtype).bits // 8
+            for name, layout in (("input", input_layout), ("output", output_layout)):
+                strides = None if layout.is_compact() else layout.strides()
+                # numpy arrays are only element-aligned: the operator must not assume more
+                buffer = T.buffer(layout.shape(batch), dtype, strides=strides, align=itemsize)
+                external[name] = (T.arg(name, buffer), layout)
+            tables = T.arg("tables", T.buffer((passes.table_size, 2), dtype)) if passes.table_size else None
+            indices = T.arg("indices", T.buffer((passes.index_size,), "int32")) if passes.index_size else None
+            for variant, first, groups, width in lane_groups(batch, lanes):
+                scratch_physical = {
+                    phys: T.sblock_alloc_buffer((groups, 2, size, width), dtype, scope=scratch_scope)
+                    for phys, size in physical_size.items()
+                }
+                scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
+                with T.serial(groups) as group_loop:
+                    for number, p in enumerate(passes.passes):
+                        _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
+                                   external, scratch, tables, indices)
+    return builder.get()
+
+
+def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices) -> None:
+    frames = [T.serial(extent) for extent in p.loops] + [T.serial(width)]
+    loop_vars = []
+    for frame in frames:
+        loop_vars.append(frame.__enter__())
+    with T.sblock(name):
+        group = T.axis.spatial(groups, group_loop)
+        block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
+        lane = T.axis.spatial(width, loop_vars[-1])
+        emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane)
+        p.body(emitter, block_vars)
+    for frame in reversed(frames):
+        frame.__exit__(None, None, None)
