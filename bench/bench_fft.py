@@ -1,12 +1,15 @@
 """FFT benchmark: the generated operator against numpy.fft, scipy.fft, pyFFTW and mkl_fft, in one run.
 
 GFLOP/s = 5·n·log2(n)·batch / time for complex transforms (2.5·... for real ones), on batches of 16 MiB of
-complex64 (16 MiB of float32 for r2c input and c2r output). Every time is the best of several repetitions of
-a steady-state call (plans, FFTW wisdom and compiled operators are built before timing). The memory-bandwidth
-ceiling is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
-converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once. The
-generated operator is measured with 1 thread (in a subprocess: TVM's thread pool size is fixed per process)
-and with TVM_NUM_THREADS threads (default: all cores).
+complex64 (16 MiB of float32 for r2c input and c2r output). Plans, FFTW wisdom and compiled operators are built
+before timing. The machine is noisy, so the implementations of a case are timed side by side: in each of
+`ROUNDS` rounds every implementation is timed in turn (the best of 2 repetitions of steady-state calls lasting
+50 ms or more), and the table shows the median over the rounds. The generated operator on 1 thread and the
+single-threaded libraries are measured together in a subprocess (TVM's thread pool size is fixed per
+process), the generated operator on TVM_NUM_THREADS threads (default: all cores) and the multi-threaded
+libraries together in the main process. The memory-bandwidth ceiling is measured in the same run (a numpy copy of one
+batch; a 256 MiB copy gives the DRAM bandwidth) and converted to the GFLOP/s a transform would reach if it
+only read its input and wrote its output once.
 
 Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md.
 """
@@ -19,6 +22,7 @@ import math
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -28,6 +32,17 @@ import numpy as np
 C2C_SIZES = [8, 16, 64, 256, 1024, 4096, 65536, 12, 60, 1000, 17, 97, 1009]
 REAL_SIZE = 1024
 BATCH_BYTES = 16 * 1024 * 1024
+# rounds of side-by-side timings per case; the table shows medians (single best-of timings, one implementation
+# after the other, differed by up to 30% between two runs on the 2-core benchmark machine)
+ROUNDS = 7
+# the single-threaded implementations are timed side by side with the generated operator on 1 thread (in a
+# subprocess), the multi-threaded ones with it on TVM_NUM_THREADS threads: in one rotation, the idle worker
+# threads of a multi-threaded library slowed the next implementation by up to 25% (n = 64, on 2 cores)
+SINGLE_THREADED = ("numpy.fft", "scipy.fft w=1", "pyfftw t=1")
+# pause after each timing, so that the worker threads of a multi-threaded library (OpenMP's spin for 200 ms
+# after a parallel region) are idle when the next implementation is timed: without it, the generated operator
+# timed after mkl_fft on 2 threads ran up to 30% slower than on 1 thread (n = 12, 64)
+SETTLE_SECONDS = 0.3
 RESULTS = pathlib.Path(__file__).parent / "results"
 
 
@@ -67,8 +82,20 @@ def make_input(kind: str, n: int, batch: int) -> np.ndarray:
     return (rng.standard_normal((batch, length)) + 1j * rng.standard_normal((batch, length))).astype(np.complex64)
 
 
-def measure_generated() -> dict:
-    """GFLOP/s of the generated operator for every case, with this process's TVM thread count."""
+def side_by_side(kind: str, n: int, batch: int, runners: dict) -> dict:
+    """name -> median GFLOP/s over `ROUNDS` rounds, each timing every runner in turn."""
+    seconds: dict = {name: [] for name in runners}
+    for _ in range(ROUNDS):
+        for name, run in runners.items():
+            seconds[name].append(best_time(run, min_seconds=0.05, repeats=2))
+            time.sleep(SETTLE_SECONDS)
+    return {name: flops(kind, n, batch) / statistics.median(times) / 1e9 for name, times in seconds.items()}
+
+
+def measure_generated(single_threaded: bool) -> dict:
+    """GFLOP/s of the generated operator for every case, with this process's TVM thread count, and of the
+    installed single-threaded (or else multi-threaded) libraries side by side with it (`libraries`; `skipped`:
+    name -> reason)."""
     from tvm_tailsplit import fft as tfft
 
     results = {}
@@ -79,9 +106,17 @@ def measure_generated() -> dict:
         compile_seconds = time.perf_counter() - start
         x = make_input(kind, n, batch)
         out = plan(x)
-        seconds = best_time(lambda plan=plan, x=x, out=out: plan(x, out))
-        results[f"{kind}:{n}"] = {"gflops": flops(kind, n, batch) / seconds / 1e9, "compile_seconds": compile_seconds,
-                                  "passes": len(plan.passes.passes), "lanes": plan.lanes}
+        runners = {"generated": lambda plan=plan, x=x, out=out: plan(x, out)}
+        skipped = {}
+        for name, runner in library_runners(kind, n, x).items():
+            if isinstance(runner, str):
+                skipped[name] = runner
+            elif (name in SINGLE_THREADED) == single_threaded:
+                runners[name] = runner
+        gflops = side_by_side(kind, n, batch, runners)
+        results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "compile_seconds": compile_seconds,
+                                  "passes": len(plan.passes.passes), "lanes": plan.lanes, "libraries": gflops,
+                                  "skipped": skipped}
     return results
 
 
@@ -150,8 +185,8 @@ def machine() -> dict:
 
 
 def main() -> None:
-    if "--generated-only" in sys.argv:
-        print(json.dumps(measure_generated()))
+    if "--one-thread" in sys.argv:
+        print(json.dumps(measure_generated(single_threaded=True)))
         return
     os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count()))
     info = machine()
@@ -161,11 +196,11 @@ def main() -> None:
     dram_bandwidth = memory_bandwidth(256 * 1024 * 1024)
     print(f"machine: {info}\ncopy bandwidth: {bandwidth:.1f} GB/s (16 MiB), {dram_bandwidth:.1f} GB/s (256 MiB)",
           flush=True)
-    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--generated-only"], capture_output=True,
+    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--one-thread"], capture_output=True,
                             text=True, check=True, env={**os.environ, "TVM_NUM_THREADS": "1"},
                             cwd=pathlib.Path(__file__).parent.parent)
     generated_one = json.loads(single.stdout.strip().splitlines()[-1])
-    generated_all = measure_generated()
+    generated_all = measure_generated(single_threaded=False)
     rows = []
     skipped: dict[str, str] = {}
     for kind, n, batch in cases():
@@ -178,11 +213,9 @@ def main() -> None:
                "generated t=1": generated_one[key]["gflops"],
                f"generated t={info['tvm_num_threads']}": generated_all[key]["gflops"],
                "compile_seconds": generated_all[key]["compile_seconds"], "passes": generated_all[key]["passes"]}
-        for name, runner in library_runners(kind, n, x).items():
-            if isinstance(runner, str):
-                skipped[name] = runner
-                continue
-            row[name] = flops(kind, n, batch) / best_time(runner) / 1e9
+        for generated in (generated_one, generated_all):
+            row.update(generated[key]["libraries"])
+            skipped.update(generated[key]["skipped"])
         rows.append(row)
         print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     RESULTS.mkdir(exist_ok=True)
@@ -209,7 +242,8 @@ def markdown(report: dict) -> str:
         f"and {report['dram_bandwidth_GBps']:.1f} GB/s for 256 MiB (DRAM); `ceiling` is the GFLOP/s of a transform "
         "that reads its input and writes its output once at the 16 MiB copy bandwidth.",
         "GFLOP/s = 5·n·log2(n)·batch/time (half for r2c/c2r); batches of 16 MiB of complex64 (float32 for the real "
-        "side of r2c/c2r). `generated t=k`: the generated operator on k threads. Command: "
+        f"side of r2c/c2r). `generated t=k`: the generated operator on k threads. Every value is the median of "
+        f"{ROUNDS} rounds that time the implementations of a case side by side. Command: "
         f"`{report['command']}`.",
         "",
         "| kind | n | batch | " + " | ".join(columns) + " | compile s |",

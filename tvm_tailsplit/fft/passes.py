@@ -75,17 +75,19 @@ class Affine:
 
 @dataclass(frozen=True)
 class TwiddleAccess:
-    """Multiply element e by `ω_size^(factor·(base + step·e))`, read from the table of ω_size at `table`.
+    """Multiply element e by `ω_size^(factor·(base + step·e))`.
 
-    The table holds the forward roots; `sign` +1 (backward transform) conjugates them on load.
+    A codelet pass reads the factors from a table of its own (`_PassTwiddles`). Other loads (a Rader or
+    Bluestein sub-transform that is the left factor of a Cooley-Tukey node) read them from the table of the
+    forward roots ω_size at `table`, and `sign` +1 (backward transform) conjugates them on load.
     """
 
     size: int
-    table: int
     sign: int
     factor: Affine
     base: Affine
     step: int
+    table: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,55 @@ class PassList:
         return np.stack([complex_table.real, complex_table.imag], axis=-1), indices
 
 
+class _PassTwiddles:
+    """The twiddle factors of one codelet pass, as a table of their own in the concatenated constant table.
+
+    The exponent `factor·(base + step·e)` depends on a few loops of the pass (usually only the innermost one,
+    the transform index j of the left factor `DFT_k ⊗ I_m`). The table holds, per element e, the factors for
+    every value of those loops (the innermost loop fastest), real parts then imaginary parts, with the pass's
+    sign applied; so when the innermost loop is vectorized inside a transform (batch 1, large n), a vector of
+    twiddle factors is one contiguous load instead of a gather of `table[j·e]`. Its size is that of the table
+    of ω_size it replaces (n per Cooley-Tukey level). Measured on
+    AVX-512 (1 thread, medians of 5, old and new in one process): n = 4096 11.1 -> 13.3 GFLOP/s, n = 65536
+    7.7 -> 8.5; batched sizes, whose factors are broadcast across the batch, unchanged (64 to 1024, 60, 1000).
+    """
+
+    def __init__(self, plan: PassList, twiddle: TwiddleAccess, loops: tuple[int, ...], n: int) -> None:
+        self.positions = sorted({p for p, _ in twiddle.factor.terms + twiddle.base.terms})
+        extents = [loops[p] for p in self.positions]
+        self.count = math.prod(extents)
+        self.strides = [math.prod(extents[i + 1:]) for i in range(len(extents))]
+        # elements whose exponent is identically 0 (element 0 of the left factor) are not multiplied
+        self.unit = {e for e in range(n) if not twiddle.base.terms and twiddle.base.const + twiddle.step * e == 0}
+        grid = np.indices(extents).reshape(len(extents), -1) if extents else np.zeros((0, 1), np.int64)
+        values = dict(zip(self.positions, grid, strict=True))
+
+        def make() -> np.ndarray:
+            factor = twiddle.factor.const + sum(c * values[p] for p, c in twiddle.factor.terms)
+            base = twiddle.base.const + sum(c * values[p] for p, c in twiddle.base.terms)
+            roots = np.array([complex(*unit_root(t, twiddle.size, twiddle.sign)) for t in range(twiddle.size)])
+            table = np.empty((n, 2, self.count))
+            for e in range(n):
+                exponent = np.broadcast_to(factor * (base + twiddle.step * e), (self.count,)) % twiddle.size
+                table[e, 0], table[e, 1] = roots[exponent].real, roots[exponent].imag
+            # consecutive float pairs are the table's complex rows
+            return table.reshape(-1).view(np.complex128)
+
+        key = ("pass_twiddles", twiddle.size, twiddle.sign, twiddle.factor, twiddle.base, twiddle.step,
+               tuple(extents), n)
+        self.offset = plan.table(key, make)
+
+    def root(self, em, element: int, loop_vars):
+        """The factor of `element` as (re, im) loads, or None when its exponent is 0."""
+        if element in self.unit:
+            return None
+        index = sum((loop_vars[p] * stride for p, stride in zip(self.positions, self.strides, strict=True)), 0)
+        real = 2 * self.offset + 2 * self.count * element + index
+        imag = real + self.count
+        # float f of the table is row f // 2, column f % 2: TVM folds this back to f, a contiguous vector
+        return em.tables[real // 2, real % 2], em.tables[imag // 2, imag % 2]
+
+
 def _scratch_base(loops: tuple[int, ...], size: int) -> Affine:
     """Linear offset of the current transform in a scratch buffer holding `size` elements per transform."""
     base = Affine()
@@ -204,11 +255,24 @@ class _Builder:
         else:
             self.bluestein(node, src, dst, loops, sign)
 
+    def rooted(self, view: View) -> View:
+        """`view` with its twiddle factors read from the table of the roots (for loads outside codelets)."""
+        if view.twiddle is None:
+            return view
+        return replace(view, twiddle=replace(view.twiddle, table=self.plan.twiddle_table(view.twiddle.size)))
+
     def codelet(self, n: int, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
         codelet = derive_codelet(n, sign)
+        twiddles = None if src.twiddle is None else _PassTwiddles(self.plan, src.twiddle, loops, n)
+        plain = replace(src, twiddle=None)
+
+        def load(em, e, v):
+            value = em.load(plain, e, v)
+            root = None if twiddles is None else twiddles.root(em, e, v)
+            return value if root is None else em.cmul(value, root)
 
         def body(em, v):
-            inputs = [em.bind_complex(em.load(src, e, v)) for e in range(n)]
+            inputs = [em.bind_complex(load(em, e, v)) for e in range(n)]
             for k, value in enumerate(codelet.emit(inputs, em.dtype, em.bind)):
                 em.store(dst, k, value, v)
 
@@ -224,12 +288,13 @@ class _Builder:
         self.dft(node.right, src.sub(Affine.loop(position), k),
                  View(scratch, base.plus(Affine.loop(position, m)), 1), loops + (k,), sign)
         # (DFT_k ⊗ I_m) · T^n_m: transform j reads scratch e·m + j times ω_n^(e·j), writes destination e·m + j
-        twiddle = TwiddleAccess(n, self.plan.twiddle_table(n), sign, Affine.loop(position), Affine(), 1)
+        twiddle = TwiddleAccess(n, sign, Affine.loop(position), Affine(), 1)
         self.dft(node.left, View(scratch, base.plus(Affine.loop(position)), m, twiddle),
                  dst.sub(Affine.loop(position), m), loops + (m,), sign)
 
     def rader(self, node: Rader, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
         p, g = node.n, node.generator
+        src = self.rooted(src)
         count = math.prod(loops)
         gathered, transformed, product, convolved = (self.plan.new_buffer((p - 1) * count) for _ in range(4))
         base = _scratch_base(loops, p - 1)
@@ -275,6 +340,7 @@ class _Builder:
 
     def bluestein(self, node: Bluestein, src: View, dst: View, loops: tuple[int, ...], sign: int) -> None:
         n, m = node.n, node.m
+        src = self.rooted(src)
         count = math.prod(loops)
         padded, transformed, product, convolved = (self.plan.new_buffer(m * count) for _ in range(4))
         base = _scratch_base(loops, m)
@@ -361,16 +427,21 @@ class _Builder:
             last = em.load(src, h, v)[0]
             em.store(View(spectrum, Affine(), 1), 0, (first + last, first - last), v)
 
-        def rest_body(em, v):
+        def pairs_body(em, v):
+            # Z[n/2-k] from the same loads: with s = a + b and r = ω^-k·(a - b), Z[k] = s + i·r and
+            # Z[n/2-k] = conj(s) + i·conj(r), since ω^-(n/2-k) = -ω^k (each input is read once, not twice:
+            # c2r 1024 on AVX-512, 1 thread, medians of 9 in one process: 8.5 -> 10.2 GFLOP/s)
             k = v[0] + 1
             a = em.bind_complex(em.load(src, k, v))
             b = em.bind_complex(em.conj(em.load(src, h - k, v)))
-            rotated = em.cmul(em.conj(em.constant(roots, k)), em.csub(a, b))
-            em.store(View(spectrum, Affine(), 1), k, em.cadd(em.cadd(a, b), (em.zero - rotated[1], rotated[0])), v)
+            total = em.bind_complex(em.cadd(a, b))
+            rotated = em.bind_complex(em.cmul(em.conj(em.constant(roots, k)), em.csub(a, b)))
+            em.store(View(spectrum, Affine(), 1), k, (total[0] - rotated[1], total[1] + rotated[0]), v)
+            em.store(View(spectrum, Affine(), 1), h - k, (total[0] + rotated[1], rotated[0] - total[1]), v)
 
         self.add("c2r_edges", (), ("input",), (spectrum,), edges_body, "c2r Z[0] from X[0], X[n/2] (real parts)")
-        self.add("c2r_rest", (h - 1,), ("input",), (spectrum,), rest_body,
-                 "c2r Z[k] = (X[k] + conj X[n/2-k]) + i·ω^-k·(X[k] - conj X[n/2-k])")
+        self.add("c2r_pairs", (h // 2,), ("input",), (spectrum,), pairs_body,
+                 "c2r Z[k] = (X[k] + conj X[n/2-k]) + i·ω^-k·(X[k] - conj X[n/2-k]) and Z[n/2-k]")
         self.dft(tree, View(spectrum, Affine(), 1), View("output", Affine(), 1, scale=scale), (), 1)
 
     def r2c_odd(self, tree: Breakdown, n: int, scale: float) -> None:

@@ -3,7 +3,9 @@
 Algorithm: parse and validate the request (size, kind, direction, norm, precision, batch, strides), choose
 the breakdown of the complex transform (`factor.breakdown`), derive the passes over memory with their
 codelets, twiddles and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
-schedule it for the target (`schedule`) and compile it. Everything the caller needs before the first call
+schedule it for the target (`schedule`) and compile it. On CUDA, a plan whose scratch fits in one thread
+block's shared memory is one kernel; beyond, it runs one kernel per pass over memory, the passes exchanging
+data through global scratch (`multikernel`). Everything the caller needs before the first call
 is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and `workspace_bytes`
 (the scratch allocations left after TVM's buffer compaction). Plans are cached by their parameters, so
 `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile each shape once.
@@ -22,6 +24,7 @@ from tvm import s_tir
 
 from .factor import Breakdown, breakdown
 from .formula import Formula, formula_of
+from .multikernel import schedule_cuda_multikernel
 from .passes import PassList, build_passes
 from .schedule import schedule_cuda, schedule_llvm
 from .template import ExternalLayout, build_primfunc, lane_groups, physical_scratch_elements
@@ -119,18 +122,22 @@ class Plan:
         self.passes: PassList = build_passes(kind, n, self.sign, self.scale,
                                              lambda size: breakdown(size, codelet_limit, radix_limit))
         self.is_cuda = self.target.kind.name == "cuda"
-        self.lanes = self._choose_lanes()
+        self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
         scratch_bytes = 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
         scope = "global"
+        # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass
+        self.kernels = 1
         if self.is_cuda:
             if scratch_bytes > CUDA_SHARED_LIMIT:
-                raise ValueError(f"n={n}: the CUDA plan needs {scratch_bytes} bytes of shared memory, above "
-                                 f"{CUDA_SHARED_LIMIT}; multi-kernel CUDA plans are not implemented")
-            scope = "shared" if scratch_bytes <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
+                self.kernels = len(self.passes.passes)
+            else:
+                scope = "shared" if scratch_bytes <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
         func = build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
-                              self.output_layout, scratch_scope=scope)
+                              self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1)
         self.template = func
-        if self.is_cuda:
+        if self.kernels > 1:
+            self.schedule = schedule_cuda_multikernel(func, CUDA_THREADS)
+        elif self.is_cuda:
             self.schedule = schedule_cuda(func, CUDA_THREADS, whole_rounds=scope == "shared.dyn")
         else:
             self.schedule = schedule_llvm(func, VECTOR_LANES[self.real_dtype])
@@ -145,20 +152,6 @@ class Plan:
         if self.passes.index_size:
             self._constants.append(indices)
         self._device_constants: dict[str, list] = {}
-
-    def _choose_lanes(self) -> int:
-        if self.is_cuda:
-            return 1
-        itemsize = np.dtype(self.real_dtype).itemsize
-        per_lane = 2 * itemsize * physical_scratch_elements(self.passes)
-        width = VECTOR_LANES[self.real_dtype]
-        lanes = min(width, self.batch)
-        inner_loops = [p.loops[-1] for p in self.passes.passes if p.loops]
-        if per_lane * lanes > INNER_VECTOR_SCRATCH and all(extent % width == 0 for extent in inner_loops):
-            return 1
-        while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:
-            lanes //= 2
-        return lanes
 
     # ---- shapes and memory, read from the IR -------------------------------------------------------------
     def _param_shape(self, index: int) -> tuple[int, ...]:
@@ -176,8 +169,9 @@ class Plan:
 
     @functools.cached_property
     def workspace_bytes(self) -> int:
-        """Scratch bytes of one lane group (one thread on llvm, one thread block's shared memory on CUDA),
-        summed over the allocations that remain after TVM plans and compacts the buffers."""
+        """Scratch bytes of one lane group (one thread on llvm, one thread block's shared memory on CUDA), or
+        of the whole batch for a multi-kernel CUDA plan (global memory shared by its kernels), summed over
+        the allocations that remain after TVM plans and compacts the buffers."""
         lowered = tvm.transform.Sequential([
             s_tir.transform.LowerInitBlock(),
             s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
@@ -330,9 +324,14 @@ class Plan:
             f"lanes per group: {self.lanes}; groups: "
             + ", ".join(f"{name} {groups}x{width}" for name, _, groups, width in lane_groups(self.batch,
                                                                                           self.lanes)),
-            f"workspace: {self.workspace_bytes} bytes per group; constant tables: {self.table_bytes} bytes",
-            f"passes over memory ({len(self.passes.passes)}):",
+            f"workspace: {self.workspace_bytes} bytes "
+            + ("of global memory for all groups" if self.kernels > 1 else "per group")
+            + f"; constant tables: {self.table_bytes} bytes",
         ]
+        if self.is_cuda:
+            lines.append(f"CUDA kernels: {self.kernels}" + (" (one per pass over memory, scratch in global memory)"
+                                                            if self.kernels > 1 else " (scratch in shared memory)"))
+        lines.append(f"passes over memory ({len(self.passes.passes)}):")
         for index, p in enumerate(self.passes.passes):
             lines.append(f"  {index}. {p.name} loops {list(p.loops)}: {p.text}")
         lines.append("codelets:")
@@ -351,6 +350,21 @@ def _compile(module: tvm.IRModule, target: tvm.target.Target):
     pass is quadratic in the size of a straight-line block (most of the compile time of a 31-point codelet)."""
     with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
         return tvm.compile(module, target=target)
+
+
+def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
+    """Transforms per lane group on llvm: a vector's width of the batch, or one transform vectorized inside
+    when the scratch is large and every pass's innermost loop is a multiple of the vector width."""
+    itemsize = np.dtype(real_dtype).itemsize
+    per_lane = 2 * itemsize * physical_scratch_elements(passes)
+    width = VECTOR_LANES[real_dtype]
+    lanes = min(width, batch)
+    inner_loops = [p.loops[-1] for p in passes.passes if p.loops]
+    if per_lane * lanes > INNER_VECTOR_SCRATCH and all(extent % width == 0 for extent in inner_loops):
+        return 1
+    while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:
+        lanes //= 2
+    return lanes
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:

@@ -5,6 +5,8 @@ group of `batch % lanes` transforms). For every group, every pass is a loop nest
 around one block whose body is the pass's straight-line code (codelet loads, `Bind` temporaries, stores).
 The lane loop is innermost so that the llvm schedule vectorizes across the batch, and the group loop is
 outermost so that it runs in parallel; on CUDA the group is a thread block and the other loops are threads.
+For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
+per pass over memory, see `multikernel`).
 
 Memory: the input and output are the caller's float arrays with a trailing dimension of 2 for complex data
 (numpy's complex layout), with arbitrary constant element and batch strides (in elements). Scratch buffers
@@ -189,8 +191,13 @@ def build_primfunc(
     input_layout: ExternalLayout,
     output_layout: ExternalLayout,
     scratch_scope: str = "global",
+    kernel_per_pass: bool = False,
 ) -> tirx.PrimFunc:
-    """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled)."""
+    """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
+
+    With `kernel_per_pass`, every pass has its own group loop (one CUDA kernel per pass over memory, the
+    passes exchanging data through global scratch) instead of one group loop around all passes.
+    """
     assignment = assign_buffers(passes)
     physical_size = {}
     for logical, phys in assignment.items():
@@ -213,10 +220,12 @@ def build_primfunc(
                     for phys, size in physical_size.items()
                 }
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
-                with T.serial(groups) as group_loop:
-                    for number, p in enumerate(passes.passes):
-                        _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                   external, scratch, tables, indices)
+                numbered = list(enumerate(passes.passes))
+                for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
+                    with T.serial(groups) as group_loop:
+                        for number, p in segment:
+                            _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
+                                       external, scratch, tables, indices)
     return builder.get()
 
 
