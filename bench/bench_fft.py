@@ -16,6 +16,7 @@ Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: benc
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -168,13 +169,11 @@ def memory_bandwidth(nbytes: int) -> float:
 
 def machine() -> dict:
     model = platform.processor()
-    try:
+    with contextlib.suppress(OSError):  # no /proc/cpuinfo: keep platform.processor()
         for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    except OSError:
-        pass
     import scipy
     import tvm
 
