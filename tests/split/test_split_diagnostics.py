@@ -83,12 +83,16 @@ def test_condition_on_a_load_is_kept_while_the_affine_part_is_split():
 
 
 @pytest.mark.parametrize("n", [-2, 0, 1, 7, 8, 9, 30, 64])
-def test_symbolic_condition_is_kept_unchanged_and_correct(n):
+def test_symbolic_condition_is_split_with_its_bound_hoisted_and_explained(n):
     mod = tvm.IRModule({"main": symbolic_extent})
     reports = []
     after = TailSplit(strategy="full", reports=reports)(mod)
     assert_same_results(mod, after, scalar_args={"n": n})
-    assert "symbolic n" in str(reports[0])
+    text = str(reports[0])
+    assert "loop i_0: split by i_0 * 8 + i_1 < n" in text
+    assert "loop i_1: range intersected with i_0 * 8 + i_1 < n: [0, T.min(8, n - i_0 * 8)), computed above the mark" \
+        in text
+    assert "proved: loop i_1" in text
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 
 from .conditions import find_marks, is_mark, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
-from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner
+from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, RangeProof
 from .rewrite import Emitter, is_temporary_block_name, unique_block_names
 
 __all__ = ["NestReport", "SplitReport", "STRATEGIES", "nests_of", "plan_nest", "split_function", "validate_options"]
@@ -35,12 +35,14 @@ class NestReport:
     strategy: str
     changed: bool
     notes: list[Note] = field(default_factory=list)
+    range_proofs: list[RangeProof] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"nest {self.index}: marks {', '.join(self.marks)}"]
         lines.append(f"  {self.cost}")
         lines.append(f"  strategy: {self.strategy} split" + ("" if self.changed else " (nothing to split)"))
         lines.extend(f"  - {note}" for note in self.notes)
+        lines.extend(f"  - proved: {proof}" for proof in self.range_proofs)
         return "\n".join(lines)
 
 
@@ -126,7 +128,7 @@ def split_function(
                                                       max_fuzzy_expansion)
         mark_names = [f"{m.loop_var.name} ({m.annotations['pragma_emit_insn']})" for m in marks]
         nest_report = NestReport(index, mark_names, cost, chosen_planner.strategy, chosen_planner.changed,
-                                 list(chosen_planner.notes))
+                                 list(chosen_planner.notes), list(chosen_planner.range_proofs))
         report.nests.append(nest_report)
         if not chosen_planner.changed:
             new_nests.append(nest)

@@ -13,6 +13,20 @@ narrowed to the piece being planned, inner loops over their whole range. For an 
 ``c * v + r_min >= 0`` and always-false where ``c * v + r_max < 0``; these two thresholds are the split
 points. Opaque atoms give no split point. Each interval is then classified by proof (``tvm.sym``), so a
 status is never assumed: an interval is always-true or always-false only when the analyzer proves it.
+
+**Symbolic ranges.** When a loop bound or an atom contains a symbolic variable (``n``), the same thresholds
+are computed as expressions: ``r_min`` and ``r_max`` become the symbolic bounds of ``rest`` over the other
+loop ranges (``tvm.sym`` interval sets), and each split point is clamped into the loop range with
+``max(lo, min(hi, point))``, so every piece ``[a, b)`` lies inside ``[lo, hi)`` for every value of the symbolic
+variables (an empty piece has ``b <= a``). Points are ordered only where the analyzer proves their order; the
+atoms whose points cannot be ordered are not split on. Statuses are proved as in the static case, with
+``tvm.sym``'s symbolic-bound strength (which falls back to Z3) over the loop ranges as constraints.
+
+**Range intersection** (the second method, for a loop at or below a mark): an atom whose other variables are
+all defined outside the loop is equivalent to a bound on the loop variable, ``v >= ceil(-rest / c)`` for
+``c > 0`` or ``v <= floor(rest / -c)`` for ``c < 0``. Intersecting the loop range with these bounds (new lower
+end = max of the lower ends, new upper end = min of the upper ends) makes the atoms always-true on the new
+range, so they disappear from the body; each atom is used by one variable only, its innermost one.
 """
 
 from __future__ import annotations
@@ -26,9 +40,18 @@ import tvm
 from tvm import sym, tirx
 from tvm.ir import Range
 
-from .conditions import Atom, substitute
+from .conditions import Atom, free_vars, substitute
 
-__all__ = ["Interval", "RangeContext", "Status", "decompose_range", "split_points"]
+__all__ = [
+    "Interval",
+    "RangeContext",
+    "Status",
+    "decompose_range",
+    "decompose_symbolic_range",
+    "intersect_range",
+    "split_points",
+    "symbolic_split_points",
+]
 
 # tvm.sym's ConstIntBound uses these sentinels for unbounded ends.
 _POS_INF = 2**62
@@ -62,6 +85,7 @@ class RangeContext:
     def __init__(self) -> None:
         self.ranges: dict = {}
         self._analyzer: sym.Analyzer | None = None
+        self._range_constraint = None
 
     @property
     def analyzer(self) -> sym.Analyzer:
@@ -75,6 +99,7 @@ class RangeContext:
         """Bind ``var`` to ``[low, low + extent)`` (replacing an earlier binding)."""
         self.ranges[var] = (low, extent)
         self._analyzer = None
+        self._range_constraint = None
 
     def constant_range(self, var) -> tuple[int, int] | None:
         """``(lo, hi)`` of ``var`` when both ends are constants, else ``None``."""
@@ -85,14 +110,57 @@ class RangeContext:
         return low_value, low_value + extent_value
 
     @contextmanager
-    def narrowed(self, var, lo: int, hi: int) -> Iterator[None]:
-        """Temporarily bind ``var`` to the constant interval ``[lo, hi)``."""
+    def narrowed(self, var, lo, hi) -> Iterator[None]:
+        """Temporarily bind ``var`` to ``[lo, hi)`` (constants or expressions)."""
         previous = self.ranges[var]
-        self.bind(var, tirx.const(lo, var.ty.dtype), tirx.const(hi - lo, var.ty.dtype))
+        dtype = var.ty.dtype
+        if isinstance(lo, int) and isinstance(hi, int):
+            self.bind(var, tirx.const(lo, dtype), tirx.const(hi - lo, dtype))
+        else:
+            low = _as_expr(lo, dtype)
+            self.bind(var, low, self.analyzer.simplify(_as_expr(hi, dtype) - low))
         try:
             yield
         finally:
             self.bind(var, *previous)
+
+    @staticmethod
+    def _range_constraint_of(ranges: dict):
+        """``low <= v < low + extent`` for every variable of ``ranges`` whose range is not constant."""
+        terms = [
+            tirx.And(low <= var, var < low + extent)
+            for var, (low, extent) in ranges.items()
+            if not (isinstance(low, tirx.IntImm) and isinstance(extent, tirx.IntImm))
+        ]
+        return _conjunction(terms) if terms else tirx.const(True, "bool")
+
+    def prove(self, expr, over: set | None = None) -> bool:
+        """Prove ``expr`` for every value of the bound variables in their ranges (and every value of the
+        symbolic variables): first with the default strength, then with the symbolic-bound strength (Z3 as a
+        fallback) under the non-constant ranges as constraints.
+
+        ``over`` restricts the ranges that may be assumed to those of the given variables. Proofs about the
+        ends of a loop's pieces must not assume that loop's own range or an inner loop's range (a range
+        ``0 <= i < (n + 15) // 16`` would imply ``n >= 1``); they pass the enclosing loops here.
+        """
+        if over is None:
+            analyzer = self.analyzer
+            if self._range_constraint is None:
+                self._range_constraint = self._range_constraint_of(self.ranges)
+            constraint = self._range_constraint
+        else:
+            ranges = {var: r for var, r in self.ranges.items() if var in over}
+            analyzer = sym.Analyzer()
+            for var, (low, extent) in ranges.items():
+                analyzer.bind(var, Range.from_min_extent(low, extent))
+            constraint = self._range_constraint_of(ranges)
+        if analyzer.can_prove(expr):
+            return True
+        free = free_vars(expr)
+        if all(var in self.ranges and self.constant_range(var) is not None for var in free):
+            return False  # constant ranges only: the default strength is exact for the atoms handled here
+        with analyzer.constraint_scope(constraint):
+            return bool(analyzer.can_prove(expr, sym.ProofStrength.SYMBOLIC_BOUND))
 
     def bounds(self, expr) -> tuple[int, int]:
         """Constant lower and upper bound of an integer expression (the sentinels mean unbounded)."""
@@ -112,23 +180,62 @@ class RangeContext:
                 return Status.ALWAYS_TRUE
             if high != _POS_INF and high < 0:
                 return Status.ALWAYS_FALSE
-        if self.analyzer.can_prove(expr):
+        if self.prove(expr):
             return Status.ALWAYS_TRUE
-        if self.analyzer.can_prove(tirx.Not(expr)):
+        if self.prove(tirx.Not(expr)):
             return Status.ALWAYS_FALSE
         return Status.FUZZY
+
+    def symbolic_bounds(self, expr, excluded) -> tuple[object, object]:
+        """Lower and upper bound of ``expr`` as expressions, over the ranges of the bound variables other than
+        ``excluded`` (``None`` for an unbounded end)."""
+        domain = {
+            var: sym.IntervalSet(low, self.analyzer.simplify(low + extent - 1))
+            for var, (low, extent) in self.ranges.items()
+            if var is not excluded and not var.same_as(excluded)
+        }
+        bounds = self.analyzer.int_set(expr, domain)
+        return _finite(bounds.min_value), _finite(bounds.max_value)
+
+
+def _as_expr(value, dtype: str):
+    return tirx.const(value, dtype) if isinstance(value, int) else value
+
+
+def _conjunction(terms: list):
+    result = terms[0]
+    for term in terms[1:]:
+        result = tirx.And(result, term)
+    return result
+
+
+def _finite(bound):
+    """``None`` for the infinite ends of a ``tvm.sym`` interval set, else the bound."""
+    if isinstance(bound, tvm.ir.Var) and bound.name in ("pos_inf", "neg_inf"):
+        return None
+    return bound
+
+
+def is_symbolic(value) -> bool:
+    """True for an interval end that is an expression rather than a Python integer."""
+    return not isinstance(value, int)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """``[lo, hi)`` of one loop variable with the status of each atom on it (same order as the atoms)."""
+    """``[lo, hi)`` of one loop variable with the status of each atom on it (same order as the atoms).
 
-    lo: int
-    hi: int
+    The ends are Python integers in the static case and ``PrimExpr`` in the symbolic one."""
+
+    lo: int | tvm.ir.Expr
+    hi: int | tvm.ir.Expr
     statuses: tuple[Status, ...]
 
     @property
-    def size(self) -> int:
+    def size(self) -> int | None:
+        """The number of points, ``None`` when the ends are symbolic."""
+        if is_symbolic(self.lo) or is_symbolic(self.hi):
+            return None
         return self.hi - self.lo
 
     @property
@@ -141,7 +248,10 @@ class Interval:
         return Status.FUZZY
 
     def __str__(self) -> str:
-        span = f"{self.lo}" if self.size == 1 else f"[{self.lo},{self.hi - 1}]"
+        if self.size is None:
+            span = f"[{self.lo}, {self.hi})"
+        else:
+            span = f"{self.lo}" if self.size == 1 else f"[{self.lo},{self.hi - 1}]"
         return f"{span} {self.status.value}"
 
 
@@ -202,3 +312,125 @@ def decompose_range(var, lo: int, hi: int, atoms: Sequence[Atom], context: Range
 def is_integer_var(var) -> bool:
     """True for scalar integer variables (loop variables)."""
     return isinstance(var.ty, tvm.ir.PrimType) and var.ty.dtype.startswith(("int", "uint"))
+
+
+def _linear_in(atom: Atom, var, context: RangeContext) -> tuple[int, object] | None:
+    """``(c, rest)`` with ``atom.linear == c * var + rest`` and ``c`` a non-zero constant, else ``None``."""
+    if atom.linear is None:
+        return None
+    coefficients = sym.detect_linear_equation(context.analyzer.simplify(atom.linear), [var])
+    if len(coefficients) != 2:
+        return None
+    coefficient = _as_int(context.analyzer.simplify(coefficients[0]))
+    if not coefficient:
+        return None
+    return coefficient, coefficients[1]
+
+
+def _ceil_div_expr(numerator, divisor: int):
+    return tirx.floordiv(numerator + (divisor - 1), divisor)
+
+
+def symbolic_split_points(atom: Atom, var, context: RangeContext) -> list:
+    """``split_points`` as expressions: ``rest``'s bounds are symbolic (over the other bound variables)."""
+    linear = _linear_in(atom, var, context)
+    if linear is None:
+        return []
+    coefficient, rest = linear
+    dtype = var.ty.dtype
+    rest_min, rest_max = context.symbolic_bounds(rest, var)
+    points = []
+    if coefficient > 0:
+        for bound in (rest_min, rest_max):
+            if bound is not None:
+                points.append(_ceil_div_expr(tirx.const(0, dtype) - bound, coefficient))
+    else:
+        for bound in (rest_min, rest_max):
+            if bound is not None:
+                points.append(tirx.floordiv(bound, -coefficient) + 1)
+    return [context.analyzer.simplify(p) for p in points]
+
+
+def _clamp(point, lo, hi, context: RangeContext, outside: set):
+    """``max(lo, min(hi, point))``, without the ``min`` or ``max`` a proof shows to be unnecessary."""
+    if context.prove(point <= lo, outside):
+        return lo
+    if context.prove(hi <= point, outside):
+        return hi
+    upper = point if context.prove(point <= hi, outside) else tirx.Min(hi, point)
+    return upper if context.prove(lo <= point, outside) else tirx.Max(lo, upper)
+
+
+def _ordered(points: list, context: RangeContext, outside: set) -> list | None:
+    """``points`` sorted by proof, or ``None`` when two of them cannot be ordered."""
+    ordered: list = []
+    for point in points:
+        position = 0
+        while position < len(ordered):
+            if context.prove(point <= ordered[position], outside):
+                break
+            if not context.prove(ordered[position] <= point, outside):
+                return None
+            position += 1
+        ordered.insert(position, point)
+    return ordered
+
+
+def decompose_symbolic_range(
+    var, lo, hi, atoms: Sequence[Atom], context: RangeContext, outside: set
+) -> list[Interval]:
+    """Cut ``[lo, hi)`` (expressions) into pieces on which every atom has one proven status (or is fuzzy).
+
+    The cut points are the symbolic split points of the atoms, clamped into ``[lo, hi)``; an atom whose points
+    cannot be ordered against the others' is left out of the cuts (it stays fuzzy where it is fuzzy). Pieces
+    proven empty are dropped; neighbours with the same statuses are merged. Proofs about the cut points
+    assume only the ranges of the ``outside`` variables (the enclosing loops).
+    """
+    dtype = var.ty.dtype
+    lo, hi = _as_expr(lo, dtype), _as_expr(hi, dtype)
+    points: list = []
+    for atom in atoms:
+        candidate = _ordered(points + symbolic_split_points(atom, var, context), context, outside)
+        if candidate is not None:
+            points = candidate
+    cuts = [lo] + [_clamp(p, lo, hi, context, outside) for p in points] + [hi]
+    intervals: list[Interval] = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        if context.prove(end <= start, outside):
+            continue
+        with context.narrowed(var, start, end):
+            statuses = tuple(context.status(atom) for atom in atoms)
+        if intervals and intervals[-1].statuses == statuses:
+            intervals[-1] = Interval(intervals[-1].lo, end, statuses)
+        else:
+            intervals.append(Interval(start, end, statuses))
+    return intervals
+
+
+def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: RangeContext):
+    """The range of ``var`` intersected with the bounds its atoms imply: ``(new_lo, new_hi, atoms used)``.
+
+    Only atoms linear in ``var`` whose other variables are all in ``outside`` (defined outside the loop) or
+    not loop variables at all (symbolic) are used; ``new_lo = max(lo, lower ends)``, ``new_hi = min(hi, upper
+    ends)``. ``None`` when no atom can be used.
+    """
+    dtype = var.ty.dtype
+    new_lo, new_hi = _as_expr(lo, dtype), _as_expr(hi, dtype)
+    used = []
+    loop_vars = set(context.ranges)
+    for atom in atoms:
+        linear = _linear_in(atom, var, context)
+        if linear is None:
+            continue
+        coefficient, rest = linear
+        others = free_vars(rest)
+        if var in others or any(v in loop_vars and v not in outside for v in others):
+            continue
+        if coefficient > 0:
+            new_lo = tirx.Max(new_lo, _ceil_div_expr(tirx.const(0, dtype) - rest, coefficient))
+        else:
+            new_hi = tirx.Min(new_hi, tirx.floordiv(rest, -coefficient) + 1)
+        used.append(atom)
+    if not used:
+        return None
+    return context.analyzer.simplify(new_lo), context.analyzer.simplify(new_hi), used

@@ -17,6 +17,16 @@ The planner walks a loop nest from the outside in, keeping the current range of 
 - **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
   removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
 
+**Symbolic ranges** (a loop bound or an atom mentions a symbolic variable such as ``n``): a loop above the
+mark is cut at symbolic split points (``decompose_symbolic_range``; a guard chain above the mark does the same
+for loops that are not split), so the main tiles are condition-free copies over ``[lo, min/max(...))``. A
+loop at or below the mark is not cut but has its range intersected with the bounds its atoms imply
+(``intersect_range``): its new ends are ``min``/``max`` expressions computed *above the mark* (bound there by
+``Bind`` statements when they only depend on variables above the mark), so nothing below the mark branches; a
+range that may be empty gets a guard ``extent > 0`` above the mark. Every piece stays inside its loop's range
+for every value of the symbolic variables; the planner proves it (``tvm.sym``) and keeps the loop as it is
+when it cannot.
+
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
 statements that define variables or buffers (lets, allocations, blocks with buffers) are never copied. The
 planner only reads IR; ``rewrite.py`` turns a plan into IR.
@@ -35,11 +45,20 @@ from .conditions import (
     atoms_of,
     block_binding,
     block_if_statements,
+    free_vars,
     guards_under,
     is_mark,
     loop_vars_in,
 )
-from .intervals import Interval, RangeContext, Status, decompose_range
+from .intervals import (
+    Interval,
+    RangeContext,
+    Status,
+    decompose_range,
+    decompose_symbolic_range,
+    intersect_range,
+    is_symbolic,
+)
 
 __all__ = [
     "FULL_SPLIT",
@@ -51,6 +70,7 @@ __all__ = [
     "LoopPlan",
     "Note",
     "Planner",
+    "RangeProof",
     "RealizePlan",
     "SequencePlan",
     "VerbatimPlan",
@@ -63,12 +83,18 @@ PARTIAL_SPLIT = "partial"
 
 @dataclass
 class LoopPiece:
-    """One emitted copy of a loop over ``[lo, hi)``; ``rebased`` copies start at 0 (below a mark)."""
+    """One emitted copy of a loop over ``[lo, hi)`` (integers, or expressions for symbolic ranges).
 
-    lo: int
-    hi: int
+    ``rebased`` copies start at 0 (below a mark). ``hoisted`` copies have symbolic ends bound above the mark;
+    ``may_be_empty`` ones need ``hi > lo`` checked (above the mark when hoisted, else by ``max(0, ...)``).
+    """
+
+    lo: object
+    hi: object
     body: object
     rebased: bool = False
+    hoisted: bool = False
+    may_be_empty: bool = False
 
 
 @dataclass
@@ -89,10 +115,10 @@ class WholeLoopPlan:
 
 @dataclass
 class GuardCase:
-    """``if lo <= var < hi`` in a guard chain above a mark."""
+    """``if lo <= var < hi`` in a guard chain above a mark (integers, or expressions for symbolic ranges)."""
 
-    lo: int
-    hi: int
+    lo: object
+    hi: object
     body: object
 
 
@@ -101,8 +127,8 @@ class GuardChain:
     """An if/elif chain on the variable of ``loop`` over its range ``[range_lo, range_hi)``."""
 
     loop: tirx.For
-    range_lo: int
-    range_hi: int
+    range_lo: object
+    range_hi: object
     cases: list[GuardCase]
 
 
@@ -136,6 +162,27 @@ class VerbatimPlan:
     """A statement copied as it is (with fresh definitions)."""
 
     stmt: object
+
+
+@dataclass(frozen=True)
+class RangeProof:
+    """The obligation proved for a symbolic piece: ``[lo, hi)`` is empty or inside the loop's range
+    ``[range_lo, range_hi)`` whenever the other loop variables are in ``ranges`` (``var -> (min, extent)``)."""
+
+    loop: str
+    lo: object
+    hi: object
+    range_lo: object
+    range_hi: object
+    ranges: dict
+
+    @property
+    def claim(self):
+        """The proved statement as a boolean expression."""
+        return tirx.Or(self.hi <= self.lo, tirx.And(self.range_lo <= self.lo, self.hi <= self.range_hi))
+
+    def __str__(self) -> str:
+        return f"loop {self.loop}: [{self.lo}, {self.hi}) inside [{self.range_lo}, {self.range_hi})"
 
 
 @dataclass(frozen=True)
@@ -189,6 +236,19 @@ def _conjunction(atoms) -> str:
     return " and ".join(str(a) for a in atoms)
 
 
+def _span(lo, hi) -> str:
+    if is_symbolic(lo) or is_symbolic(hi):
+        return f"[{lo}, {hi})"
+    return f"[{lo},{hi - 1}]" if hi - lo > 1 else str(lo)
+
+
+def _same(a, b) -> bool:
+    """Equal interval ends (integers, or structurally equal expressions)."""
+    if is_symbolic(a) or is_symbolic(b):
+        return is_symbolic(a) and is_symbolic(b) and tvm_ffi.structural_equal(a, b)
+    return a == b
+
+
 class Planner:
     """Plans one strategy (full or partial split) for the loop nests of a function."""
 
@@ -206,6 +266,8 @@ class Planner:
         self._enclosing: list[tirx.For] = []
         self._assumptions: list[Atom] = []  # atoms of the enclosing then-branches
         self._split_loops: set = set()
+        self._mark_depth = 0  # how many of the enclosing loops are above the current mark
+        self.range_proofs: list[RangeProof] = []
         self.changed = False
 
     @property
@@ -223,8 +285,19 @@ class Planner:
             self._notes.append(note)
 
     def _log_split(self, subject: str, how: str, pieces: list) -> None:
-        text = ", ".join(f"[{p.lo},{p.hi - 1}]" if p.hi - p.lo > 1 else str(p.lo) for p in pieces) or "none"
+        text = ", ".join(_span(p.lo, p.hi) for p in pieces) or "none"
         self._splits.setdefault(subject, (how, []))[1].append(text)
+
+    def _is_symbolic(self, var, atoms) -> bool:
+        """True when ``var``'s range is not constant or an atom mentions a variable that is not a loop with a
+        constant range (a symbolic variable such as ``n``)."""
+        if self.context.constant_range(var) is None:
+            return True
+        return any(
+            other not in self.context.ranges or self.context.constant_range(other) is None
+            for atom in atoms
+            for other in atom.variables
+        )
 
     def _atoms_under_marks(self, loop: tirx.For, below_mark: bool = False) -> list[Atom]:
         """Atoms of every guard at or below a mark inside ``loop`` (all of its guards when it is below a mark)."""
@@ -293,6 +366,8 @@ class Planner:
         atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, below_mark))
         constant = self.context.constant_range(var)
         subject = f"loop {var.name}"
+        if atoms and self._is_symbolic(var, atoms):
+            return self._plan_symbolic_loop(loop, mark, atoms, subject)
         split = bool(atoms) and self._splits_as_loop(loop, below_mark) and constant is not None
         if split:
             blocker = copy_blocker(loop.body)
@@ -327,51 +402,140 @@ class Planner:
         finally:
             self._enclosing.pop()
 
+    def _whole(self, loop: tirx.For, mark: tirx.For | None):
+        """``loop`` kept over its range, its body planned (``None`` when the body never runs)."""
+        self._enclosing.append(loop)
+        try:
+            body = self.plan(loop.body, mark)
+        finally:
+            self._enclosing.pop()
+        return None if body is None else WholeLoopPlan(loop, body)
+
+    def _plan_symbolic_loop(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
+        """A loop whose range or atoms are symbolic: cut above the mark, range intersection at or below it."""
+        var = loop.loop_var
+        low, extent = self.context.ranges[var]
+        lo, hi = low, self.context.analyzer.simplify(low + extent)
+        if mark is not None:
+            outside = {enclosing.loop_var for enclosing in self._enclosing}
+            intersection = intersect_range(var, lo, hi, atoms, outside, self.context)
+            if intersection is None:
+                self._note(subject, "range kept: no condition bounds it through this loop alone")
+                return self._whole(loop, mark)
+            new_lo, new_hi, used = intersection
+            if not self._inside(var, new_lo, new_hi, lo, hi):
+                self._note(subject, f"range kept: [{new_lo}, {new_hi}) not proved inside [{lo}, {hi})")
+                return self._whole(loop, mark)
+            above = {enclosing.loop_var for enclosing in self._enclosing[: self._mark_depth]}
+            loop_vars = set(self.context.ranges)
+            bound_vars = free_vars(new_lo) | free_vars(new_hi)
+            hoisted = all(v in above or v not in loop_vars for v in bound_vars)
+            may_be_empty = not self.context.prove(new_lo <= new_hi, outside)
+            self._enclosing.append(loop)
+            try:
+                with self.context.narrowed(var, new_lo, new_hi):
+                    body = self.plan(loop.body, mark)
+            finally:
+                self._enclosing.pop()
+            self.changed = True
+            where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
+            self._note(subject, f"range intersected with {_conjunction(used)}: [{new_lo}, {new_hi}), computed "
+                                f"{where}")
+            if body is None:
+                return None
+            return LoopPlan(loop, [LoopPiece(new_lo, new_hi, body, rebased=True, hoisted=hoisted,
+                                             may_be_empty=may_be_empty)])
+        if not self._splits_as_loop(loop, False):
+            return self._whole(loop, mark)
+        blocker = copy_blocker(loop.body)
+        if blocker is not None:
+            self._note(subject, f"not split: {blocker}")
+            return self._whole(loop, mark)
+        outside = {enclosing.loop_var for enclosing in self._enclosing}
+        intervals = self._symbolic_intervals(var, lo, hi, atoms, subject)
+        if intervals is None:
+            return self._whole(loop, mark)
+        self._split_loops.add(var)
+        self._enclosing.append(loop)
+        pieces: list[LoopPiece] = []
+        try:
+            for interval in intervals:
+                with self.context.narrowed(var, interval.lo, interval.hi):
+                    body = self.plan(loop.body, mark)
+                if body is not None:
+                    may_be_empty = not self.context.prove(interval.lo <= interval.hi, outside)
+                    pieces.append(LoopPiece(interval.lo, interval.hi, body, may_be_empty=may_be_empty))
+        finally:
+            self._enclosing.pop()
+            self._split_loops.discard(var)
+        self.changed = True
+        self._log_split(subject, f"split by {_conjunction(atoms)}", pieces)
+        return LoopPlan(loop, pieces) if pieces else None
+
+    def _inside(self, var, new_lo, new_hi, lo, hi) -> bool:
+        """Prove that ``[new_lo, new_hi)`` is empty or inside ``[lo, hi)`` for every value of the variables;
+        the proved obligation is kept in ``range_proofs``."""
+        outside = {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
+        ranges = {v: r for v, r in self.context.ranges.items() if v in outside}
+        proof = RangeProof(var.name, new_lo, new_hi, lo, hi, ranges)
+        if not self.context.prove(proof.claim, outside):
+            return False
+        self.range_proofs.append(proof)
+        return True
+
+    def _symbolic_intervals(self, var, lo, hi, atoms, subject: str) -> list[Interval] | None:
+        """The symbolic pieces of ``var``'s range, or ``None`` when cutting gains nothing or is not proved safe."""
+        outside = {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
+        intervals = decompose_symbolic_range(var, lo, hi, atoms, self.context, outside)
+        if len(intervals) < 2:
+            return None
+        for interval in intervals:
+            if not self._inside(var, interval.lo, interval.hi, lo, hi):
+                self._note(subject, f"not split: piece [{interval.lo}, {interval.hi}) not proved inside the range")
+                return None
+        return intervals
+
     def _plan_mark(self, mark: tirx.For):
         blocker = copy_blocker(mark)
         chain_loops = []
+        self._mark_depth = len(self._enclosing)
         if blocker is None:
             mark_atoms = self._atoms_under_marks(mark)
             for loop in self._enclosing:
                 var = loop.loop_var
                 if var in self._split_loops or not self._fuzzy_atoms_with(var, mark_atoms):
                     continue
-                if self.context.constant_range(var) is None:
-                    self._note(f"loop {var.name}", "not decided above the mark: its range is not constant")
-                    continue
                 chain_loops.append(loop)
         elif self._fuzzy_atoms_with(mark.loop_var, self._atoms_under_marks(mark)):
             self._note(f"mark {mark.loop_var.name}", f"not split: {blocker}")
-            return self._plan_verbatim_mark(mark)
+            return self._whole(mark, mark)
         return self._plan_chain(mark, chain_loops, 0)
-
-    def _plan_verbatim_mark(self, mark: tirx.For):
-        self._enclosing.append(mark)
-        try:
-            body = self.plan(mark.body, mark)
-        finally:
-            self._enclosing.pop()
-        if body is None:
-            return None
-        return WholeLoopPlan(mark, body)
 
     def _plan_chain(self, mark: tirx.For, chain_loops: list, index: int):
         if index == len(chain_loops):
             return self._plan_loop(mark, mark)
         loop = chain_loops[index]
         var = loop.loop_var
-        lo, hi = self.context.constant_range(var)
         mark_atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(mark))
         # Enclosing ifs bound the variable too: a case where one of them is always-false never runs.
         assumed = [a for a in self._fuzzy_atoms_with(var, self._assumptions) if a not in mark_atoms]
         atoms = mark_atoms + assumed
-        deeper = {c.loop_var for c in chain_loops[index + 1 :]} | {mark.loop_var}
-        deeper |= {inner.loop_var for inner in loop_vars_in(mark.body)}
+        subject = f"loop {var.name}"
+        if self._is_symbolic(var, atoms):
+            low, extent = self.context.ranges[var]
+            lo, hi = low, self.context.analyzer.simplify(low + extent)
+            intervals = self._symbolic_intervals(var, lo, hi, atoms, subject)
+            if intervals is None:
+                self._note(subject, f"not decided above mark {mark.loop_var.name}: no symbolic split point")
+                return self._plan_chain(mark, chain_loops, index + 1)
+        else:
+            lo, hi = self.context.constant_range(var)
+            deeper = {c.loop_var for c in chain_loops[index + 1 :]} | {mark.loop_var}
+            deeper |= {inner.loop_var for inner in loop_vars_in(mark.body)}
+            intervals = self._pieces(var, lo, hi, atoms, deeper, subject)
         cases: list[GuardCase] = []
-        self._splits.setdefault(
-            f"loop {var.name}", (f"decided by a guard chain above mark {mark.loop_var.name}", [])
-        )
-        for interval in self._pieces(var, lo, hi, atoms, deeper, f"loop {var.name}"):
+        self._splits.setdefault(subject, (f"decided by a guard chain above mark {mark.loop_var.name}", []))
+        for interval in intervals:
             if Status.ALWAYS_FALSE in interval.statuses[len(mark_atoms) :]:
                 continue
             with self.context.narrowed(var, interval.lo, interval.hi):
@@ -382,7 +546,7 @@ class Planner:
             return None
         self.changed = True
         self._log_split(f"loop {var.name}", f"decided by a guard chain above mark {mark.loop_var.name}", cases)
-        if len(cases) == 1 and cases[0].lo == lo and cases[0].hi == hi:
+        if len(cases) == 1 and _same(cases[0].lo, lo) and _same(cases[0].hi, hi):
             return cases[0].body
         return GuardChain(loop, lo, hi, cases)
 
@@ -409,7 +573,7 @@ class Planner:
             self.changed = True
             self._note(f"block {name!r}", "dropped where its predicate is always-false")
             return None
-        if loop_vars_in(realize.block.body) or guards_under(realize.block.body):
+        if _contains_loops_or_blocks(realize.block.body):
             self._note(f"block {name!r}", "guards inside this nested block are kept: nested blocks are not split")
         plan = RealizePlan(realize, kept, changed=len(kept) != len(original))
         for atom in kept:

@@ -7,17 +7,23 @@ loop nests); every block copy gets fresh iter vars, a unique name (``B`` when it
 ``B_1``, ... otherwise) and keeps only the predicate atoms and ``if`` branches the plan kept. All loop
 variables and block iter vars are defined afresh, so the copies of one loop never share a definition.
 
+Symbolic pieces below a mark are emitted as ``for v in range(v_extent)`` with ``v_start`` / ``v_extent``
+bound by ``Bind`` statements just above the mark (``if v_extent > 0`` guards the mark when the range may be
+empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header.
+
 Nothing is decided here: the plan (``plan.py``) says what to emit.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, substitute
+from .conditions import MARK_KEY, is_mark, substitute
 from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
@@ -40,6 +46,7 @@ class Emitter:
     def __init__(self) -> None:
         self.var_map: dict = {}
         self.block_copies: dict[str, int] = {}
+        self._hoisted: list[tuple[list, list]] = []  # per mark being emitted: its Binds and emptiness guards
 
     def _fresh_var(self, var) -> tirx.Var:
         return tirx.Var(var.name, var.ty)
@@ -69,15 +76,67 @@ class Emitter:
         dtype = var.ty.dtype
         for piece in plan.pieces:
             new_var = self._fresh_var(var)
-            if piece.rebased and piece.lo != 0:
-                start, extent = tirx.const(0, dtype), tirx.const(piece.hi - piece.lo, dtype)
-                self.var_map[var] = new_var + tirx.const(piece.lo, dtype)
-            else:
-                start, extent = tirx.const(piece.lo, dtype), tirx.const(piece.hi - piece.lo, dtype)
-                self.var_map[var] = new_var
-            copies.append(self._copy_loop(loop, new_var, start, extent, piece.body))
+            with self._mark_scope(loop) as wrap:
+                if isinstance(piece.lo, int) and isinstance(piece.hi, int):
+                    start, extent, offset = self._constant_bounds(piece, dtype)
+                else:
+                    start, extent, offset = self._symbolic_bounds(var, piece, dtype)
+                self.var_map[var] = new_var if offset is None else new_var + offset
+                copies.append(wrap(self._copy_loop(loop, new_var, start, extent, piece.body)))
         self._restore(var, previous)
         return copies[0] if len(copies) == 1 else tirx.SeqStmt(copies)
+
+    @staticmethod
+    def _constant_bounds(piece, dtype: str):
+        """``(start, extent, offset)`` of a piece with integer ends."""
+        extent = tirx.const(piece.hi - piece.lo, dtype)
+        if piece.rebased and piece.lo != 0:
+            return tirx.const(0, dtype), extent, tirx.const(piece.lo, dtype)
+        return tirx.const(piece.lo, dtype), extent, None
+
+    def _symbolic_bounds(self, var, piece, dtype: str):
+        """``(start, extent, offset)`` of a piece with symbolic ends; hoisted ones are bound above the mark."""
+        lo = substitute(piece.lo if not isinstance(piece.lo, int) else tirx.const(piece.lo, dtype), self.var_map)
+        hi = substitute(piece.hi if not isinstance(piece.hi, int) else tirx.const(piece.hi, dtype), self.var_map)
+        extent = hi - lo
+        zero = tirx.const(0, dtype)
+        if not piece.rebased:
+            return lo, tirx.Max(extent, zero) if piece.may_be_empty else extent, None
+        if piece.hoisted and self._hoisted:
+            bindings, guards = self._hoisted[-1]
+            offset = None
+            if not (isinstance(lo, tirx.IntImm) and lo.value == 0):
+                offset = tirx.Var(f"{var.name}_start", var.ty)
+                bindings.append(tirx.Bind(offset, lo))
+                extent = hi - offset
+            extent_var = tirx.Var(f"{var.name}_extent", var.ty)
+            bindings.append(tirx.Bind(extent_var, extent))
+            if piece.may_be_empty:
+                guards.append(extent_var > zero)
+            return zero, extent_var, offset
+        offset = None if isinstance(lo, tirx.IntImm) and lo.value == 0 else lo
+        return zero, tirx.Max(extent, zero) if piece.may_be_empty else extent, offset
+
+    @contextmanager
+    def _mark_scope(self, loop: tirx.For):
+        """Around the emission of a mark: collects the Binds and guards of the symbolic pieces below it and
+        yields the function that puts them above the emitted loop."""
+        if not is_mark(loop):
+            yield lambda stmt: stmt
+            return
+        bindings: list = []
+        guards: list = []
+        self._hoisted.append((bindings, guards))
+
+        def wrap(stmt):
+            if guards:
+                stmt = tirx.IfThenElse(_conjunction(guards), stmt, None)
+            return tirx.SeqStmt([*bindings, stmt]) if bindings else stmt
+
+        try:
+            yield wrap
+        finally:
+            self._hoisted.pop()
 
     def _emit_whole_loop(self, plan: WholeLoopPlan) -> tirx.Stmt:
         loop = plan.loop
@@ -86,7 +145,8 @@ class Emitter:
         start, extent = substitute(loop.min, self.var_map), substitute(loop.extent, self.var_map)
         new_var = self._fresh_var(var)
         self.var_map[var] = new_var
-        result = self._copy_loop(loop, new_var, start, extent, plan.body)
+        with self._mark_scope(loop) as wrap:
+            result = wrap(self._copy_loop(loop, new_var, start, extent, plan.body))
         self._restore(var, previous)
         return result
 
@@ -111,14 +171,21 @@ class Emitter:
         dtype = plan.loop.loop_var.ty.dtype
         arms = []
         for case in plan.cases:
-            if case.hi - case.lo == 1:
-                conditions = [tirx.EQ(var, tirx.const(case.lo, dtype))]
+            if isinstance(case.lo, int) and isinstance(case.hi, int):
+                if case.hi - case.lo == 1:
+                    conditions = [tirx.EQ(var, tirx.const(case.lo, dtype))]
+                else:
+                    conditions = []
+                    if case.lo > plan.range_lo:
+                        conditions.append(var >= tirx.const(case.lo, dtype))
+                    if case.hi < plan.range_hi:
+                        conditions.append(var < tirx.const(case.hi, dtype))
             else:
                 conditions = []
-                if case.lo > plan.range_lo:
-                    conditions.append(var >= tirx.const(case.lo, dtype))
-                if case.hi < plan.range_hi:
-                    conditions.append(var < tirx.const(case.hi, dtype))
+                if not tvm_ffi.structural_equal(case.lo, plan.range_lo):
+                    conditions.append(var >= substitute(case.lo, self.var_map))
+                if not tvm_ffi.structural_equal(case.hi, plan.range_hi):
+                    conditions.append(var < substitute(case.hi, self.var_map))
             body = self.emit(case.body)
             arms.append(tirx.IfThenElse(_conjunction(conditions), body, None) if conditions else body)
         return arms[0] if len(arms) == 1 else tirx.SeqStmt(arms)

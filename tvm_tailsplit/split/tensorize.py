@@ -1,0 +1,498 @@
+"""Tensorize the marked regions TailSplit leaves behind: main tiles, tail tiles, marks.
+
+A *mark* is the loop annotation ``pragma_emit_insn`` whose value names a registered ``TensorIntrin``; the marked
+loop is the outermost loop of the region the intrinsic covers. After ``TailSplit`` a *main tile* is a marked,
+condition-free nest whose loop extents equal the description's; a *tail tile* is a marked, condition-free nest
+with smaller extents: constants (static shapes) or expressions such as ``T.min(16, n - i_0 * 16)`` or a variable
+bound by a ``tirx.Bind`` above the mark (symbolic shapes). ``tensorize_marked`` visits every mark, outermost
+first, one at a time, and removes it in every case:
+
+1. The mark's value must name a registered intrinsic (or a mark registered with ``register_tail_intrinsics``),
+   else ``ValueError`` naming the loop and the value. A block under the mark that still has an init statement,
+   when the description has none, is a ``ValueError`` naming the block (``sch.decompose_reduction`` first).
+2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free: it stays as code.
+3. Main tile (extents equal the description's): ``sch.unannotate(loop, MARK_KEY)`` (a loop annotation makes the
+   pattern match fail) then ``sch.tensorize(loop, name)``.
+4. Tail tile with constant extents: the intrinsic registered for the marked loop's extent (``by_extent``),
+   when its description has the region's extents, through ``sch.tensorize`` as well.
+5. Otherwise the *variable-length* form, when one is registered. ``sch.tensorize`` cannot be used for it: its
+   comparator binds description loops to region loops only by equal constant extents (a description loop over
+   a parameter never matches), and an implementation cannot receive a scalar operand. So this module matches the
+   tail itself: the description is specialized to the region's extents by pairing its loops with the region's
+   (outermost first), the region's block body (iter vars replaced by their bindings, region loop ``l`` written
+   as ``min_l + l_desc``) must equal the description's block body node for node, where every buffer access
+   must be the description's index plus a start that does not depend on the loops (trailing dimensions; extra
+   leading dimensions must not depend on the loops either). The extents must be provably at most the
+   description's (enclosing loop ranges and ``Bind`` values are known to the prover). The registered callable
+   receives a ``TailMatch`` (buffers with start indices, extents) and returns the statement replacing the
+   marked loop, e.g. masked AVX-512 loads and stores whose lane mask is ``ramp(0, 1, 16) < extent``.
+6. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
+   (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded.
+
+``sch.tensorize`` checks the pattern itself; a refused region is left unchanged, so the result is never wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, sym, tirx
+from tvm.ir import Range
+from tvm.s_tir import SBlock, SBlockRealize
+
+from .conditions import MARK_KEY, Mark, find_marks, substitute
+
+__all__ = [
+    "TailForms",
+    "TailMatch",
+    "TailMismatch",
+    "TensorizeMarked",
+    "TensorizeRecord",
+    "register_tail_intrinsics",
+    "tail_intrinsics",
+    "tensorize_marked",
+]
+
+
+class TailMismatch(ValueError):
+    """Raised by a variable-length emitter (or the matcher) when a tail does not fit; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class TailMatch:
+    """A tail region matched against an intrinsic's description.
+
+    ``buffers`` maps each description buffer name (e.g. ``"A"``) to the region's buffer and the start indices of
+    the access (one per dimension of the region's buffer); ``extents`` are the region's loop extents, outermost
+    first, paired with the description's loops."""
+
+    intrinsic: str
+    block_name: str
+    loops: tuple[tirx.For, ...]
+    extents: tuple[tvm.ir.PrimExpr, ...]
+    buffers: dict[str, tuple[tirx.Buffer, tuple[tvm.ir.PrimExpr, ...]]]
+
+
+@dataclass(frozen=True)
+class TailForms:
+    """The tail forms of one mark value: fixed-size intrinsics by the marked loop's extent, and an emitter."""
+
+    by_extent: dict[int, str] = field(default_factory=dict)
+    variable_length: Callable[[TailMatch], tirx.Stmt] | None = None
+
+
+@dataclass(frozen=True)
+class TensorizeRecord:
+    """What ``tensorize_marked`` did with one mark. ``action`` is ``"tensorized"`` (main tile),
+    ``"tail_intrinsic"`` (a fixed-size tail intrinsic), ``"variable_length"`` (the emitter) or ``"left"``."""
+
+    function: str
+    loop: str
+    block: str
+    instruction: str
+    action: str
+    intrinsic: str | None = None
+    reason: str = ""
+
+    def __str__(self) -> str:
+        used = f" with {self.intrinsic}" if self.intrinsic and self.action != "left" else ""
+        why = f": {self.reason}" if self.reason else ""
+        where = f"{self.function}: loop {self.loop} (block {self.block}, mark {self.instruction!r})"
+        return f"{where} {self.action}{used}{why}"
+
+
+_TAIL_FORMS: dict[str, TailForms] = {}
+
+
+def register_tail_intrinsics(
+    mark_value: str,
+    by_extent: dict[int, str] | None = None,
+    variable_length: Callable[[TailMatch], tirx.Stmt] | None = None,
+) -> None:
+    """Register the tail forms of the intrinsic a mark names (replaces an earlier registration).
+
+    ``by_extent`` maps an extent of the marked loop to a registered ``TensorIntrin`` covering tails of that size;
+    ``variable_length(match: TailMatch) -> tirx.Stmt`` builds the replacement of a tail of any extent up to the
+    description's (raise ``TailMismatch`` to refuse one)."""
+    by_extent = dict(by_extent or {})
+    for extent, name in by_extent.items():
+        if not isinstance(extent, int) or extent <= 0:
+            raise ValueError(f"by_extent keys are positive loop extents, got {extent!r} for {mark_value!r}")
+        if not isinstance(name, str):
+            raise ValueError(f"by_extent[{extent}] must name a TensorIntrin, got {name!r}")
+    if variable_length is not None and not callable(variable_length):
+        raise ValueError(f"variable_length must be callable, got {variable_length!r}")
+    _TAIL_FORMS[mark_value] = TailForms(by_extent, variable_length)
+
+
+def tail_intrinsics(mark_value: str) -> TailForms | None:
+    """The tail forms registered for ``mark_value`` (``None`` when there are none)."""
+    return _TAIL_FORMS.get(mark_value)
+
+
+def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IRModule:
+    """Tensorize every condition-free marked region whose shape matches the intrinsic its mark names; tails use
+    a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
+
+    When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
+    from ..intrinsics import register_intrinsics  # the package's own intrinsics (import cycle otherwise)
+
+    register_intrinsics()
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc) and find_marks(func):
+            func = _tensorize_function(func, global_var.name_hint, report)
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs)
+
+
+def TensorizeMarked(report: list | None = None) -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
+    """``tensorize_marked`` as a module pass (``report`` as there)."""
+
+    def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        return tensorize_marked(mod, report=report)
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="TensorizeMarked")
+
+
+def _tensorize_function(func: tirx.PrimFunc, name: str, report: list | None) -> tirx.PrimFunc:
+    seen: set = set()
+    while True:
+        marks = find_marks(func)
+        if not marks:
+            return func
+        mark = marks[0]
+        key = mark.loop.loop_var
+        if any(key.same_as(v) for v in seen):
+            raise RuntimeError(f"internal error: the mark on loop {key.name} was not removed")
+        seen.add(key)
+        func, record = _handle(func, mark, name)
+        if report is not None:
+            report.append(record)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one mark
+
+
+def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc, TensorizeRecord]:
+    value = mark.instruction
+    loop_name = mark.loop.loop_var.name
+    blocks = mark.blocks()
+    block_name = blocks[0] if blocks else "?"
+    intrinsic = s_tir.TensorIntrin.get(value, allow_missing=True)
+    forms = _TAIL_FORMS.get(value, TailForms())
+    if intrinsic is None and value not in _TAIL_FORMS:
+        raise ValueError(
+            f"the mark on loop {loop_name!r} (block {block_name!r}) names {value!r}, which is not a registered "
+            "TensorIntrin (register it with tvm.s_tir.TensorIntrin.register, or tail forms with "
+            "tvm_tailsplit.register_tail_intrinsics)"
+        )
+    if intrinsic is not None:
+        _check_decomposed(mark, intrinsic.desc, value)
+
+    def record(action: str, used: str | None = None, reason: str = "") -> TensorizeRecord:
+        return TensorizeRecord(fname, loop_name, block_name, value, action, used, reason)
+
+    if mark.guards:
+        reason = "not condition-free: " + "; ".join(g.describe() for g in mark.guards)
+        return _unmark(func, mark.loop), record("left", reason=reason)
+
+    loops, _ = _perfect_nest(mark.loop)
+    extents = tuple(loop.extent for loop in loops) if loops else None
+    desc_extents = _description_extents(intrinsic.desc) if intrinsic is not None else None
+    reasons: list[str] = []
+
+    if extents is None or (desc_extents is not None and _same_constants(extents, desc_extents)):
+        if intrinsic is None:
+            reasons.append(f"{value!r} has tail forms only")
+        else:
+            result, reason = _try_tensorize(func, mark, value)
+            if result is not None:
+                return result, record("tensorized", value)
+            return _unmark(func, mark.loop), record("left", reason=reason)
+
+    if extents is not None and all(isinstance(e, tirx.IntImm) for e in extents):
+        tail_name = forms.by_extent.get(int(extents[0].value))
+        if tail_name is not None:
+            tail = s_tir.TensorIntrin.get(tail_name, allow_missing=True)
+            if tail is None:
+                reasons.append(f"tail intrinsic {tail_name!r} is not registered")
+            elif not _same_constants(extents, _description_extents(tail.desc)):
+                reasons.append(f"tail intrinsic {tail_name!r} does not have the extents {_show(extents)}")
+            else:
+                result, reason = _try_tensorize(func, mark, tail_name)
+                if result is not None:
+                    return result, record("tail_intrinsic", tail_name)
+                reasons.append(f"{tail_name}: {reason}")
+
+    if forms.variable_length is not None and intrinsic is not None:
+        try:
+            match = _match_tail(func, mark, value, intrinsic.desc)
+            replacement = forms.variable_length(match)
+        except TailMismatch as err:
+            reasons.append(f"variable-length form refused: {err}")
+        else:
+            return _replace_loop(func, mark.loop, replacement), record("variable_length", value)
+    elif not reasons:
+        what = _show(extents) if extents is not None else "a nest that is not perfect"
+        reasons.append(f"tail {what} and no tail form registered for {value!r}")
+    return _unmark(func, mark.loop), record("left", reason="; ".join(reasons))
+
+
+def _show(extents) -> str:
+    return "(" + ", ".join(str(e) for e in extents) + ")"
+
+
+def _same_constants(extents, desc_extents) -> bool:
+    if desc_extents is None or len(extents) != len(desc_extents):
+        return False
+    return all(
+        isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and a.value == b.value
+        for a, b in zip(extents, desc_extents, strict=True)
+    )
+
+
+def _check_decomposed(mark: Mark, desc: tirx.PrimFunc, value: str) -> None:
+    desc_inits = []
+    tvm_ffi.structural_walk(desc.body, (SBlock, lambda b: desc_inits.append(b) if b.init is not None else None))
+    if desc_inits:
+        return
+    with_init: list[str] = []
+    tvm_ffi.structural_walk(mark.loop, (SBlock, lambda b: with_init.append(b.name_hint) if b.init else None))
+    if with_init:
+        raise ValueError(
+            f"block {with_init[0]!r} under the mark on loop {mark.loop.loop_var.name!r} ({value!r}) still has its "
+            "init statement, and the intrinsic covers only the update: call sch.decompose_reduction(block, loop) "
+            "with a loop above the mark before marking"
+        )
+
+
+def _perfect_nest(loop: tirx.For) -> tuple[tuple[tirx.For, ...] | None, SBlockRealize | None]:
+    """The loops from ``loop`` down to the one block they contain, or ``(None, None)`` if not a perfect nest."""
+    loops = []
+    node = loop
+    while isinstance(node, tirx.For):
+        loops.append(node)
+        node = node.body
+    if isinstance(node, SBlockRealize):
+        return tuple(loops), node
+    return None, None
+
+
+def _description_nest(desc: tirx.PrimFunc) -> tuple[tuple[tirx.For, ...] | None, SBlockRealize | None]:
+    body = desc.body
+    if isinstance(body, SBlockRealize):  # the "root" block of the description
+        body = body.block.body
+    return _perfect_nest(body) if isinstance(body, tirx.For) else (None, None)
+
+
+def _description_extents(desc: tirx.PrimFunc):
+    loops, _ = _description_nest(desc)
+    return tuple(loop.extent for loop in loops) if loops else None
+
+
+def _first_line(err: Exception) -> str:
+    for line in str(err).splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ", "^")):
+            return line
+    return type(err).__name__
+
+
+def _try_tensorize(func: tirx.PrimFunc, mark: Mark, name: str) -> tuple[tirx.PrimFunc | None, str]:
+    """``sch.tensorize`` on the marked loop; ``(new function, "")`` or ``(None, reason)`` (input unchanged)."""
+    blocks = mark.blocks()
+    if not blocks:
+        return None, "no block under the mark"
+    try:
+        sch = s_tir.Schedule(func)
+        loop_rv = None
+        for rv in sch.get_loops(sch.get_sblock(blocks[0])):
+            if sch.get(rv).loop_var.same_as(mark.loop.loop_var):
+                loop_rv = rv
+        if loop_rv is None:
+            return None, f"the marked loop is not found above block {blocks[0]!r}"
+        sch.unannotate(loop_rv, MARK_KEY)
+        sch.tensorize(loop_rv, name)
+        return sch.mod["main"], ""
+    except (tvm.error.TVMError, ValueError) as err:
+        return None, f"sch.tensorize refused: {_first_line(err)}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# IR surgery
+
+
+def _map_loop(func: tirx.PrimFunc, loop: tirx.For, make: Callable[[tirx.For], tirx.Stmt]) -> tirx.PrimFunc:
+    target = loop.loop_var
+
+    def on_for(node: tirx.For, mutator):
+        if node.loop_var.same_as(target):
+            return make(node)
+        return mutator.default_mutate(node)
+
+    return func.with_body(tvm_ffi.structural_mutate(func.body, [(tirx.For, on_for)]))
+
+
+def _unmark(func: tirx.PrimFunc, loop: tirx.For) -> tirx.PrimFunc:
+    def unmark(node: tirx.For) -> tirx.For:
+        annotations = {k: v for k, v in node.annotations.items() if k != MARK_KEY}
+        return tirx.For(node.loop_var, node.min, node.extent, node.kind, node.body, node.thread_binding, annotations)
+
+    return _map_loop(func, loop, unmark)
+
+
+def _replace_loop(func: tirx.PrimFunc, loop: tirx.For, stmt: tirx.Stmt) -> tirx.PrimFunc:
+    return _map_loop(func, loop, lambda _: stmt)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# matching a tail against a description
+
+
+def _scope_of(func: tirx.PrimFunc, loop: tirx.For) -> tuple[list[tirx.For], dict]:
+    """The loops enclosing ``loop`` and the ``Bind`` values visible at it."""
+    target = loop.loop_var
+    found: list = []
+
+    def walk(node, loops: list, binds: dict) -> bool:
+        if isinstance(node, tirx.For):
+            if node.loop_var.same_as(target):
+                found.append((loops, binds))
+                return True
+            return walk(node.body, loops + [node], binds)
+        if isinstance(node, SBlockRealize):
+            return walk(node.block.body, loops, binds)
+        if isinstance(node, tirx.SeqStmt):
+            binds = dict(binds)
+            for child in node.seq:
+                if isinstance(child, tirx.Bind):
+                    binds[child.var] = child.value
+                elif walk(child, loops, binds):
+                    return True
+            return False
+        if isinstance(node, tirx.IfThenElse):
+            return walk(node.then_case, loops, binds) or (
+                node.else_case is not None and walk(node.else_case, loops, binds)
+            )
+        if hasattr(node, "body") and isinstance(node.body, tirx.Stmt):
+            return walk(node.body, loops, binds)
+        return False
+
+    walk(func.body, [], {})
+    return found[0] if found else ([], {})
+
+
+def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc) -> TailMatch:
+    loops, realize = _perfect_nest(mark.loop)
+    if loops is None:
+        raise TailMismatch("the marked region is not a perfect loop nest over one block")
+    desc_loops, desc_realize = _description_nest(desc)
+    if desc_loops is None:
+        raise TailMismatch(f"the description of {name!r} is not a perfect loop nest")
+    if len(loops) != len(desc_loops):
+        raise TailMismatch(f"{len(loops)} loops under the mark, the description of {name!r} has {len(desc_loops)}")
+    if realize.block.init is not None:
+        raise TailMismatch(f"block {realize.block.name_hint!r} has an init statement")
+
+    enclosing, binds = _scope_of(func, mark.loop)
+    analyzer = sym.Analyzer()
+    for outer in enclosing:
+        if outer.loop_var.ty.dtype.startswith("int"):
+            analyzer.bind(outer.loop_var, Range.from_min_extent(outer.min, outer.extent))
+    resolved_binds = {}
+    for var, value in binds.items():  # later binds may use earlier ones
+        resolved_binds[var] = substitute(value, resolved_binds)
+    for loop, desc_loop in zip(loops, desc_loops, strict=True):
+        bound = substitute(loop.extent, resolved_binds)
+        if not analyzer.can_prove(bound <= desc_loop.extent):
+            raise TailMismatch(
+                f"extent {loop.extent} of loop {loop.loop_var.name} is not provably <= {desc_loop.extent}"
+            )
+
+    def body_of(block_realize: SBlockRealize, renaming: dict):
+        binding = {iv.var: v for iv, v in zip(block_realize.block.iter_vars, block_realize.iter_values, strict=True)}
+        return substitute(substitute(block_realize.block.body, binding), renaming)
+
+    desc_vars = [d.loop_var for d in desc_loops]
+    desc_body = body_of(desc_realize, {})
+    renaming = {
+        lp.loop_var: (d if d.ty.dtype == lp.loop_var.ty.dtype else tirx.Cast(lp.loop_var.ty.dtype, d)) + lp.min
+        for lp, d in zip(loops, desc_vars, strict=True)
+    }
+    region_body = body_of(realize, renaming)
+    matcher = _Matcher(desc_vars, analyzer)
+    matcher.match(desc_body, region_body)
+    return TailMatch(
+        intrinsic=name,
+        block_name=realize.block.name_hint,
+        loops=loops,
+        extents=tuple(loop.extent for loop in loops),
+        buffers={d.name: (r, starts) for d, (r, starts) in matcher.buffers.items()},
+    )
+
+
+class _Matcher:
+    """Node-for-node comparison of a description's block body with a region's (both over description loop vars)."""
+
+    def __init__(self, desc_vars: list, analyzer: sym.Analyzer):
+        self.desc_vars = desc_vars
+        self.zero = {v: tirx.const(0, v.ty.dtype) for v in desc_vars}
+        self.analyzer = analyzer
+        self.buffers: dict = {}  # description buffer -> (region buffer, start indices)
+
+    def fail(self, what: str) -> None:
+        raise TailMismatch(f"the block does not match the description: {what}")
+
+    def access(self, desc_buffer, desc_indices, buffer, indices) -> None:
+        if desc_buffer.dtype != buffer.dtype:
+            self.fail(f"{buffer.name} is {buffer.dtype}, the description's {desc_buffer.name} is {desc_buffer.dtype}")
+        extra = len(indices) - len(desc_indices)
+        if extra < 0:
+            self.fail(f"{buffer.name} has fewer dimensions than {desc_buffer.name}")
+        starts = []
+        for position, index in enumerate(indices):
+            start = self.analyzer.simplify(substitute(index, self.zero))
+            if position < extra:
+                if not self.analyzer.can_prove_equal(index, start):
+                    self.fail(f"a leading index of {buffer.name} depends on the covered loops: {index}")
+            elif not self.analyzer.can_prove_equal(index - start, desc_indices[position - extra]):
+                self.fail(f"index {index} of {buffer.name} is not a start plus {desc_indices[position - extra]}")
+            starts.append(start)
+        known = next((v for k, v in self.buffers.items() if k.same_as(desc_buffer)), None)
+        if known is None:
+            self.buffers[desc_buffer] = (buffer, tuple(starts))
+            return
+        if not known[0].same_as(buffer):
+            self.fail(f"{desc_buffer.name} is both {known[0].name} and {buffer.name}")
+        if not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(known[1], starts, strict=True)):
+            self.fail(f"{buffer.name} is accessed at two different starts")
+
+    def match(self, desc, region) -> None:
+        if isinstance(desc, tirx.BufferStore):
+            if not isinstance(region, tirx.BufferStore):
+                self.fail(f"expected a store, found {type(region).__name__}")
+            self.access(desc.buffer, desc.indices, region.buffer, region.indices)
+            self.match(desc.value, region.value)
+        elif isinstance(desc, tvm.ir.TensorLoad):
+            if not isinstance(region, tvm.ir.TensorLoad):
+                self.fail(f"expected a load of {desc.source.name}, found {region}")
+            self.access(desc.source, desc.indices, region.source, region.indices)
+        elif isinstance(desc, (tirx.FloatImm, tirx.IntImm)):
+            if type(desc) is not type(region) or desc.ty.dtype != region.ty.dtype or desc.value != region.value:
+                self.fail(f"expected {desc}, found {region}")
+        elif isinstance(desc, tirx.Cast):
+            if not isinstance(region, tirx.Cast) or desc.ty.dtype != region.ty.dtype:
+                self.fail(f"expected {desc}, found {region}")
+            self.match(desc.value, region.value)
+        elif hasattr(desc, "a") and hasattr(desc, "b"):
+            if type(desc) is not type(region):
+                self.fail(f"expected {type(desc).__name__}, found {region}")
+            self.match(desc.a, region.a)
+            self.match(desc.b, region.b)
+        else:
+            self.fail(f"unsupported node {type(desc).__name__} in the description")
