@@ -480,7 +480,8 @@ class Planner:
         proof = RangeProof(var.name, new_lo, new_hi, lo, hi, ranges)
         if not self.context.prove(proof.claim, outside):
             return False
-        self.range_proofs.append(proof)
+        if all(str(proof) != str(known) for known in self.range_proofs):
+            self.range_proofs.append(proof)
         return True
 
     def _symbolic_intervals(self, var, lo, hi, atoms, subject: str) -> list[Interval] | None:
