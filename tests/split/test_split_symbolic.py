@@ -231,3 +231,18 @@ def test_symbolic_tail_tensorizes_its_main_tiles():
     executables = (tvm.compile(remove_marks(before), target="llvm"), tvm.compile(tensorized, target="llvm"))
     for n in symbolic_values(16):
         assert_same_results(before, tensorized, scalar_args={"n": n}, trials=1, executables=executables)
+
+
+def test_unordered_split_points_become_guarded_cases_with_condition_free_main_tiles():
+    """``s <= x < n``: the split points of ``s`` and ``n`` cannot be ordered, so the planner splits into guarded
+    cases on their order (at most four); in the case with room for whole tiles the main copy has the constant
+    extent 8 and no condition."""
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(tvm.IRModule({"main": window_1d}))
+    text = str(reports[0])
+    assert "guarded cases" in text
+    assert text.count("guarded cases") <= 2
+    marks = find_marks(after["main"])
+    constant = [m for m in marks if isinstance(m.loop.extent, tirx.IntImm) and m.loop.extent.value == 8]
+    assert constant and all(not m.guards for m in marks)
+    assert len(marks) <= 4 * 3

@@ -86,6 +86,7 @@ class RangeContext:
         self.ranges: dict = {}
         self._analyzer: sym.Analyzer | None = None
         self._range_constraint = None
+        self.assumptions: list = []  # conditions of the guarded cases being planned (e.g. ``s // 8 <= n // 8``)
 
     @property
     def analyzer(self) -> sym.Analyzer:
@@ -124,10 +125,21 @@ class RangeContext:
         finally:
             self.bind(var, *previous)
 
-    @staticmethod
-    def _range_constraint_of(ranges: dict):
-        """``low <= v < low + extent`` for every variable of ``ranges`` whose range is not constant."""
-        terms = [
+    @contextmanager
+    def assuming(self, condition) -> Iterator[None]:
+        """Temporarily add ``condition`` (over symbolic and enclosing variables) to what proofs may assume."""
+        self.assumptions.append(condition)
+        self._range_constraint = None
+        try:
+            yield
+        finally:
+            self.assumptions.pop()
+            self._range_constraint = None
+
+    def _range_constraint_of(self, ranges: dict):
+        """The assumptions and ``low <= v < low + extent`` for every variable of ``ranges`` whose range is not
+        constant."""
+        terms = list(self.assumptions) + [
             tirx.And(low <= var, var < low + extent)
             for var, (low, extent) in ranges.items()
             if not (isinstance(low, tirx.IntImm) and isinstance(extent, tirx.IntImm))
@@ -157,7 +169,7 @@ class RangeContext:
         if analyzer.can_prove(expr):
             return True
         free = free_vars(expr)
-        if all(var in self.ranges and self.constant_range(var) is not None for var in free):
+        if not self.assumptions and all(var in self.ranges and self.constant_range(var) is not None for var in free):
             return False  # constant ranges only: the default strength is exact for the atoms handled here
         with analyzer.constraint_scope(constraint):
             return bool(analyzer.can_prove(expr, sym.ProofStrength.SYMBOLIC_BOUND))
@@ -361,8 +373,9 @@ def _clamp(point, lo, hi, context: RangeContext, outside: set):
     return upper if context.prove(lo <= point, outside) else tirx.Max(lo, upper)
 
 
-def _ordered(points: list, context: RangeContext, outside: set) -> list | None:
-    """``points`` sorted by proof, or ``None`` when two of them cannot be ordered."""
+def _ordered(points: list, context: RangeContext, outside: set) -> tuple[list | None, tuple | None]:
+    """``(points sorted by proof, None)``, or ``(None, (p, q))`` with the first two points that cannot be
+    ordered."""
     ordered: list = []
     for point in points:
         position = 0
@@ -370,29 +383,34 @@ def _ordered(points: list, context: RangeContext, outside: set) -> list | None:
             if context.prove(point <= ordered[position], outside):
                 break
             if not context.prove(ordered[position] <= point, outside):
-                return None
+                return None, (ordered[position], point)
             position += 1
         ordered.insert(position, point)
-    return ordered
+    return ordered, None
 
 
 def decompose_symbolic_range(
     var, lo, hi, atoms: Sequence[Atom], context: RangeContext, outside: set
-) -> list[Interval]:
+) -> tuple[list[Interval], tuple | None]:
     """Cut ``[lo, hi)`` (expressions) into pieces on which every atom has one proven status (or is fuzzy).
 
     The cut points are the symbolic split points of the atoms, clamped into ``[lo, hi)``; an atom whose points
-    cannot be ordered against the others' is left out of the cuts (it stays fuzzy where it is fuzzy). Pieces
-    proven empty are dropped; neighbours with the same statuses are merged. Proofs about the cut points
-    assume only the ranges of the ``outside`` variables (the enclosing loops).
+    cannot be ordered against the others' is left out of the cuts (it stays fuzzy where it is fuzzy), and the
+    first two points that could not be ordered are returned with the pieces (the planner may split into
+    guarded cases on their comparison). Pieces proven empty are dropped; neighbours with the same statuses
+    are merged. Proofs about the cut points assume only the ranges of the ``outside`` variables (the
+    enclosing loops) and the context's assumptions.
     """
     dtype = var.ty.dtype
     lo, hi = _as_expr(lo, dtype), _as_expr(hi, dtype)
     points: list = []
+    unordered = None
     for atom in atoms:
-        candidate = _ordered(points + symbolic_split_points(atom, var, context), context, outside)
+        candidate, pair = _ordered(points + symbolic_split_points(atom, var, context), context, outside)
         if candidate is not None:
             points = candidate
+        elif unordered is None:
+            unordered = pair
     cuts = [lo] + [_clamp(p, lo, hi, context, outside) for p in points] + [hi]
     intervals: list[Interval] = []
     for start, end in zip(cuts, cuts[1:], strict=False):
@@ -404,7 +422,7 @@ def decompose_symbolic_range(
             intervals[-1] = Interval(intervals[-1].lo, end, statuses)
         else:
             intervals.append(Interval(start, end, statuses))
-    return intervals
+    return intervals, unordered
 
 
 def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: RangeContext):

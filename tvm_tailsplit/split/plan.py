@@ -79,6 +79,7 @@ __all__ = [
 
 FULL_SPLIT = "full"
 PARTIAL_SPLIT = "partial"
+MAX_CASE_DEPTH = 2  # guarded cases on the order of symbolic split points: at most 2 x 2 = 4 per loop
 
 
 @dataclass
@@ -268,6 +269,7 @@ class Planner:
         self._split_loops: set = set()
         self._mark_depth = 0  # how many of the enclosing loops are above the current mark
         self.range_proofs: list[RangeProof] = []
+        self._case_depth = 0  # guarded cases (on the order of two symbolic split points) being planned
         self.changed = False
 
     @property
@@ -452,7 +454,9 @@ class Planner:
             self._note(subject, f"not split: {blocker}")
             return self._whole(loop, mark)
         outside = {enclosing.loop_var for enclosing in self._enclosing}
-        intervals = self._symbolic_intervals(var, lo, hi, atoms, subject)
+        intervals, unordered = self._symbolic_intervals(var, lo, hi, atoms, subject)
+        if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
+            return self._plan_cases(unordered, lambda: self._plan_symbolic_loop(loop, mark, atoms, subject), subject)
         if intervals is None:
             return self._whole(loop, mark)
         self._split_loops.add(var)
@@ -484,17 +488,39 @@ class Planner:
             self.range_proofs.append(proof)
         return True
 
-    def _symbolic_intervals(self, var, lo, hi, atoms, subject: str) -> list[Interval] | None:
-        """The symbolic pieces of ``var``'s range, or ``None`` when cutting gains nothing or is not proved safe."""
+    def _symbolic_intervals(self, var, lo, hi, atoms, subject: str) -> tuple[list[Interval] | None, tuple | None]:
+        """The symbolic pieces of ``var``'s range (``None`` when cutting gains nothing or is not proved safe),
+        and the first two split points whose order could not be proved."""
         outside = {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
-        intervals = decompose_symbolic_range(var, lo, hi, atoms, self.context, outside)
+        intervals, unordered = decompose_symbolic_range(var, lo, hi, atoms, self.context, outside)
         if len(intervals) < 2:
-            return None
+            return None, unordered
         for interval in intervals:
             if not self._inside(var, interval.lo, interval.hi, lo, hi):
                 self._note(subject, f"not split: piece [{interval.lo}, {interval.hi}) not proved inside the range")
-                return None
-        return intervals
+                return None, None
+        return intervals, unordered
+
+    def _plan_cases(self, pair: tuple, replan, subject: str):
+        """Two guarded cases, ``p <= q`` and ``q < p``, each planned again with its condition assumed (so the
+        split points can be ordered); nested at most ``MAX_CASE_DEPTH`` deep (four cases)."""
+        first, second = pair
+        plans = []
+        for condition in (first <= second, second < first):
+            self._case_depth += 1
+            try:
+                with self.context.assuming(condition):
+                    plan = replan()
+            finally:
+                self._case_depth -= 1
+            if plan is not None:
+                plans.append(IfPlan(None, tuple(atoms_of(condition)), plan, None))
+        self.changed = True
+        self._note(subject, f"guarded cases {first} <= {second} and {second} < {first} above the loop: the order "
+                            "of these split points decides the pieces")
+        if not plans:
+            return None
+        return plans[0] if len(plans) == 1 else SequencePlan(plans)
 
     def _plan_mark(self, mark: tirx.For):
         blocker = copy_blocker(mark)
@@ -525,7 +551,9 @@ class Planner:
         if self._is_symbolic(var, atoms):
             low, extent = self.context.ranges[var]
             lo, hi = low, self.context.analyzer.simplify(low + extent)
-            intervals = self._symbolic_intervals(var, lo, hi, atoms, subject)
+            intervals, unordered = self._symbolic_intervals(var, lo, hi, atoms, subject)
+            if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
+                return self._plan_cases(unordered, lambda: self._plan_chain(mark, chain_loops, index), subject)
             if intervals is None:
                 self._note(subject, f"not decided above mark {mark.loop_var.name}: no symbolic split point")
                 return self._plan_chain(mark, chain_loops, index + 1)

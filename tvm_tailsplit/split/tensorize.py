@@ -15,9 +15,10 @@ first, one at a time, and removes it in every case:
    pattern match fail) then ``sch.tensorize(loop, name)``.
 4. Tail tile with constant extents: the intrinsic registered for the marked loop's extent (``by_extent``),
    when its description has the region's extents, through ``sch.tensorize`` as well.
-5. Otherwise the *variable-length* form, when one is registered. ``sch.tensorize`` cannot be used for it: its
-   comparator binds description loops to region loops only by equal constant extents (a description loop over
-   a parameter never matches), and an implementation cannot receive a scalar operand. So this module matches the
+5. Otherwise the *variable-length* form, when one is registered. ``sch.tensorize`` cannot be used for it: a
+   description's parameters must all be handles ("Parameters of the description of the tensor intrinsic should
+   be handle only"), so the extent cannot be an operand, and a loop over a free variable in the description is
+   compared with the region's extent, never bound to it (tensorize is refused). So this module matches the
    tail itself: the description is specialized to the region's extents by pairing its loops with the region's
    (outermost first), the region's block body (iter vars replaced by their bindings, region loop ``l`` written
    as ``min_l + l_desc``) must equal the description's block body node for node, where every buffer access
@@ -138,9 +139,13 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
     a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
 
     When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
-    from ..intrinsics import register_intrinsics  # the package's own intrinsics (import cycle otherwise)
+    from ..intrinsics import ensure_builtin_registered, register_intrinsics  # (import cycle otherwise)
 
     register_intrinsics()
+    for func in mod.functions.values():
+        if isinstance(func, tirx.PrimFunc):
+            for mark in find_marks(func):
+                ensure_builtin_registered(mark.instruction)
     functions = {}
     for global_var, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc) and find_marks(func):
@@ -296,7 +301,12 @@ def _description_extents(desc: tirx.PrimFunc):
 
 
 def _first_line(err: Exception) -> str:
-    for line in str(err).splitlines():
+    """The informative first line of a TVM error (the ``Error message:`` line of a ScheduleError)."""
+    lines = str(err).splitlines()
+    for line in lines:
+        if line.strip().startswith("Error message:"):
+            return line.strip()[len("Error message:") :].strip()
+    for line in lines:
         line = line.strip()
         if line and not line.startswith(("Traceback", "File ", "^")):
             return line
@@ -319,7 +329,7 @@ def _try_tensorize(func: tirx.PrimFunc, mark: Mark, name: str) -> tuple[tirx.Pri
         sch.unannotate(loop_rv, MARK_KEY)
         sch.tensorize(loop_rv, name)
         return sch.mod["main"], ""
-    except (tvm.error.TVMError, ValueError) as err:
+    except (RuntimeError, ValueError, TypeError) as err:  # ScheduleError and TVM internal errors are RuntimeErrors
         return None, f"sch.tensorize refused: {_first_line(err)}"
 
 
