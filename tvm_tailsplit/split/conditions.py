@@ -37,9 +37,11 @@ __all__ = [
     "atoms_of",
     "block_if_statements",
     "find_marks",
+    "guards_everything",
     "guards_under",
     "is_mark",
     "loop_vars_in",
+    "same_atom",
     "substitute",
 ]
 
@@ -189,6 +191,43 @@ def guards_under(stmt) -> list[GuardSite]:
 
     walk(stmt, {})
     return sites
+
+
+def same_atom(first: Atom, second: Atom) -> bool:
+    """Structural equality of two atoms (the same comparison over the same variables)."""
+    return bool(tvm_ffi.structural_equal(first.expr, second.expr))
+
+
+def guards_everything(stmt, atom: Atom) -> bool:
+    """True when every statement with an effect in ``stmt`` runs only where ``atom`` holds: each block has the
+    atom in its predicate or in an ``if`` without ``else`` around its whole body, or sits under a loop-level
+    ``if`` without ``else`` on it. Then the iterations where the atom fails do nothing, and a loop range may
+    be narrowed to where it holds. Anything else (an ``else`` branch, an unguarded block) gives ``False``."""
+
+    def has_atom(condition, binding: dict) -> bool:
+        return any(same_atom(a, atom) for a in atoms_of(substitute(condition, binding)))
+
+    def guarded(node, binding: dict) -> bool:
+        if isinstance(node, tirx.SeqStmt):
+            return all(guarded(child, binding) for child in node.seq)
+        if isinstance(node, tirx.For):
+            return guarded(node.body, binding)
+        if isinstance(node, tirx.IfThenElse):
+            if node.else_case is None and has_atom(node.condition, binding):
+                return True
+            return guarded(node.then_case, binding) and (node.else_case is None or guarded(node.else_case, binding))
+        if isinstance(node, SBlockRealize):
+            if has_atom(node.predicate, binding):
+                return True
+            if node.block.init is not None:
+                return False
+            inner = {**binding, **{v: substitute(e, binding) for v, e in block_binding(node).items()}}
+            return guarded(node.block.body, inner)
+        if isinstance(node, tirx.Evaluate):
+            return isinstance(node.value, tirx.IntImm)
+        return False
+
+    return guarded(stmt, {})
 
 
 def loop_vars_in(stmt) -> list[tirx.For]:

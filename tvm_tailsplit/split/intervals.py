@@ -326,14 +326,17 @@ def is_integer_var(var) -> bool:
     return isinstance(var.ty, tvm.ir.PrimType) and var.ty.dtype.startswith(("int", "uint"))
 
 
-def _linear_in(atom: Atom, var, context: RangeContext) -> tuple[int, object] | None:
+def _linear_in(atom: Atom, var) -> tuple[int, object] | None:
     """``(c, rest)`` with ``atom.linear == c * var + rest`` and ``c`` a non-zero constant, else ``None``."""
     if atom.linear is None:
         return None
-    coefficients = sym.detect_linear_equation(context.analyzer.simplify(atom.linear), [var])
+    # A plain analyzer: the context's one substitutes variables bound to a single point, which would hide
+    # ``var`` (or an inner variable) from the linear form.
+    analyzer = sym.Analyzer()
+    coefficients = sym.detect_linear_equation(analyzer.simplify(atom.linear), [var])
     if len(coefficients) != 2:
         return None
-    coefficient = _as_int(context.analyzer.simplify(coefficients[0]))
+    coefficient = _as_int(analyzer.simplify(coefficients[0]))
     if not coefficient:
         return None
     return coefficient, coefficients[1]
@@ -345,7 +348,7 @@ def _ceil_div_expr(numerator, divisor: int):
 
 def symbolic_split_points(atom: Atom, var, context: RangeContext) -> list:
     """``split_points`` as expressions: ``rest``'s bounds are symbolic (over the other bound variables)."""
-    linear = _linear_in(atom, var, context)
+    linear = _linear_in(atom, var)
     if linear is None:
         return []
     coefficient, rest = linear
@@ -437,7 +440,7 @@ def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: R
     used = []
     loop_vars = set(context.ranges)
     for atom in atoms:
-        linear = _linear_in(atom, var, context)
+        linear = _linear_in(atom, var)
         if linear is None:
             continue
         coefficient, rest = linear

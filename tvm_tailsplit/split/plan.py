@@ -46,6 +46,7 @@ from .conditions import (
     block_binding,
     block_if_statements,
     free_vars,
+    guards_everything,
     guards_under,
     is_mark,
     loop_vars_in,
@@ -420,9 +421,13 @@ class Planner:
         lo, hi = low, self.context.analyzer.simplify(low + extent)
         if mark is not None:
             outside = {enclosing.loop_var for enclosing in self._enclosing}
-            intersection = intersect_range(var, lo, hi, atoms, outside, self.context)
+            # Narrowing the range drops the iterations where an atom fails: only atoms that guard every
+            # statement of the body may narrow it (not one with an else branch, or that some block lacks).
+            guarding = [atom for atom in atoms if guards_everything(loop.body, atom)]
+            intersection = intersect_range(var, lo, hi, guarding, outside, self.context)
             if intersection is None:
-                self._note(subject, "range kept: no condition bounds it through this loop alone")
+                self._note(subject, "range kept: no condition that guards the whole body bounds it through this "
+                                    "loop alone")
                 return self._whole(loop, mark)
             new_lo, new_hi, used = intersection
             if not self._inside(var, new_lo, new_hi, lo, hi):

@@ -7,14 +7,19 @@ with smaller extents: constants (static shapes) or expressions such as ``T.min(1
 bound by a ``tirx.Bind`` above the mark (symbolic shapes). ``tensorize_marked`` visits every mark, outermost
 first, one at a time, and removes it in every case:
 
-1. The mark's value must name a registered intrinsic (or a mark registered with ``register_tail_intrinsics``),
-   else ``ValueError`` naming the loop and the value. A block under the mark that still has an init statement,
-   when the description has none, is a ``ValueError`` naming the block (``sch.decompose_reduction`` first).
+1. The mark's value must name a registered intrinsic (its description is the pattern of main tiles and of
+   variable-length tails), else ``ValueError`` naming the loop and the value. A block under the mark that still
+   has an init statement, when the description has none, is a ``ValueError`` naming the block
+   (``sch.decompose_reduction`` first).
 2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free: it stays as code.
 3. Main tile (extents equal the description's): ``sch.unannotate(loop, MARK_KEY)`` (a loop annotation makes the
    pattern match fail) then ``sch.tensorize(loop, name)``.
 4. Tail tile with constant extents: the intrinsic registered for the marked loop's extent (``by_extent``),
-   when its description has the region's extents, through ``sch.tensorize`` as well.
+   when its description has the region's extents: ``sch.tensorize``, and when that refuses (it does on
+   TailSplit's tail copies: a binding ``i_0 * 8 + i_1`` with ``i_1 < 4`` "can not be blockized", and a unit loop
+   does not match), the region is matched as in 5 against that description and the intrinsic's implementation
+   is instantiated in place of the marked loop (``instantiate``: its buffer accesses moved to the region's
+   buffers at the matched starts).
 5. Otherwise the *variable-length* form, when one is registered. ``sch.tensorize`` cannot be used for it: a
    description's parameters must all be handles ("Parameters of the description of the tensor intrinsic should
    be handle only"), so the extent cannot be an operand, and a loop over a free variable in the description is
@@ -52,6 +57,7 @@ __all__ = [
     "TailMismatch",
     "TensorizeMarked",
     "TensorizeRecord",
+    "instantiate",
     "register_tail_intrinsics",
     "tail_intrinsics",
     "tensorize_marked",
@@ -68,13 +74,15 @@ class TailMatch:
 
     ``buffers`` maps each description buffer name (e.g. ``"A"``) to the region's buffer and the start indices of
     the access (one per dimension of the region's buffer); ``extents`` are the region's loop extents, outermost
-    first, paired with the description's loops."""
+    first, paired with the description's loops; ``thread_bound`` says that a loop around or in the region is bound
+    to a GPU thread (an emitter of CPU code must refuse it)."""
 
     intrinsic: str
     block_name: str
     loops: tuple[tirx.For, ...]
     extents: tuple[tvm.ir.PrimExpr, ...]
     buffers: dict[str, tuple[tirx.Buffer, tuple[tvm.ir.PrimExpr, ...]]]
+    thread_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,8 @@ def register_tail_intrinsics(
     by_extent: dict[int, str] | None = None,
     variable_length: Callable[[TailMatch], tirx.Stmt] | None = None,
 ) -> None:
-    """Register the tail forms of the intrinsic a mark names (replaces an earlier registration).
+    """Register the tail forms of the intrinsic a mark names (replaces an earlier registration); ``mark_value``
+    must also be a registered ``TensorIntrin`` when ``tensorize_marked`` meets the mark.
 
     ``by_extent`` maps an extent of the marked loop to a registered ``TensorIntrin`` covering tails of that size;
     ``variable_length(match: TailMatch) -> tirx.Stmt`` builds the replacement of a tail of any extent up to the
@@ -190,14 +199,12 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     block_name = blocks[0] if blocks else "?"
     intrinsic = s_tir.TensorIntrin.get(value, allow_missing=True)
     forms = _TAIL_FORMS.get(value, TailForms())
-    if intrinsic is None and value not in _TAIL_FORMS:
+    if intrinsic is None:
         raise ValueError(
             f"the mark on loop {loop_name!r} (block {block_name!r}) names {value!r}, which is not a registered "
-            "TensorIntrin (register it with tvm.s_tir.TensorIntrin.register, or tail forms with "
-            "tvm_tailsplit.register_tail_intrinsics)"
+            "TensorIntrin (register it with tvm.s_tir.TensorIntrin.register)"
         )
-    if intrinsic is not None:
-        _check_decomposed(mark, intrinsic.desc, value)
+    _check_decomposed(mark, intrinsic.desc, value)
 
     def record(action: str, used: str | None = None, reason: str = "") -> TensorizeRecord:
         return TensorizeRecord(fname, loop_name, block_name, value, action, used, reason)
@@ -208,17 +215,14 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
 
     loops, _ = _perfect_nest(mark.loop)
     extents = tuple(loop.extent for loop in loops) if loops else None
-    desc_extents = _description_extents(intrinsic.desc) if intrinsic is not None else None
+    desc_extents = _description_extents(intrinsic.desc)
     reasons: list[str] = []
 
-    if extents is None or (desc_extents is not None and _same_constants(extents, desc_extents)):
-        if intrinsic is None:
-            reasons.append(f"{value!r} has tail forms only")
-        else:
-            result, reason = _try_tensorize(func, mark, value)
-            if result is not None:
-                return result, record("tensorized", value)
-            return _unmark(func, mark.loop), record("left", reason=reason)
+    if extents is None or _same_constants(extents, desc_extents):
+        result, reason = _try_tensorize(func, mark, value)
+        if result is not None:
+            return result, record("tensorized", value)
+        return _unmark(func, mark.loop), record("left", reason=reason)
 
     if extents is not None and all(isinstance(e, tirx.IntImm) for e in extents):
         tail_name = forms.by_extent.get(int(extents[0].value))
@@ -232,9 +236,14 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
                 result, reason = _try_tensorize(func, mark, tail_name)
                 if result is not None:
                     return result, record("tail_intrinsic", tail_name)
-                reasons.append(f"{tail_name}: {reason}")
+                try:  # TailSplit's tails (bindings i_0 * 16 + i_1, i_1 < 4) cannot be blockized: instantiate
+                    replacement = instantiate(_match_tail(func, mark, tail_name, tail.desc), tail.impl)
+                except TailMismatch as err:
+                    reasons.append(f"{tail_name}: {reason}; not instantiated: {err}")
+                else:
+                    return _replace_loop(func, mark.loop, replacement), record("tail_intrinsic", tail_name)
 
-    if forms.variable_length is not None and intrinsic is not None:
+    if forms.variable_length is not None:
         try:
             match = _match_tail(func, mark, value, intrinsic.desc)
             replacement = forms.variable_length(match)
@@ -437,13 +446,75 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
     region_body = body_of(realize, renaming)
     matcher = _Matcher(desc_vars, analyzer)
     matcher.match(desc_body, region_body)
+    entries = list(matcher.buffers.items())
+    for position, (desc_a, (buffer_a, starts_a)) in enumerate(entries):
+        for desc_b, (buffer_b, starts_b) in entries[position + 1 :]:
+            same = all(analyzer.can_prove_equal(a, b) for a, b in zip(starts_a, starts_b, strict=True))
+            if buffer_a.same_as(buffer_b) and not same:  # e.g. C[v + 1] = C[v] * B[v]: a recurrence
+                raise TailMismatch(
+                    f"{buffer_a.name} is both {desc_a.name} and {desc_b.name} at different starts (a dependence)"
+                )
+    thread_bound = any(lp.kind == tirx.ForKind.THREAD_BINDING for lp in [*enclosing, *loops])
     return TailMatch(
         intrinsic=name,
         block_name=realize.block.name_hint,
         loops=loops,
         extents=tuple(loop.extent for loop in loops),
         buffers={d.name: (r, starts) for d, (r, starts) in matcher.buffers.items()},
+        thread_bound=thread_bound,
     )
+
+
+def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
+    """The body of ``implementation`` acting on the matched region: its buffer accesses are moved to the region's
+    buffers at the match's start indices (trailing dimensions; a ``Ramp`` index keeps its lanes), nested blocks
+    without iter vars are inlined (their buffers become ``AllocBuffer`` statements). Raises ``TailMismatch`` when
+    the implementation uses its buffers otherwise (pointers, ``access_ptr``) or has blocks with iter vars."""
+    params = {p.name: p for p in implementation.params if not isinstance(p.ty, tvm.ir.PrimType)}
+    mapping = []
+    for name, (buffer, starts) in match.buffers.items():
+        if name not in params:
+            raise TailMismatch(f"the implementation has no buffer {name!r}")
+        mapping.append((params[name], buffer, starts))
+
+    def target(buffer):
+        return next(((b, s) for p, b, s in mapping if p.same_as(buffer)), None)
+
+    def relocate(starts, indices):
+        extra = len(starts) - len(indices)
+        if extra < 0:
+            raise TailMismatch("an implementation buffer has more dimensions than the region's")
+        moved = list(starts[:extra])
+        for start, index in zip(starts[extra:], indices, strict=True):
+            if isinstance(index, tirx.Ramp):
+                moved.append(tirx.Ramp(start + index.base, index.stride, index.lanes))
+            elif index.ty.dtype.lanes > 1:
+                moved.append(tirx.Broadcast(start, index.ty.dtype.lanes) + index)
+            else:
+                moved.append(start + index)
+        return moved
+
+    def on_store(store: tirx.BufferStore):
+        found = target(store.buffer)
+        return store if found is None else tirx.BufferStore(found[0], store.value, relocate(found[1], store.indices))
+
+    def on_load(load):
+        found = target(load.source)
+        return load if found is None else tirx.BufferLoad(found[0], relocate(found[1], load.indices))
+
+    def on_realize(realize: SBlockRealize):
+        block = realize.block
+        if block.iter_vars or block.match_buffers or block.init is not None:
+            raise TailMismatch(f"the implementation's block {block.name_hint!r} has iter vars, match buffers or init")
+        return tirx.SeqStmt([tirx.AllocBuffer(b) for b in block.alloc_buffers] + [block.body])
+
+    body = tvm_ffi.structural_map(implementation.body, [(SBlockRealize, on_realize)], order="post")
+    body = tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post")
+    left: list = []
+    tvm_ffi.structural_walk(body, (tvm.ir.Var, lambda v: left.append(v) if target(v) is not None else None))
+    if left:
+        raise TailMismatch(f"the implementation uses buffer {left[0].name} other than by loads and stores")
+    return body
 
 
 class _Matcher:
