@@ -65,12 +65,21 @@ def _constant(expr, env: dict, what: str) -> int:
     return int(value.value)
 
 
+def _sequence(stmt: tirx.SeqStmt, env: dict):
+    """The statements of a sequence with the environment each one sees (``Bind`` statements extend it)."""
+    for child in stmt.seq:
+        if isinstance(child, tirx.Bind):
+            env = {**env, child.var: substitute(child.value, env)}
+            continue
+        yield child, env
+
+
 def _points(stmt, env: dict) -> int:
     """Iteration points of a marked region (every loop level multiplied, sequences added)."""
     if isinstance(stmt, tirx.For):
         return _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}") * _points(stmt.body, env)
     if isinstance(stmt, tirx.SeqStmt):
-        return sum(_points(s, env) for s in stmt.seq)
+        return sum(_points(child, child_env) for child, child_env in _sequence(stmt, env))
     if isinstance(stmt, tirx.IfThenElse):
         return max(_points(stmt.then_case, env), _points(stmt.else_case, env) if stmt.else_case else 0)
     if isinstance(stmt, SBlockRealize):
@@ -92,7 +101,7 @@ def _issued(stmt, env: dict, per_site: dict) -> int:
         return sum(_issued(stmt.body, {**env, stmt.loop_var: tirx.const(v, stmt.loop_var.ty.dtype)}, per_site)
                    for v in range(low, low + extent))
     if isinstance(stmt, tirx.SeqStmt):
-        return sum(_issued(s, env, per_site) for s in stmt.seq)
+        return sum(_issued(child, child_env, per_site) for child, child_env in _sequence(stmt, env))
     if isinstance(stmt, tirx.IfThenElse):
         taken = _constant(tirx.Cast("int32", stmt.condition), env, f"condition {stmt.condition}")
         if taken:

@@ -246,3 +246,14 @@ def test_unordered_split_points_become_guarded_cases_with_condition_free_main_ti
     constant = [m for m in marks if isinstance(m.loop.extent, tirx.IntImm) and m.loop.extent.value == 8]
     assert constant and all(not m.guards for m in marks)
     assert len(marks) <= 4 * 3
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 100])
+def test_issued_instructions_of_the_symbolic_split(n):
+    """One instruction per tile after the split (the tail's extent comes from its Bind above the mark),
+    one per element before."""
+    mod = tvm.IRModule({"main": scale_1d.with_attr("global_symbol", "main")})
+    after = TailSplit()(mod)
+    tiles = -(-n // 16)
+    assert analysis.instruction_count(mod, symbolic_values={"n": n}).issued == 16 * tiles
+    assert analysis.instruction_count(after, symbolic_values={"n": n}).issued == tiles
