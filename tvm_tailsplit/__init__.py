@@ -10,7 +10,18 @@
 
 from . import analysis, fft, warpspec
 from .split import MARK_KEY, TailSplit
+from .split.tensorize import TensorizeMarked, register_tail_intrinsics, tensorize_marked
 from .warpspec import WarpSpecialize
 
-__all__ = ["MARK_KEY", "TailSplit", "WarpSpecialize", "analysis", "fft", "warpspec"]
+__all__ = [
+    "MARK_KEY",
+    "TailSplit",
+    "TensorizeMarked",
+    "WarpSpecialize",
+    "analysis",
+    "fft",
+    "register_tail_intrinsics",
+    "tensorize_marked",
+    "warpspec",
+]
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ from .split.rewrite import remove_marks
 __all__ = [
     "GuardedArray",
     "assert_same_results",
+    "default_canary",
     "guarded_array",
     "random_like",
     "run_guarded",
@@ -50,10 +51,24 @@ class GuardedArray:
                 )
 
 
+def default_canary(dtype: str) -> float | int:
+    """A canary value the dtype can hold and random test data (``random_like``, within ±100) never takes:
+    the largest value of unsigned integers, the smallest of 8-bit signed ones, -12345 otherwise."""
+    kind = np.dtype(dtype).kind
+    if kind == "u":
+        return int(np.iinfo(dtype).max)
+    if kind == "i" and np.iinfo(dtype).max < 12345:
+        return int(np.iinfo(dtype).min)
+    return -12345
+
+
 def guarded_array(
-    shape: tuple[int, ...], dtype: str, canary: float | int = -12345, guard_bytes: int = 256
+    shape: tuple[int, ...], dtype: str, canary: float | int | None = None, guard_bytes: int = 256
 ) -> GuardedArray:
-    """Allocate an array of `shape` whose surroundings hold `canary`; the view starts 64-byte aligned."""
+    """Allocate an array of `shape` whose surroundings hold `canary` (default: ``default_canary(dtype)``); the
+    view starts 64-byte aligned."""
+    if canary is None:
+        canary = default_canary(dtype)
     if guard_bytes % _ALIGNMENT:
         raise ValueError(f"guard_bytes must be a multiple of {_ALIGNMENT}, got {guard_bytes}")
     item_size = np.dtype(dtype).itemsize

@@ -218,7 +218,7 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     desc_extents = _description_extents(intrinsic.desc)
     reasons: list[str] = []
 
-    if extents is None or _same_constants(extents, desc_extents):
+    if extents is None or desc_extents is None or _same_constants(extents, desc_extents):  # TVM decides
         result, reason = _try_tensorize(func, mark, value)
         if result is not None:
             return result, record("tensorized", value)
@@ -438,6 +438,8 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
         return substitute(substitute(block_realize.block.body, binding), renaming)
 
     desc_vars = [d.loop_var for d in desc_loops]
+    for desc_loop in desc_loops:  # the region's loops run over a prefix of the description's ranges
+        analyzer.bind(desc_loop.loop_var, Range.from_min_extent(desc_loop.min, desc_loop.extent))
     desc_body = body_of(desc_realize, {})
     renaming = {
         lp.loop_var: (d if d.ty.dtype == lp.loop_var.ty.dtype else tirx.Cast(lp.loop_var.ty.dtype, d)) + lp.min

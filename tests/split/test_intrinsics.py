@@ -1,0 +1,278 @@
+"""The intrinsics of ``tvm_tailsplit.intrinsics`` on llvm against numpy: the 16-lane vector operations, their
+masked variable-length tail forms (every extent 0..16, canary-guarded buffers, masked AVX-512 instructions in
+the assembly) and the 8x16x16 matmul micro-kernel (accumulators kept in registers)."""
+
+import importlib.util
+import pathlib
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir
+from tvm.script import tirx as T
+
+from tvm_tailsplit import MARK_KEY, tensorize_marked
+from tvm_tailsplit import intrinsics as intr
+from tvm_tailsplit.examples import matmul
+from tvm_tailsplit.testing import guarded_array, to_tvm
+
+TARGET = intr.llvm_target()
+OPS = {intr.MUL_16: np.multiply, intr.ADD_16: np.add}
+
+
+def test_register_intrinsics_is_idempotent_and_registers_everything():
+    names = intr.register_intrinsics()
+    assert names == intr.register_intrinsics()
+    assert set(names) == {
+        intr.MUL_16, intr.ADD_16, intr.MATMUL_8x16x16, *intr.MATMUL_TAILS.values(), intr.VNNI_DOT_16x4_LLVM22
+    }
+    for name in names:
+        assert s_tir.TensorIntrin.get(name, allow_missing=True) is not None
+    assert intr.MATMUL_TILE == (8, 16, 16)
+
+
+def test_builtin_names_are_tvms():
+    """The re-exported names are the strings TVM registers (read from its sources: importing them costs ~40 s)."""
+    package = pathlib.Path(importlib.util.find_spec("tvm").origin).parent / "s_tir" / "tensor_intrin"
+    sources = (package / "x86.py").read_text() + (package / "cuda.py").read_text()
+    expected = {
+        "VNNI_DOT_16x4_INTRIN": intr.VNNI_DOT_16x4,
+        "WMMA_SYNC_16x16x16_f16f16f32_INTRIN": intr.WMMA_SYNC_F16F16F32,
+        "WMMA_FILL_16x16x16_F32_INTRIN": intr.WMMA_FILL_F32,
+        "WMMA_LOAD_16x16x16_F16_A_INTRIN": intr.WMMA_LOAD_F16_A,
+        "WMMA_LOAD_16x16x16_F16_B_INTRIN": intr.WMMA_LOAD_F16_B,
+        "WMMA_STORE_16x16x16_F32_GLOBAL_INTRIN": intr.WMMA_STORE_F32_GLOBAL,
+        "WMMA_STORE_16x16x16_F32_SHARED_INTRIN": intr.WMMA_STORE_F32_SHARED,
+    }
+    for constant, name in expected.items():
+        assert f'\n{constant} = "{name}"' in sources, constant
+        assert name in intr.BUILTIN_NAMES
+
+
+def test_llvm_target_names_the_host_cpu():
+    cpu = str(tvm.target.codegen.llvm_get_system_cpu())
+    assert str(TARGET.attrs["mcpu"]) == cpu
+
+
+def _vector_function(n, name):
+    """C = A op B over n elements (n a multiple of 16), split by 16, the inner loop tensorized directly."""
+    from tvm import te
+
+    a, b = te.placeholder((n,), "float32", name="A"), te.placeholder((n,), "float32", name="B")
+    op = (lambda x, y: x * y) if name == intr.MUL_16 else (lambda x, y: x + y)
+    c = te.compute((n,), lambda i: op(a[i], b[i]), name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
+    _, inner = sch.split(loop, [None, 16])
+    sch.tensorize(inner, name)
+    return sch.mod
+
+
+@pytest.mark.parametrize("name", [intr.MUL_16, intr.ADD_16])
+def test_vector_intrinsic_is_one_16_lane_operation(name):
+    intr.register_intrinsics()
+    mod = _vector_function(64, name)
+    script = mod.script()
+    assert script.count("T.Ramp(0, 1, 16)") == 2 and "[0:16] = " in script  # the store prints as a slice
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    mnemonic = "vmulps" if name == intr.MUL_16 else "vaddps"
+    assert len(re.findall(rf"{mnemonic}\s.*zmm", asm)) == 4
+    rng = np.random.default_rng(0)
+    a, b, c = (guarded_array((64,), "float32") for _ in range(3))
+    a.array[:], b.array[:] = rng.uniform(-1, 1, 64), rng.uniform(-1, 1, 64)
+    executable["main"](to_tvm(a.array), to_tvm(b.array), to_tvm(c.array))
+    for g, what in ((a, "A"), (b, "B"), (c, "C")):
+        g.check_canaries(what)
+    np.testing.assert_array_equal(c.array, OPS[name](a.array, b.array))
+
+
+@T.prim_func(s_tir=True)
+def _variable_tail(a: T.handle, b: T.handle, c: T.handle, n: T.int32, start: T.int32):
+    """One marked tail of extent min(16, n) at an arbitrary (unaligned) start."""
+    A = T.match_buffer(a, (40,), "float32")
+    B = T.match_buffer(b, (40,), "float32")
+    C = T.match_buffer(c, (40,), "float32")
+    for i in T.serial(T.min(16, n), annotations={MARK_KEY: "tailsplit_avx512_fp32_mul_16"}):
+        with T.sblock("C"):
+            v = T.axis.spatial(40, start + i)
+            C[v] = A[v] * B[v]
+
+
+def _tail_module(name):
+    func = _variable_tail
+    if name != intr.MUL_16:  # the same function with + and the add mark
+        func = tvm.script.from_source(
+            func.script().replace("A[v] * B[v]", "A[v] + B[v]").replace(intr.MUL_16, name)
+        )
+    return tvm.IRModule({"main": func})
+
+
+@pytest.mark.parametrize("name", [intr.MUL_16, intr.ADD_16])
+def test_masked_tail_every_extent(name):
+    report = []
+    mod = tensorize_marked(_tail_module(name), report=report)
+    assert [r.action for r in report] == ["variable_length"]
+    script = mod.script()
+    assert "llvm.masked.store" in script and script.count("llvm.masked.load") == 2 and MARK_KEY not in script
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    mnemonic = "vmulps" if name == intr.MUL_16 else "vaddps"
+    assert re.search(r"vmov[au]ps\s+[^\n]*\(.*\), %zmm\d+ \{%k\d\} \{z\}", asm), "masked load"
+    assert re.search(r"vmov[au]ps\s+%zmm\d+, [^\n]*\(.*\) \{%k\d\}", asm), "masked store"
+    assert re.search(rf"{mnemonic}\s[^\n]*zmm", asm)
+    assert not re.search(r"v(mul|add)ss", asm), "no scalar loop"
+    rng = np.random.default_rng(1)
+    a, b, c = (guarded_array((40,), "float32") for _ in range(3))
+    a.array[:], b.array[:] = rng.uniform(-1, 1, 40), rng.uniform(-1, 1, 40)
+    for start in (0, 3, 24):
+        for extent in range(17):
+            c.array[:] = 7.0
+            executable["main"](to_tvm(a.array), to_tvm(b.array), to_tvm(c.array), extent, start)
+            for g, what in ((a, "A"), (b, "B"), (c, "C")):
+                g.check_canaries(what)
+            want = np.full(40, 7.0, "float32")
+            end = start + extent
+            want[start:end] = OPS[name](a.array[start:end], b.array[start:end])
+            np.testing.assert_array_equal(c.array, want, err_msg=f"extent {extent}, start {start}")
+
+
+def _matmul_tile(m, n, k, rows=8):
+    sch = s_tir.Schedule(matmul(m, n, k))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    io, ii = sch.split(i, [None, rows])
+    jo, ji = sch.split(j, [None, 16])
+    ro, ri = sch.split(r, [None, 16])
+    sch.reorder(io, jo, ro, ii, ji, ri)
+    sch.decompose_reduction(block, ro)
+    return sch, ii
+
+
+def test_matmul_micro_kernel_keeps_accumulators_in_registers():
+    intr.register_intrinsics()
+    sch, ii = _matmul_tile(8, 16, 16)
+    sch.tensorize(ii, intr.MATMUL_8x16x16)
+    executable = tvm.compile(sch.mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    assert len(re.findall(r"vfmadd\d+ps\s[^\n]*zmm", asm)) == 128  # 8 rows x 16 k, one 16-lane FMA each
+    stores = re.findall(r"vmov[au]ps\s+%zmm\d+, [^\n]*\(", asm)
+    assert len(stores) == 16  # 8 rows of the init block, 8 rows of the result: C is stored once per row
+    rng = np.random.default_rng(2)
+    a, b, c = guarded_array((8, 16), "float32"), guarded_array((16, 16), "float32"), guarded_array((8, 16), "float32")
+    a.array[:], b.array[:] = rng.uniform(-1, 1, (8, 16)), rng.uniform(-1, 1, (16, 16))
+    executable["main"](to_tvm(a.array), to_tvm(b.array), to_tvm(c.array))
+    for g, what in ((a, "A"), (b, "B"), (c, "C")):
+        g.check_canaries(what)
+    np.testing.assert_allclose(c.array, a.array @ b.array, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", sorted(intr.MATMUL_TAILS))
+def test_matmul_row_tail_intrinsics(rows):
+    """The fixed-size row tails (rows x 16 x 16) on a 2 rows by 32 by 32 matmul tiled by (rows, 16, 16) and marked
+    with the 8-row kernel: every tile is a row tail (sch.tensorize for 4 and 2 rows; it refuses the unit loop of
+    the 1-row form, which tensorize_marked then instantiates)."""
+    m = 2 * rows
+    sch, ii = _matmul_tile(m, 32, 32, rows)
+    sch.annotate(ii, MARK_KEY, intr.MATMUL_8x16x16)
+    report = []
+    mod = tensorize_marked(sch.mod, report=report)
+    assert [(r.action, r.intrinsic) for r in report] == [("tail_intrinsic", intr.MATMUL_TAILS[rows])]
+    executable = tvm.compile(mod, target=TARGET)
+    assert len(re.findall(r"vfmadd\d+ps\s[^\n]*zmm", executable.mod.inspect_source("asm"))) >= rows * 16
+    rng = np.random.default_rng(rows)
+    a, b, c = guarded_array((m, 32), "float32"), guarded_array((32, 32), "float32"), guarded_array((m, 32), "float32")
+    a.array[:], b.array[:] = rng.uniform(-1, 1, (m, 32)), rng.uniform(-1, 1, (32, 32))
+    executable["main"](to_tvm(a.array), to_tvm(b.array), to_tvm(c.array))
+    for g, what in ((a, "A"), (b, "B"), (c, "C")):
+        g.check_canaries(what)
+    np.testing.assert_allclose(c.array, a.array @ b.array, rtol=1e-5, atol=1e-5)
+
+
+@T.prim_func(s_tir=True)
+def _matmul_variable_tail(a: T.handle, b: T.handle, c: T.handle, rows: T.int32, cols: T.int32, depth: T.int32):
+    """One marked matmul tail with symbolic extents (rows, cols, depth) <= (8, 16, 16) at offset (1, 2, 3)."""
+    A = T.match_buffer(a, (10, 20), "float32")
+    B = T.match_buffer(b, (20, 19), "float32")
+    C = T.match_buffer(c, (10, 19), "float32")
+    for i in T.serial(T.min(8, rows), annotations={MARK_KEY: "tailsplit_llvm_fp32_matmul_8x16x16"}):
+        for j, r in T.grid(T.min(16, cols), T.min(16, depth)):
+            with T.sblock("C_update"):
+                vi = T.axis.spatial(10, 1 + i)
+                vj = T.axis.spatial(19, 2 + j)
+                vr = T.axis.reduce(20, 3 + r)
+                C[vi, vj] = C[vi, vj] + A[vi, vr] * B[vr, vj]
+
+
+def test_matmul_variable_tail_every_shape_class():
+    report = []
+    mod = tensorize_marked(tvm.IRModule({"main": _matmul_variable_tail}), report=report)
+    assert [r.action for r in report] == ["variable_length"]
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    assert re.search(r"\{%k\d\}", asm)
+    assert len(re.findall(r"vfmadd\d+ps\s[^\n]*zmm", asm)) >= 8  # one accumulator per row: 8 independent FMAs
+    rng = np.random.default_rng(3)
+    a, b, c = guarded_array((10, 20), "float32"), guarded_array((20, 19), "float32"), guarded_array((10, 19), "float32")
+    a.array[:], b.array[:] = rng.uniform(-1, 1, (10, 20)), rng.uniform(-1, 1, (20, 19))
+    for rows, cols, depth in [(8, 16, 16), (0, 16, 16), (3, 0, 5), (1, 1, 1), (7, 15, 16), (8, 9, 0), (5, 16, 2)]:
+        c0 = rng.uniform(-1, 1, (10, 19)).astype("float32")
+        c.array[:] = c0
+        executable["main"](to_tvm(a.array), to_tvm(b.array), to_tvm(c.array), rows, cols, depth)
+        for g, what in ((a, "A"), (b, "B"), (c, "C")):
+            g.check_canaries(what)
+        want = c0.copy()
+        want[1 : 1 + rows, 2 : 2 + cols] += a.array[1 : 1 + rows, 3 : 3 + depth] @ b.array[3 : 3 + depth, 2 : 2 + cols]
+        np.testing.assert_allclose(c.array, want, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{cols}x{depth}")
+
+
+def _int8_dense(m, n, k):
+    """C int32 [m, n] = A uint8 [m, k] times B int8 packed [ceil(n / 16), k / 4, 16, 4]; j split by 16, the
+    reduction by 4, the j_1 loop marked with the LLVM 22 VNNI intrinsic."""
+    from tvm import te
+
+    a = te.placeholder((m, k), "uint8", name="A")
+    b = te.placeholder((-(-n // 16), k // 4, 16, 4), "int8", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute(
+        (m, n),
+        lambda i, j: te.sum(a[i, r].astype("int32") * b[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
+        name="C",
+    )
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    jo, ji = sch.split(j, [None, 16])
+    ro, ri = sch.split(r, [None, 4])
+    sch.reorder(i, jo, ro, ji, ri)
+    sch.decompose_reduction(block, ro)
+    sch.annotate(ji, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
+    return sch.mod
+
+
+@pytest.mark.parametrize("n", [7, 16, 40])
+def test_vnni_dot_and_its_masked_tail(n):
+    from tvm_tailsplit import TailSplit
+
+    m, k = 5, 36
+    report = []
+    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense(m, n, k)), report=report)
+    expected = (["tensorized"] if n >= 16 else []) + (["variable_length"] if n % 16 else [])
+    assert [r.action for r in report] == expected, [str(r) for r in report]
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    assert "vpdpbusd" in asm
+    if n % 16:
+        assert re.search(r"\{%k\d\}", asm)
+    rng = np.random.default_rng(n)
+    a = rng.integers(0, 256, (m, k)).astype("uint8")
+    b = rng.integers(-128, 128, (-(-n // 16), k // 4, 16, 4)).astype("int8")
+    guarded = [guarded_array(x.shape, str(x.dtype), canary=77) for x in (a, b, np.zeros((m, n), "int32"))]
+    guarded[0].array[:], guarded[1].array[:] = a, b
+    executable["main"](*(to_tvm(g.array) for g in guarded))
+    for g, what in zip(guarded, "ABC", strict=True):
+        g.check_canaries(what)
+    got = guarded[2].array
+    dense_b = b.transpose(1, 3, 0, 2).reshape(k, -1)[:, :n].astype("int32")
+    np.testing.assert_array_equal(got, a.astype("int32") @ dense_b)

@@ -1,0 +1,409 @@
+"""The tensor intrinsics TailSplit's marks name, in one place.
+
+Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls it):
+
+- ``"tailsplit_avx512_fp32_mul_16"`` / ``"tailsplit_avx512_fp32_add_16"``: ``C[i] = A[i] * B[i]`` (``+``) over one
+  serial loop of 16; implementation: one 16-lane vector operation (``T.ramp`` loads and store: one ``zmm``
+  register with AVX-512). Their **variable-length tail form** (registered with ``register_tail_intrinsics``)
+  takes the extent ``e`` as an operand: masked loads and a masked store with the lane mask
+  ``ramp(0, 1, 16) < broadcast(e, 16)``, emitted as ``llvm.masked.load`` / ``llvm.masked.store`` calls. TVM 0.27
+  dropped the ``predicate`` of ``BufferLoad``/``BufferStore``, so the masked accesses are LLVM intrinsics; with an
+  AVX-512 ``-mcpu`` they become ``vmovups ... {%k1}`` (nothing outside the extent is read or written). In LLVM 22
+  these intrinsics have no alignment operand: the alignment is derived from the pointer (4 bytes for an
+  arbitrary element), so unaligned tails are safe.
+- ``"tailsplit_llvm_fp32_matmul_8x16x16"`` (``MATMUL_TILE = (8, 16, 16)``): the update block
+  ``C[i, j] += A[i, k] * B[k, j]`` over loops ``i(8), j(16), k(16)``, all row-major; the init block must be
+  separate (``sch.decompose_reduction``). Implementation vectorized over ``j``: the 8 rows of ``C`` are loaded
+  once into 16-lane accumulators, the ``k`` loop is unrolled (``broadcast(A[i, k]) * B[k, 0:16]`` as fused
+  multiply-adds with an embedded broadcast), and the rows are stored once. Tails by the extent of the ``i``
+  loop with full ``j`` and ``k``: ``MATMUL_TAILS`` (``4x16x16``, ``2x16x16``, ``1x16x16``; instantiated by
+  ``tensorize_marked``, since ``sch.tensorize`` cannot blockize TailSplit's tail bindings such as ``i_0 * 8 + i_1``
+  with ``i_1 < 4``); any other tail (``i <= 8``, ``j <= 16``, any ``k``, constant or symbolic) uses the
+  variable-length form: one 16-lane accumulator per row masked over ``j`` (independent FMA chains, as in the
+  micro-kernel).
+- ``"tailsplit_avx512_vnni_dot_16x4"`` (``VNNI_DOT_16x4_LLVM22``): TVM's ``dot_16x4_vnni`` (``C int32[16] +=
+  sum_4 A uint8[4] * B int8[16, 4]``, ``B`` packed ``[N/16, K/4, 16, 4]``) with the ``vpdpbusd`` signature of LLVM
+  22: the built-in fails LLVM's module verification with this wheel ("Call parameter type does not match
+  function signature": it passes ``<16 x i32>`` where LLVM 22 takes ``<64 x i8>``). Its variable-length tail
+  form (``e <= 16`` output lanes, the reduction extent 4) masks ``C`` by lane and the packed ``B`` by byte.
+- Built-ins re-exported by name: ``VNNI_DOT_16x4`` (``dot_16x4_vnni``) and the CUDA WMMA fp16-in /
+  fp32-accumulate set (``WMMA_*``). TVM registers them when
+  ``tvm.s_tir.tensor_intrin`` is imported, which takes tens of seconds; ``tensorize_marked`` does it only when a
+  mark names one of them (``ensure_builtin_registered``).
+
+The masked forms are correct on any llvm target (without AVX-512, LLVM expands the masked accesses into
+per-lane branches).
+
+Compile with ``llvm_target()``: TVM's plain ``"llvm"`` target means ``-mcpu=generic`` (no AVX-512), and with
+LLVM 22 ``{"kind": "llvm", "mcpu": "native"}`` is rejected (TVM falls back to generic with an error message), so
+``llvm_target`` names the host CPU (e.g. ``cascadelake``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.script import tirx as T
+
+from .split.tensorize import TailMatch, TailMismatch, register_tail_intrinsics
+
+__all__ = [
+    "ADD_16",
+    "LANES",
+    "MATMUL_8x16x16",
+    "MATMUL_TAILS",
+    "MATMUL_TILE",
+    "MUL_16",
+    "BUILTIN_NAMES",
+    "VNNI_DOT_16x4",
+    "VNNI_DOT_16x4_LLVM22",
+    "WMMA_FILL_F32",
+    "WMMA_LOAD_F16_A",
+    "WMMA_LOAD_F16_B",
+    "WMMA_STORE_F32_GLOBAL",
+    "WMMA_STORE_F32_SHARED",
+    "WMMA_SYNC_F16F16F32",
+    "emit_masked_elementwise",
+    "ensure_builtin_registered",
+    "emit_masked_matmul",
+    "emit_masked_vnni",
+    "llvm_target",
+    "register_intrinsics",
+]
+
+LANES = 16
+MUL_16 = "tailsplit_avx512_fp32_mul_16"
+ADD_16 = "tailsplit_avx512_fp32_add_16"
+MATMUL_TILE = (8, 16, 16)
+MATMUL_8x16x16 = "tailsplit_llvm_fp32_matmul_8x16x16"
+MATMUL_TAILS = {rows: f"tailsplit_llvm_fp32_matmul_{rows}x16x16" for rows in (4, 2, 1)}
+
+# TVM's dot_16x4_vnni with the vpdpbusd signature of LLVM 22 (<16 x i32>, <64 x i8>, <64 x i8>): the built-in
+# passes <16 x i32> operands and fails LLVM's module verification with this wheel ("Call parameter type does not
+# match function signature"). Same description (C int32[16] += sum_4 A uint8[4] * B int8[16, 4]).
+VNNI_DOT_16x4_LLVM22 = "tailsplit_avx512_vnni_dot_16x4"
+
+# Built-ins of tvm.s_tir.tensor_intrin (registered on import of that package; register_intrinsics imports it).
+VNNI_DOT_16x4 = "dot_16x4_vnni"
+WMMA_SYNC_F16F16F32 = "wmma_sync_16x16x16_f16f16f32"
+WMMA_FILL_F32 = "wmma_fill_16x16x16_f32"
+WMMA_LOAD_F16_A = "wmma_load_16x16x16_f16_a_shared"
+WMMA_LOAD_F16_B = "wmma_load_16x16x16_f16_b_shared"
+WMMA_STORE_F32_GLOBAL = "wmma_store_16x16x16_f32_global"
+WMMA_STORE_F32_SHARED = "wmma_store_16x16x16_f32_shared"
+
+_OPS = {MUL_16: tirx.Mul, ADD_16: tirx.Add}
+
+
+def llvm_target(mcpu: str | None = None) -> tvm.target.Target:
+    """An llvm target for this machine's CPU (``mcpu`` defaults to LLVM's name of the host CPU)."""
+    cpu = mcpu or tvm.target.codegen.llvm_get_system_cpu()
+    return tvm.target.Target({"kind": "llvm", "mcpu": str(cpu)})
+
+
+def _elementwise_intrinsic(op: str):
+    lanes = LANES
+
+    def combine(x, y):
+        return x * y if op == "mul" else x + y
+
+    @T.prim_func(s_tir=True)
+    def description(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (lanes,), "float32", offset_factor=1)
+        B = T.match_buffer(b, (lanes,), "float32", offset_factor=1)
+        C = T.match_buffer(c, (lanes,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:lanes], B[0:lanes])
+            T.writes(C[0:lanes])
+            for i in T.serial(lanes):
+                with T.sblock("C"):
+                    vi = T.axis.remap("S", [i])
+                    C[vi] = combine(A[vi], B[vi])
+
+    @T.prim_func(s_tir=True)
+    def implementation(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (lanes,), "float32", offset_factor=1)
+        B = T.match_buffer(b, (lanes,), "float32", offset_factor=1)
+        C = T.match_buffer(c, (lanes,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:lanes], B[0:lanes])
+            T.writes(C[0:lanes])
+            C[T.ramp(0, 1, lanes)] = combine(A[T.ramp(0, 1, lanes)], B[T.ramp(0, 1, lanes)])
+
+    return description, implementation
+
+
+def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
+    @T.prim_func(s_tir=True)
+    def description(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
+        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1)
+        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+            T.writes(C[0:rows, 0:cols])
+            for i, j, k in T.grid(rows, cols, depth):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func(s_tir=True)
+    def implementation(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sb, sc = T.int32(), T.int32(), T.int32()
+        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1, strides=[sb, 1])
+        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+            T.writes(C[0:rows, 0:cols])
+            with T.sblock("accumulate"):  # a nested block: tensorize keeps its buffers (not the root's)
+                T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+                T.writes(C[0:rows, 0:cols])
+                acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
+                for i in T.unroll(rows):
+                    acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
+                for k in T.unroll(depth):
+                    for i in T.unroll(rows):
+                        acc[i, T.ramp(0, 1, cols)] = (
+                            acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]
+                        )
+                for i in T.unroll(rows):
+                    C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
+
+    return description, implementation
+
+
+@T.prim_func(s_tir=True)
+def _vnni_description(
+    A: T.Buffer((4,), "uint8", offset_factor=1),
+    B: T.Buffer((16, 4), "int8", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+        T.writes(C[0:16])
+        for i in T.serial(0, 16):
+            for k in T.serial(0, 4):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+
+@T.prim_func(s_tir=True)
+def _vnni_implementation(
+    A: T.Buffer((4,), "uint8", offset_factor=1),
+    B: T.Buffer((16, 4), "int8", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+        T.writes(C[0:16])
+        a_bytes = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "uint8x4"), dtype="int32"), 16), dtype="int8x64")
+        C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+            "int32x16",
+            "llvm.x86.avx512.vpdpbusd.512",
+            C.vload([0], dtype="int32x16"),
+            a_bytes,
+            B.vload([0, 0], dtype="int8x64"),
+        )
+
+
+def _address(buffer: tirx.Buffer, indices) -> tvm.ir.PrimExpr:
+    return tirx.address_of(tirx.BufferLoad(buffer, list(indices)))
+
+
+def _mask(extent: tvm.ir.PrimExpr, lanes: int = LANES) -> tvm.ir.PrimExpr:
+    extent = tirx.Cast("int32", extent) if extent.ty.dtype != "int32" else extent
+    return tirx.LT(tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), lanes), tirx.Broadcast(extent, lanes))
+
+
+def _masked_load(buffer: tirx.Buffer, indices, mask, lanes: int = LANES) -> tvm.ir.PrimExpr:
+    zero = tirx.Broadcast(tirx.const(0.0, buffer.dtype), lanes)
+    return tirx.call_llvm_pure_intrin(
+        f"{buffer.dtype}x{lanes}", "llvm.masked.load", _address(buffer, indices), mask, zero
+    )
+
+
+def _masked_store(buffer: tirx.Buffer, indices, value, mask) -> tirx.Stmt:
+    return tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.masked.store", value, _address(buffer, indices), mask))
+
+
+def _shifted(start: tuple, offsets: dict[int, tvm.ir.PrimExpr]) -> list:
+    """``start`` with ``offsets[d]`` added to dimension ``d`` counted from the end (-1: last dimension)."""
+    indices = list(start)
+    for dim, offset in offsets.items():
+        indices[dim] = indices[dim] + offset
+    return indices
+
+
+def _check_float32(match: TailMatch) -> None:
+    if match.thread_bound:
+        raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
+    for name, (buffer, _) in match.buffers.items():
+        if buffer.dtype != "float32":
+            raise TailMismatch(f"buffer {buffer.name} (operand {name}) is {buffer.dtype}, not float32")
+        if buffer.strides and not (isinstance(buffer.strides[-1], tirx.IntImm) and buffer.strides[-1].value == 1):
+            raise TailMismatch(f"buffer {buffer.name} is not contiguous in its last dimension")
+
+
+def emit_masked_elementwise(op: str):
+    """The variable-length tail form of the 16-lane ``mul``/``add`` intrinsics: a callable for
+    ``register_tail_intrinsics`` that emits masked loads, the operation and a masked store over ``extent``
+    lanes (``extent`` may be any expression in ``[0, 16]``; a non-positive extent touches nothing)."""
+    if op not in ("mul", "add"):
+        raise ValueError(f"op must be 'mul' or 'add', got {op!r}")
+
+    def emit(match: TailMatch) -> tirx.Stmt:
+        _check_float32(match)
+        (extent,) = match.extents
+        mask = _mask(extent)
+        (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
+        x, y = _masked_load(a, a_start, mask), _masked_load(b, b_start, mask)
+        return _masked_store(c, c_start, x * y if op == "mul" else x + y, mask)
+
+    emit.__name__ = f"masked_{op}_16"
+    return emit
+
+
+def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
+    """The variable-length tail form of the matmul micro-kernel (``i`` extent up to 8, ``j`` up to 16, any ``k``;
+    constants or expressions). Like the micro-kernel it keeps one 16-lane accumulator per row (independent FMA
+    chains): the rows of ``C`` are loaded with the ``j`` mask, the ``k`` loop adds ``broadcast(A[i, k]) * B[k, :]``
+    (a masked load of ``B`` shared by the rows) to every row, and the rows are stored with the mask. With a
+    symbolic row count all 8 rows are computed, rows past the extent repeating the last row (``A`` is read in
+    bounds), and only the rows inside the extent are stored; nothing runs unless all three extents are positive."""
+    _check_float32(match)
+    rows, cols, depth = (_as_int32(e) for e in match.extents)
+    (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
+    analyzer = tvm.sym.Analyzer()
+    constant_rows = isinstance(analyzer.simplify(rows), tirx.IntImm)
+    count = int(analyzer.simplify(rows).value) if constant_rows else MATMUL_TILE[0]
+    mask = _mask(cols)
+    lanes = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), LANES)
+    acc = tirx.decl_buffer((max(count, 1), LANES), "float32", "acc_tail", scope="local")
+    i, k = tirx.Var("i_tail", "int32"), tirx.Var("k_tail", "int32")
+    row = i if constant_rows else tirx.Min(i, rows - 1)  # in bounds for the loads
+
+    def unrolled(body: tirx.Stmt) -> tirx.Stmt:
+        return tirx.For(i, 0, count, tirx.ForKind.UNROLLED, body)
+
+    def acc_row() -> tvm.ir.PrimExpr:
+        return tirx.BufferLoad(acc, [i, lanes])
+
+    b_row = _masked_load(b, _shifted(b_start, {-2: k}), mask)
+    update = tirx.BufferStore(
+        acc,
+        acc_row() + tirx.Broadcast(tirx.BufferLoad(a, _shifted(a_start, {-2: row, -1: k})), LANES) * b_row,
+        [i, lanes],
+    )
+    store = _masked_store(c, _shifted(c_start, {-2: i}), acc_row(), mask)
+    constant_depth = analyzer.simplify(depth)
+    unroll_k = isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]
+    k_kind = tirx.ForKind.UNROLLED if unroll_k else tirx.ForKind.SERIAL
+    body = tirx.SeqStmt(
+        [
+            tirx.AllocBuffer(acc),
+            unrolled(tirx.BufferStore(acc, _masked_load(c, _shifted(c_start, {-2: row}), mask), [i, lanes])),
+            tirx.For(k, 0, depth, k_kind, unrolled(update)),
+            unrolled(store if constant_rows else tirx.IfThenElse(i < rows, store, None)),
+        ]
+    )
+    zero = tirx.const(0, "int32")
+    runs = analyzer.simplify(tirx.And(tirx.And(rows > zero, cols > zero), depth > zero))
+    if isinstance(runs, tirx.IntImm):
+        return body if runs.value else tirx.Evaluate(zero)
+    return tirx.IfThenElse(runs, body, None)
+
+
+def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
+    """The variable-length tail form of ``VNNI_DOT_16x4_LLVM22`` over ``e <= 16`` output lanes (the reduction
+    extent must be 4): ``C`` is loaded and stored with the 16-lane mask ``lane < e``, the packed ``B`` rows with the
+    64-byte mask ``byte < 4 e`` (``B``'s last dimension must be the 4 packed bytes), and one ``vpdpbusd`` adds
+    the products; nothing runs unless ``e > 0``."""
+    if match.thread_bound:
+        raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
+    lanes_extent, depth = (_as_int32(e) for e in match.extents)
+    analyzer = tvm.sym.Analyzer()
+    if not analyzer.can_prove_equal(depth, 4):
+        raise TailMismatch(f"the reduction extent is {depth}, the masked VNNI form needs 4")
+    (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
+    last = b.shape[-1]
+    if b.strides or not (isinstance(last, tirx.IntImm) and last.value == 4) or a.strides or c.strides:
+        raise TailMismatch(f"buffer {b.name} is not packed with 4 bytes in its last dimension, or a buffer is strided")
+    a_indices = list(a_start[:-1]) + [tirx.Ramp(a_start[-1], tirx.const(1, a_start[-1].ty.dtype), 4)]
+    a_word = tirx.reinterpret("int32", tirx.BufferLoad(a, a_indices))
+    a_bytes = tirx.reinterpret("int8x64", tirx.Broadcast(a_word, 16))
+    b_bytes = tirx.call_llvm_pure_intrin(
+        "int8x64",
+        "llvm.masked.load",
+        _address(b, b_start),
+        _mask(lanes_extent * 4, 64),
+        tirx.Broadcast(tirx.const(0, "int8"), 64),
+    )
+    mask = _mask(lanes_extent)
+    accumulated = tirx.call_llvm_pure_intrin(
+        "int32x16", "llvm.x86.avx512.vpdpbusd.512", _masked_load(c, c_start, mask), a_bytes, b_bytes
+    )
+    body = _masked_store(c, c_start, accumulated, mask)
+    runs = analyzer.simplify(lanes_extent > tirx.const(0, "int32"))
+    if isinstance(runs, tirx.IntImm):
+        return body if runs.value else tirx.Evaluate(tirx.const(0, "int32"))
+    return tirx.IfThenElse(runs, body, None)
+
+
+def _as_int32(extent: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
+    return extent if extent.ty.dtype == "int32" else tirx.Cast("int32", extent)
+
+
+def _register(name: str, description, implementation) -> None:
+    if s_tir.TensorIntrin.get(name, allow_missing=True) is None:
+        s_tir.TensorIntrin.register(name, description, implementation)
+
+
+@functools.lru_cache(maxsize=1)
+def _register_once() -> tuple[str, ...]:
+    for name, op in ((MUL_16, "mul"), (ADD_16, "add")):
+        _register(name, *_elementwise_intrinsic(op))
+        register_tail_intrinsics(name, variable_length=emit_masked_elementwise(op))
+    _register(MATMUL_8x16x16, *_matmul_intrinsic(MATMUL_TILE[0], MATMUL_TILE[1], MATMUL_TILE[2]))
+    for rows, name in MATMUL_TAILS.items():
+        _register(name, *_matmul_intrinsic(rows, MATMUL_TILE[1], MATMUL_TILE[2]))
+    register_tail_intrinsics(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
+    _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
+    register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
+    return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), VNNI_DOT_16x4_LLVM22)
+
+
+def register_intrinsics() -> list[str]:
+    """Register this package's intrinsics and their tail forms (idempotent); returns their names.
+
+    The built-ins named here (``VNNI_DOT_16x4``, ``WMMA_*``) are registered by ``import tvm.s_tir.tensor_intrin``,
+    which parses a few hundred TVMScript functions (tens of seconds); it is not done here, but
+    ``ensure_builtin_registered`` (called by ``tensorize_marked`` for marks naming a built-in) does it on demand."""
+    return list(_register_once())
+
+
+BUILTIN_NAMES = frozenset(
+    {
+        VNNI_DOT_16x4,
+        WMMA_SYNC_F16F16F32,
+        WMMA_FILL_F32,
+        WMMA_LOAD_F16_A,
+        WMMA_LOAD_F16_B,
+        WMMA_STORE_F32_GLOBAL,
+        WMMA_STORE_F32_SHARED,
+    }
+)
+
+
+def ensure_builtin_registered(name: str) -> bool:
+    """Import ``tvm.s_tir.tensor_intrin`` (slow, once) when ``name`` is a TVM built-in intrinsic that is not
+    registered yet, or any name of that package's families (``dot_*``, ``wmma_*``, ``mma_*``); returns whether
+    ``name`` is registered afterwards."""
+    if s_tir.TensorIntrin.get(name, allow_missing=True) is not None:
+        return True
+    if name in BUILTIN_NAMES or name.startswith(("dot_", "wmma_", "mma_", "ldmatrix_")):
+        import tvm.s_tir.tensor_intrin  # noqa: F401 - registers the built-ins (VNNI, WMMA, MMA, ...)
+    return s_tir.TensorIntrin.get(name, allow_missing=True) is not None
