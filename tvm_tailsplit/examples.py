@@ -13,6 +13,7 @@ __all__ = [
     "gpu_vector_add_one",
     "matmul",
     "register_vector_scale_intrinsic",
+    "symbolic_vector_multiply",
     "vector_scale_1d",
 ]
 
@@ -51,6 +52,20 @@ def vector_scale_1d(n: int = 100, lanes: int = 16, instruction: str = "vmul16") 
     b = te.compute((n,), lambda i: a[i] * tvm.tirx.const(2.0, "float32"), name="B")
     sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
     (loop,) = sch.get_loops(sch.get_sblock("B"))
+    _, inner = sch.split(loop, [None, lanes])
+    sch.annotate(inner, MARK_KEY, instruction)
+    return sch.mod
+
+
+def symbolic_vector_multiply(lanes: int = 16, instruction: str = "tailsplit_avx512_fp32_mul_16") -> tvm.IRModule:
+    """``C = A * B`` over ``n`` elements, ``n`` symbolic (a buffer dimension known only at run time), split by
+    ``lanes`` with the mark on the inner loop (by default the 16-lane AVX-512 multiply of ``intrinsics``)."""
+    n = te.var("n")
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.placeholder((n,), "float32", name="B")
+    c = te.compute((n,), lambda i: a[i] * b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
     _, inner = sch.split(loop, [None, lanes])
     sch.annotate(inner, MARK_KEY, instruction)
     return sch.mod
