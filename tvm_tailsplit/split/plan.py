@@ -600,7 +600,14 @@ class Planner:
         if any(is_mark(loop) for loop in loop_vars_in(realize.block.body)):
             self._note(f"block {name!r}", "marks inside a nested block are left unchanged")
         if mark is None:
-            return RealizePlan(realize, tuple(atoms_of(realize.predicate)))
+            # Not under a mark (e.g. the init block of a reduction): nothing is split for it, but in a piece of
+            # a split loop its predicate atoms are decided like any other (a predicate-free init vectorizes).
+            atoms = tuple(atoms_of(realize.predicate))
+            kept = self._decide(atoms)
+            if kept is None:
+                self._note(f"block {name!r}", "dropped where its predicate is always-false (outside the marks)")
+                return None
+            return RealizePlan(realize, kept, changed=len(kept) != len(atoms))
         original = atoms_of(realize.predicate)
         kept = self._decide(original)
         if kept is None:
