@@ -12,6 +12,13 @@ TUTORIALS = sorted((pathlib.Path(__file__).parent.parent / "tutorials").glob("*.
 
 EXPECTED_OUTPUT = {
     "01_tailsplit": ["tensorize refused", "4608 -> 9 issued instructions", "tensorized main tiles + scalar tail"],
+    "02_tensorize_tails": [
+        "guards under marks after TailSplit: 0",
+        "tensorized with tailsplit_llvm_fp32_matmul_8x16x16",
+        "variable_length with tailsplit_llvm_fp32_matmul_8x16x16",
+        "symbolic M: one kernel, equal to numpy",
+        "speedup of tailsplit over guarded",
+    ],
     "03_fft_generator": ["max |formula - DFT_96|", "relative L2 error"],
     "04_warp_specialization": [
         "redundant, removed (4): c2->p4, c1->p7, c4->p7, c5->p7",

@@ -508,6 +508,8 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
         block = realize.block
         if block.iter_vars or block.match_buffers or block.init is not None:
             raise TailMismatch(f"the implementation's block {block.name_hint!r} has iter vars, match buffers or init")
+        if not block.alloc_buffers:
+            return block.body
         return tirx.SeqStmt([tirx.AllocBuffer(b) for b in block.alloc_buffers] + [block.body])
 
     body = tvm_ffi.structural_map(implementation.body, [(SBlockRealize, on_realize)], order="post")

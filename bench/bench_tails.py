@@ -1,0 +1,359 @@
+"""Tail benchmark: TailSplit + tensorize against what TVM offers for tiles that do not divide the shape.
+
+For every workload of `tvm_tailsplit.workloads` and shape (none a multiple of the tile), five variants of the same
+tiling are compiled for this machine's CPU (`llvm_target()`: AVX-512, VNNI) and timed side by side:
+
+- (a) `guarded`: TVM's default — the tiling with its `T.where` guards, inner loop vectorized where
+  `sch.vectorize` accepts it (a loop a guard depends on is refused and left to LLVM), no tensorize;
+- (b) `pad_einsum`: `sch.pad_einsum` to whole tiles (padded copies in and out), then tensorize;
+- (c) `loop_partition`: (a) with `pragma_loop_partition_hint` on the tile loops (TVM's LoopPartition);
+- (d) `tailsplit`: TailSplit + `tensorize_marked` (main tiles: the intrinsic; tails: its tail forms);
+- (e) `divisible`: the tensorized kernel on the nearest shape divisible by the tile, its time multiplied by
+  `useful_work` (points of the shape / points of the divisible shape).
+
+In each of `ROUNDS` rounds every variant is timed in turn (`time_evaluator`, repetitions lasting >= 40 ms); the
+tables show medians over the rounds. Kernels are single-threaded (no parallel loops), for every variant alike.
+Also per variant: compile time (`tvm.compile` + JIT), TIR lines (the scheduled module), object code bytes
+(`write_to_file` of the llvm module) and, for the marked modules, issued instructions
+(`analysis.instruction_count`). A second table compares the full split, the partial split and full unrolling
+(prior art: the marked region's loops unrolled completely, TVM's LoopPartition on the tile loops) by lowered
+TIR lines, object bytes and compile time.
+
+Run: `make bench` (all benchmarks), `python -m bench.bench_tails` or `python -m bench.bench_tails --quick`
+(fewer shapes and rounds, for development); results: bench/results/tails.json and tails.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+ROUNDS = 7
+QUICK_ROUNDS = 3
+SHAPES = {
+    "dense_int8_vnni": [dict(m=127, n=1000, k=255), dict(m=64, n=250, k=130)],
+    "matmul_fp32": [dict(m=127, n=255, k=129), dict(m=255, n=127, k=63)],
+    "elementwise_nc1hwc0": [dict(n=2, c1=3, h=30, w=28, c0=16), dict(n=4, c1=8, h=30, w=56, c0=16)],
+}
+QUICK_SHAPES = {name: shapes[:1] for name, shapes in SHAPES.items()}
+TARGETS = {"d/a": 1.5, "d/b": 1.0, "d/e": 1.15}
+
+
+def machine() -> dict:
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    import tvm
+
+    from tvm_tailsplit.workloads import llvm_target
+
+    return {"cpu": model, "cores": os.cpu_count(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "python": platform.python_version(), "numpy": np.__version__, "tvm": tvm.__version__,
+        "target": str(llvm_target()), "tvm_num_threads": os.environ.get("TVM_NUM_THREADS", "unset")}
+
+
+def object_bytes(executable) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench_tails_") as workdir:
+        path = os.path.join(workdir, "kernel.o")
+        executable.mod.write_to_file(path)
+        return os.path.getsize(path)
+
+
+def compile_module(mod, target) -> tuple:
+    """(executable, seconds of tvm.compile + the JIT of the entry function)."""
+    import tvm
+
+    start = time.perf_counter()
+    executable = tvm.compile(mod, target=target)
+    executable["main"]
+    return executable, time.perf_counter() - start
+
+
+def compile_lowered(mod, target) -> tuple:
+    """(executable, compile seconds, lines of TIR after TVM's lowering passes, just before the host/device split:
+    unrolled loops expanded, loop partitions made, simplified)."""
+    import tvm
+
+    captured: list[int] = []
+
+    @tvm.ir.instrument.pass_instrument
+    class CaptureLowered:
+        def run_before_pass(self, module, info):
+            if info.name == "tirx.SplitHostDevice" and not captured:
+                captured.append(len(module.script().splitlines()))
+
+    with tvm.transform.PassContext(opt_level=3, instruments=[CaptureLowered()]):
+        executable, seconds = compile_module(mod, target)
+    return executable, seconds, captured[0]
+
+
+def arguments(mod) -> list:
+    import tvm
+
+    rng = np.random.default_rng(0)
+    args = []
+    for param in mod["main"].params:
+        shape = tuple(int(d) for d in param.shape)
+        if param.dtype == "uint8":
+            data = rng.integers(0, 256, size=shape).astype("uint8")
+        elif param.dtype == "int8":
+            data = rng.integers(-128, 128, size=shape).astype("int8")
+        else:
+            data = rng.uniform(-1, 1, size=shape).astype(param.dtype)
+        args.append(tvm.runtime.tensor(data))
+    return args
+
+
+def seconds_per_call(executable, args) -> float:
+    import tvm
+
+    timer = executable.mod.time_evaluator("main", tvm.cpu(), number=1, repeat=3, min_repeat_ms=40)
+    return min(timer(*args).results)
+
+
+def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
+    """Every variant of one workload and shape: medians of side-by-side timings, code size, compile time."""
+    from tvm_tailsplit import workloads as wl
+
+    built = {}
+    row: dict = {"workload": name, "shape": shape, "divisible_shape": wl.divisible_shape(name, shape),
+                 "useful_work": wl.useful_work(name, shape), "variants": {}}
+    for variant in wl.VARIANTS:
+        start = time.perf_counter()
+        mod = wl.build_variant(name, variant, shape)
+        build_seconds = time.perf_counter() - start
+        executable, compile_seconds = compile_module(mod, target)
+        built[variant] = (executable, arguments(mod))
+        row["variants"][variant] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
+                                    "tir_lines": len(mod.script().splitlines()),
+                                    "object_bytes": object_bytes(executable)}
+    if name == "matmul_fp32":  # (d) with M symbolic: one kernel for every M, run with this shape's M
+        from tvm_tailsplit import TailSplit, tensorize_marked
+
+        start = time.perf_counter()
+        mod = tensorize_marked(TailSplit()(wl.matmul_fp32(None, shape["n"], shape["k"])))
+        build_seconds = time.perf_counter() - start
+        executable, compile_seconds = compile_module(mod, target)
+        built["tailsplit, symbolic M"] = (executable, arguments(wl.build_variant(name, "tailsplit", shape)))
+        row["variants"]["tailsplit, symbolic M"] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
+                                                   "tir_lines": len(mod.script().splitlines()),
+                                                   "object_bytes": object_bytes(executable)}
+    times: dict = {variant: [] for variant in built}
+    for _ in range(rounds):
+        for variant, (executable, args) in built.items():
+            times[variant].append(seconds_per_call(executable, args))
+    for variant in built:
+        seconds = statistics.median(times[variant])
+        if variant == "divisible":
+            seconds *= row["useful_work"]
+        row["variants"][variant]["seconds"] = seconds
+        row["variants"][variant]["rounds"] = times[variant]
+    row["issued"] = issued_instructions(name, shape, row["divisible_shape"])
+    seconds = {v: row["variants"][v]["seconds"] for v in built}
+    # ratios are speedups of (d): time of the other variant over time of (d)
+    row["ratios"] = {"d/a": seconds["guarded"] / seconds["tailsplit"],
+                     "d/b": seconds["pad_einsum"] / seconds["tailsplit"],
+                     "d/e": seconds["tailsplit"] / seconds["divisible"]}
+    row["targets_met"] = {"d/a": row["ratios"]["d/a"] >= TARGETS["d/a"],
+                          "d/b": row["ratios"]["d/b"] >= TARGETS["d/b"],
+                          "d/e": row["ratios"]["d/e"] <= TARGETS["d/e"]}
+    return row
+
+
+def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
+    """Issued instructions (``analysis.instruction_count``) of the marked module before and after TailSplit and of
+    the divisible shape. ``instruction_count`` enumerates the loops above each mark in Python; the dense layer's
+    row loop ``i`` (above its mark, in no guard, every iteration identical) is counted for one row and
+    multiplied by ``m``."""
+    from tvm_tailsplit import TailSplit, analysis
+    from tvm_tailsplit import workloads as wl
+
+    rows = 1
+    if name == "dense_int8_vnni":
+        rows, shape, divisible = shape["m"], {**shape, "m": 1}, {**divisible, "m": 1}
+    marked = wl.WORKLOADS[name].build(**shape)
+    return {"marked, before TailSplit": rows * analysis.instruction_count(marked).issued,
+            "after TailSplit": rows * analysis.instruction_count(TailSplit()(marked)).issued,
+            "divisible shape": rows * analysis.instruction_count(wl.WORKLOADS[name].build(**divisible)).issued}
+
+
+def unrolled(name: str, shape: dict):
+    """Prior art: the guarded marked nest with every loop of the marked region unrolled completely and the tile
+    loops hinted for TVM's LoopPartition, so that lowering resolves each guard per unrolled instance."""
+    from tvm import s_tir
+
+    from tvm_tailsplit import MARK_KEY
+    from tvm_tailsplit import workloads as wl
+    from tvm_tailsplit.split.rewrite import remove_marks
+
+    sch = s_tir.Schedule(wl.WORKLOADS[name].build(**shape))
+    block = sch.get_sblock("C_update" if name != "elementwise_nc1hwc0" else "C")
+    loops = sch.get_loops(block)
+    marked = next(i for i, loop in enumerate(loops) if MARK_KEY in sch.get(loop).annotations)
+    for loop in loops[:marked]:
+        sch.annotate(loop, "pragma_loop_partition_hint", 1)
+    for loop in loops[marked:]:
+        sch.unroll(loop)
+    return remove_marks(sch.mod)
+
+
+def measure_strategies(name: str, shape: dict, target) -> dict:
+    """Full split, partial split and full unrolling: lowered TIR lines, object bytes, compile time."""
+    from tvm_tailsplit import TailSplit, tensorize_marked
+    from tvm_tailsplit import workloads as wl
+
+    modules = {strategy: tensorize_marked(TailSplit(strategy=strategy)(wl.WORKLOADS[name].build(**shape)))
+               for strategy in ("full", "partial")}
+    modules["full unrolling"] = unrolled(name, shape)
+    result = {}
+    for strategy, mod in modules.items():
+        executable, compile_seconds, lowered = compile_lowered(mod, target)
+        result[strategy] = {"tir_lines": len(mod.script().splitlines()), "lowered_tir_lines": lowered,
+                            "object_bytes": object_bytes(executable), "compile_seconds": compile_seconds}
+    return result
+
+
+TAIL_BREAKDOWN = {"no tail": dict(m=128, n=256, k=128), "K tail": dict(m=128, n=256, k=129),
+                  "M tail": dict(m=127, n=256, k=128), "N tail": dict(m=128, n=255, k=128)}
+
+
+def measure_tail_breakdown(rounds: int, target) -> dict:
+    """The fp32 matmul with one kind of tail at a time, (d) and (b) side by side: which tail costs what. An N
+    that is not a multiple of 16 also makes the row stride of B and C (N * 4 bytes) not a multiple of 64 bytes,
+    so the main tiles' 16-float rows straddle cache lines in (d) but not in (b)'s padded copies; the aligned
+    (vmovaps) and unaligned (vmovups) vector moves of the object code are counted alongside."""
+    from tvm_tailsplit import workloads as wl
+
+    built = {}
+    for label, shape in TAIL_BREAKDOWN.items():
+        for variant in ("tailsplit", "pad_einsum"):
+            mod = wl.build_variant("matmul_fp32", variant, shape)
+            executable, _ = compile_module(mod, target)
+            built[(label, variant)] = (executable, arguments(mod))
+    times: dict = {key: [] for key in built}
+    for _ in range(rounds):
+        for key, (executable, args) in built.items():
+            times[key].append(seconds_per_call(executable, args))
+    result = {}
+    for (label, variant), (executable, _) in built.items():
+        asm = executable.mod.inspect_source("asm")
+        moves = {op: sum(1 for line in asm.splitlines() if line.startswith(f"\t{op}\t")) for op in ("vmovaps",
+                                                                                                     "vmovups")}
+        result.setdefault(label, {"shape": TAIL_BREAKDOWN[label]})[variant] = {
+            "seconds": statistics.median(times[(label, variant)]), **moves}
+    return result
+
+
+def run(quick: bool = False) -> dict:
+    from tvm_tailsplit import workloads as wl
+
+    wl.register_workload_intrinsics()
+    target = wl.llvm_target()
+    shapes = QUICK_SHAPES if quick else SHAPES
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    info = machine()
+    print(f"machine: {info}", flush=True)
+    rows, strategies = [], []
+    for name, cases in shapes.items():
+        for shape in cases:
+            row = measure_case(name, shape, rounds, target)
+            rows.append(row)
+            us = " ".join(f"{v}={row['variants'][v]['seconds'] * 1e6:.1f}us" for v in wl.VARIANTS)
+            print(f"{name} {shape}: {us} ratios {row['ratios']}", flush=True)
+            strategies.append({"workload": name, "shape": shape, **measure_strategies(name, shape, target)})
+    breakdown = measure_tail_breakdown(rounds, target)
+    return {"machine": info, "rounds": rounds, "quick": quick, "targets": TARGETS, "rows": rows,
+            "strategies": strategies, "tail_breakdown": breakdown,
+            "command": "make bench (python -m bench.run_all) or python -m bench.bench_tails"}
+
+
+def shape_text(shape: dict) -> str:
+    return "x".join(str(v) for v in shape.values())
+
+
+def markdown(report: dict) -> str:
+    from tvm_tailsplit.workloads import VARIANTS
+
+    info = report["machine"]
+    lines = [
+        "# Tail benchmark: TailSplit + tensorize against TVM's guarded, padded and partitioned schedules",
+        "",
+        f"{info['cpu']}, {info['cores']} cores, {info['date']}; TVM {info['tvm']}, target `{info['target']}`; "
+        f"single-threaded kernels. Every time is the median of {report['rounds']} rounds timing the variants of a "
+        f"case side by side{' (quick mode: fewer shapes and rounds)' if report['quick'] else ''}. Command: "
+        f"`{report['command']}`.",
+        "",
+        "(a) guarded: TVM's default tiling with guards, inner loop vectorized where TVM accepts it; (b) pad_einsum + "
+        "tensorize; (c) (a) + LoopPartition hints; (d) TailSplit + tensorize_marked; (e) the tensorized kernel on the "
+        "nearest divisible shape, time x useful work. Ratios: d/a = time(a)/time(d) (target >= "
+        f"{report['targets']['d/a']}), d/b = time(b)/time(d) (target >= {report['targets']['d/b']}), "
+        f"d/e = time(d)/time(e) (target <= {report['targets']['d/e']}).",
+        "",
+        "| workload | shape | " + " | ".join(f"{v} us" for v in VARIANTS) + " | d/a | d/b | d/e | targets met |",
+        "|" + "---|" * (len(VARIANTS) + 6),
+    ]
+    for row in report["rows"]:
+        times = " | ".join(f"{row['variants'][v]['seconds'] * 1e6:.1f}" for v in VARIANTS)
+        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("d/a", "d/b", "d/e"))
+        met = ", ".join(f"{r} {'yes' if ok else 'NO'}" for r, ok in row["targets_met"].items())
+        lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {times} | {ratios} | {met} |")
+    symbolic = [row for row in report["rows"] if "tailsplit, symbolic M" in row["variants"]]
+    if symbolic:
+        lines += ["", "(d) with M symbolic (one kernel for every M, run with the shape's M) against (d) with static M:",
+                  "", "| workload | shape | tailsplit us | tailsplit, symbolic M us | symbolic / static |",
+                  "|---|---|---|---|---|"]
+        for row in symbolic:
+            static, dynamic = (row["variants"][v]["seconds"] for v in ("tailsplit", "tailsplit, symbolic M"))
+            lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {static * 1e6:.1f} | "
+                         f"{dynamic * 1e6:.1f} | {dynamic / static:.2f} |")
+    lines += ["", "Code size and compile time per variant (TIR lines of the scheduled module / object bytes / "
+              "compile seconds), and issued instructions of the marked module:", "",
+              "| workload | shape | " + " | ".join(VARIANTS) + " | issued before / after TailSplit / divisible |",
+              "|" + "---|" * (len(VARIANTS) + 3)]
+    for row in report["rows"]:
+        cells = " | ".join(f"{row['variants'][v]['tir_lines']} / {row['variants'][v]['object_bytes']} / "
+                           f"{row['variants'][v]['compile_seconds']:.2f}" for v in VARIANTS)
+        issued = " / ".join(str(v) for v in row["issued"].values())
+        lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {cells} | {issued} |")
+    lines += ["", "Full split, partial split and full unrolling (TIR lines scheduled / lowered, object bytes, compile "
+              "seconds):", "", "| workload | shape | full split | partial split | full unrolling |",
+              "|---|---|---|---|---|"]
+    for entry in report["strategies"]:
+        cells = " | ".join(f"{entry[s]['tir_lines']} / {entry[s]['lowered_tir_lines']} / {entry[s]['object_bytes']}"
+                           f" / {entry[s]['compile_seconds']:.2f}" for s in ("full", "partial", "full unrolling"))
+        lines.append(f"| {entry['workload']} | {shape_text(entry['shape'])} | {cells} |")
+    lines += ["", "Which tail costs what: fp32 matmul with one kind of tail at a time (us, and the aligned / unaligned "
+              "vector moves in the object code):", "", "| case | shape | tailsplit us | pad_einsum us | tailsplit "
+              "vmovaps / vmovups | pad_einsum vmovaps / vmovups |", "|---|---|---|---|---|---|"]
+    for label, entry in report["tail_breakdown"].items():
+        d, b = entry["tailsplit"], entry["pad_einsum"]
+        lines.append(f"| {label} | {shape_text(entry['shape'])} | {d['seconds'] * 1e6:.1f} | {b['seconds'] * 1e6:.1f} "
+                     f"| {d['vmovaps']} / {d['vmovups']} | {b['vmovaps']} / {b['vmovups']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    report = run(quick=quick)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "tails.json").write_text(json.dumps(report, indent=2))
+    (RESULTS / "tails.md").write_text(markdown(report))
+    print(f"wrote {RESULTS / 'tails.json'} and {RESULTS / 'tails.md'}")
+
+
+if __name__ == "__main__":
+    main()

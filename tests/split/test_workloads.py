@@ -1,0 +1,172 @@
+"""The end-to-end workloads (tvm_tailsplit.workloads): after TailSplit + tensorize_marked each one compiles on
+llvm, its main tiles carry the intrinsic, and it computes what numpy computes, on canary-guarded buffers;
+every benchmark variant computes the same; the symbolic-M matmul runs for several M with one compiled kernel."""
+
+import numpy as np
+import pytest
+import tvm
+
+from tvm_tailsplit import TailSplit, analysis, tensorize_marked
+from tvm_tailsplit import workloads as wl
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
+from tvm_tailsplit.testing import random_like, run_guarded
+
+SHAPES = {
+    "dense_int8_vnni": [dict(m=5, n=40, k=11), dict(m=3, n=32, k=16), dict(m=4, n=17, k=7)],
+    "matmul_fp32": [dict(m=13, n=40, k=21), dict(m=16, n=32, k=32), dict(m=9, n=15, k=17)],
+    "elementwise_nc1hwc0": [dict(n=1, c1=2, h=13, w=3, c0=16), dict(n=2, c1=1, h=16, w=2, c0=16)],
+}
+MARKS = {"dense_int8_vnni": wl.VNNI_INTRINSIC, "matmul_fp32": wl.MATMUL_INTRINSIC,
+         "elementwise_nc1hwc0": wl.VECTOR_MUL_INTRINSIC}
+# a piece of each intrinsic's implementation, as it appears in the tensorized TIR
+IMPLEMENTATION = {"dense_int8_vnni": "llvm.x86.avx512.vpdpbusd.512", "matmul_fp32": "T.Broadcast(A_1[i, k], 16)",
+                  "elementwise_nc1hwc0": "A_1[T.Ramp(0, 1, 16)] * B_1[T.Ramp(0, 1, 16)]"}
+CASES = [(name, shape) for name, shapes in SHAPES.items() for shape in shapes]
+
+
+def case_id(case) -> str:
+    name, shape = case
+    return name + "-" + "x".join(str(v) for v in shape.values())
+
+
+@pytest.fixture(scope="module")
+def target():
+    wl.register_workload_intrinsics()
+    return wl.llvm_target()
+
+
+def random_inputs(func, rng) -> list[np.ndarray]:
+    arrays = []
+    for param in func.params:
+        shape = tuple(int(d) for d in param.shape)
+        if param.dtype == "uint8":
+            arrays.append(rng.integers(0, 256, size=shape).astype("uint8"))
+        else:
+            arrays.append(random_like(param.dtype, shape, rng))
+    return arrays
+
+
+def check_against_numpy(name, mod, shape, target, seed=0):
+    func = mod["main"]
+    executable = tvm.compile(mod, target=target)
+    rng = np.random.default_rng(seed)
+    arrays = random_inputs(func, rng)
+    outputs = run_guarded(executable, func, arrays, {})
+    want = wl.reference(name, arrays, shape)
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(outputs[-1], want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(outputs[-1], want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_tailsplit_and_tensorize_match_numpy(case, target):
+    name, shape = case
+    marked = wl.WORKLOADS[name].build(**shape)
+    split = TailSplit()(marked)
+    assert analysis.conditions_under_marks(split) == 0
+    report = []
+    mod = tensorize_marked(split, report=report)
+    for record in report:
+        print(record)
+    spec = wl.WORKLOADS[name]
+    has_main_tile = all(shape[axis] >= tile for axis, tile in zip(spec.tiled, spec.tile, strict=True))
+    # the main tile (the intrinsic's exact shape) comes first; a shape smaller than a tile has only tails
+    assert (report[0].action == "tensorized") == has_main_tile
+    if has_main_tile:
+        assert report[0].intrinsic == MARKS[name]
+        assert IMPLEMENTATION[name] in mod.script()
+    check_against_numpy(name, mod, shape, target)
+
+
+@pytest.mark.parametrize("variant", wl.VARIANTS)
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_benchmark_variants_match_numpy(name, variant, target):
+    shape = SHAPES[name][0]
+    mod = wl.build_variant(name, variant, shape)
+    computed = wl.divisible_shape(name, shape) if variant == "divisible" else shape
+    check_against_numpy(name, mod, computed, target, seed=1)
+
+
+def test_divisible_shape_and_useful_work():
+    assert wl.divisible_shape("matmul_fp32", dict(m=127, n=255, k=129)) == dict(m=128, n=256, k=128)
+    assert wl.useful_work("matmul_fp32", dict(m=128, n=256, k=128)) == 1.0
+    assert wl.divisible_shape("dense_int8_vnni", dict(m=127, n=1000, k=255)) == dict(m=127, n=1008, k=256)
+
+
+def test_tailsplit_leaves_no_guard_and_tensorizes_every_main_tile(target):
+    """The benchmark's matmul: 4 main-tile kinds would be guarded without the pass; after it every mark whose
+    extents equal the micro-kernel's is tensorized and the tails use the tail forms."""
+    mod = wl.matmul_fp32(127, 255, 129)
+    assert analysis.conditions_under_marks(mod) > 0
+    report = []
+    tensorize_marked(TailSplit()(mod), report=report)
+    assert [r.action for r in report].count("tensorized") == 1
+    assert all(r.action in ("tensorized", "tail_intrinsic", "variable_length") for r in report), report
+
+
+def test_symbolic_m_matmul_runs_for_every_m(target):
+    """M is a symbolic variable: one compiled kernel; main tiles tensorized, the M tail has a symbolic extent
+    (``min(8, m - i_0 * 8)``) and is handled by the tail form; checked against numpy for several M."""
+    n, k = 40, 21
+    mod = wl.matmul_fp32(None, n, k)
+    split = TailSplit()(mod)
+    assert analysis.conditions_under_marks(split) == 0
+    report = []
+    tensorized = tensorize_marked(split, report=report)
+    assert report[0].action == "tensorized"
+    assert all(r.action != "left" for r in report), [str(r) for r in report]
+    executable = tvm.compile(tensorized, target=target)
+    func = tensorized["main"]
+    for m in (1, 7, 8, 9, 30):
+        rng = np.random.default_rng(m)
+        a = rng.uniform(-1, 1, (m, k)).astype("float32")
+        b = rng.uniform(-1, 1, (k, n)).astype("float32")
+        c = np.zeros((m, n), "float32")
+        _, _, got = run_guarded(executable, func, [a, b, c], {})
+        np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def wmma_tensorized():
+    """The 1000 x 1000 x 1000 tensor-core matmul after TailSplit + tensorize_marked, and the report."""
+    wl.register_workload_intrinsics()
+    marked = wl.matmul_wmma_cuda(1000, 1000, 1000)
+    assert analysis.conditions_under_marks(marked) > 0  # the last thread blocks are guarded at every stage
+    split = TailSplit()(marked)
+    assert analysis.conditions_under_marks(split) == 0
+    report = []
+    return tensorize_marked(split, report=report), report
+
+
+def test_wmma_workload_every_stage_tensorized(wmma_tensorized):
+    mod, report = wmma_tensorized
+    assert report and all(r.action == "tensorized" for r in report), [str(r) for r in report]
+    assert {r.instruction for r in report} == set(wl.WMMA_MARKS.values())
+    source = cuda_source(mod, "sm_80")
+    for call in ("wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::mma_sync", "wmma::store_matrix_sync"):
+        assert call in source
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_wmma_workload_compiles_with_nvcc(wmma_tensorized, arch):
+    mod, _ = wmma_tensorized
+    usages = compile_cuda_source(cuda_source(mod, arch), arch)
+    assert usages and all(u.registers > 0 for u in usages)
+    for usage in usages:
+        print(usage)
+
+
+@pytest.mark.gpu
+def test_wmma_workload_runs_on_the_gpu(wmma_tensorized):
+    mod, _ = wmma_tensorized
+    device = tvm.cuda(0)
+    arch = "sm_" + device.compute_version.replace(".", "")
+    executable = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}))
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (1000, 1000)).astype("float16")
+    b = rng.uniform(-1, 1, (1000, 1000)).astype("float16")
+    c = tvm.runtime.empty((1000, 1000), "float32", device)
+    executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32"), rtol=1e-2, atol=1e-2)

@@ -1,0 +1,528 @@
+"""End-to-end TailSplit workloads a TVM user recognizes, and the variants the tail benchmark compares.
+
+Each workload builds a scheduled TensorIR module whose instruction-sized loop carries the mark
+(``MARK_KEY`` naming a registered ``TensorIntrin``), on shapes that are not multiples of the tile:
+
+- ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
+  -> int32) tiled for AVX-512 VNNI (``tailsplit_vnni_dot_16x4``: the package's LLVM 22 form of TVM's
+  ``dot_16x4_vnni``, with a masked tail form for both the output and the reduction tails);
+- ``matmul_fp32``: an fp32 matmul tiled for the 8x16x16 micro-kernel, with a static or a symbolic ``M``;
+- ``elementwise_nc1hwc0``: a 5-D ``C = A * B`` over ``N, C1, H, W, C0`` with an irregular ``h`` tiling and
+  the 16-lane vector multiply on ``c0``;
+- ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
+  ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop.
+
+``build_variant(workload, variant, shape)`` gives the five ways to compile the same computation that the
+benchmark compares: ``guarded`` (TVM's default for the same tiling, inner loop vectorized, no tensorize),
+``pad_einsum`` (padding + tensorize), ``loop_partition`` (the guarded schedule with TVM's loop-partition
+hints), ``tailsplit`` (TailSplit + ``tensorize_marked``) and ``divisible`` (the tensorized kernel on the
+nearest shape divisible by the tile; ``useful_work`` scales its time).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import s_tir, te, tirx
+from tvm.s_tir import SBlock
+
+from .intrinsics import llvm_target
+from .split.conditions import MARK_KEY
+from .split.tensorize import TailMatch, TailMismatch, register_tail_intrinsics, tail_intrinsics
+
+__all__ = [
+    "DENSE_TILE",
+    "ELEMENTWISE_LANES",
+    "MATMUL_INTRINSIC",
+    "MATMUL_TILE",
+    "VARIANTS",
+    "VECTOR_MUL_INTRINSIC",
+    "VNNI_INTRINSIC",
+    "WMMA_INTRINSIC",
+    "WMMA_MARKS",
+    "WMMA_TILE",
+    "WMMA_WARPS",
+    "WORKLOADS",
+    "Workload",
+    "build_variant",
+    "dense_int8_vnni",
+    "divisible_shape",
+    "elementwise_nc1hwc0",
+    "emit_masked_vnni",
+    "llvm_target",
+    "matmul_fp32",
+    "matmul_wmma_cuda",
+    "reference",
+    "register_workload_intrinsics",
+    "useful_work",
+]
+
+# The package's VNNI dot product (``intrinsics.VNNI_DOT_16x4_LLVM22``: TVM's dot_16x4_vnni in the form LLVM 22
+# accepts) under a mark whose variable-length tail form (``emit_masked_vnni``) covers both tails of the dense
+# layer: fewer than 16 outputs and fewer than 4 reduction steps.
+VNNI_INTRINSIC = "tailsplit_vnni_dot_16x4"
+MATMUL_INTRINSIC = "tailsplit_llvm_fp32_matmul_8x16x16"
+VECTOR_MUL_INTRINSIC = "tailsplit_avx512_fp32_mul_16"
+WMMA_INTRINSIC = "wmma_sync_16x16x16_f16f16f32"
+# tile of each workload over its tiled axes
+DENSE_TILE = (16, 4)  # (n, k) of one dot_16x4
+MATMUL_TILE = (8, 16, 16)  # (m, n, k) of the micro-kernel
+ELEMENTWISE_LANES = 16
+WMMA_TILE = (16, 16, 16)
+VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
+
+
+# ---------------------------------------------------------------------------------------------- intrinsics
+
+
+def _masked_load(dtype: str, lanes: int, buffer: tirx.Buffer, indices, mask) -> tvm.ir.PrimExpr:
+    zero = tirx.Broadcast(tirx.const(0, dtype), lanes)
+    address = tirx.address_of(tirx.BufferLoad(buffer, list(indices)))
+    return tirx.call_llvm_pure_intrin(f"{dtype}x{lanes}", "llvm.masked.load", address, mask, zero)
+
+
+def _lane_mask(extent: tvm.ir.PrimExpr, lanes: int) -> tvm.ir.PrimExpr:
+    extent = extent if extent.ty.dtype == "int32" else tirx.Cast("int32", extent)
+    return tirx.LT(tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), lanes), tirx.Broadcast(extent, lanes))
+
+
+def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
+    """The variable-length tail form of ``tailsplit_vnni_dot_16x4`` (for ``register_tail_intrinsics``): a tail
+    of ``e_n <= 16`` outputs and ``e_k <= 4`` reductions is one ``vpdpbusd`` whose accumulator is loaded and
+    stored under the ``e_n``-lane mask and whose 4 activation bytes are loaded under the ``e_k``-lane mask
+    (zeros beyond it, so nothing past the end of ``A`` is read and the products there are 0). The packed
+    weight tile is read whole: packing allocates whole 16 x 4 tiles (checked on the buffer's shape). The
+    package's own form (``intrinsics.emit_masked_vnni``) covers the output tail only."""
+    if match.thread_bound:
+        raise TailMismatch("the region is bound to GPU threads; the masked form is llvm code")
+    extent_n, extent_k = match.extents
+    (a, a_start), (b, b_start), (c, c_start) = (match.buffers[name] for name in ("A", "B", "C"))
+    if (a.dtype, b.dtype, c.dtype) != ("uint8", "int8", "int32"):
+        raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
+    if a.strides or b.strides or c.strides:
+        raise TailMismatch("a buffer is strided; the masked form needs contiguous rows")
+    analyzer = tvm.sym.Analyzer()
+    if len(b.shape) < 2 or not all(
+        analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
+    ):
+        raise TailMismatch(f"weight {b.name} is not packed in whole 16 x 4 tiles (shape {list(b.shape)})")
+    mask_n = _lane_mask(extent_n, 16)
+    activations = tirx.call_intrin("int32", "tirx.reinterpret", _masked_load("uint8", 4, a, a_start,
+                                                                              _lane_mask(extent_k, 4)))
+    weights = tirx.BufferLoad(b, [*b_start[:-1], tirx.Ramp(b_start[-1], tirx.const(1, "int32"), 64)])
+    accumulator = _masked_load("int32", 16, c, c_start, mask_n)
+    result = tirx.call_llvm_pure_intrin(
+        "int32x16",
+        "llvm.x86.avx512.vpdpbusd.512",
+        accumulator,
+        tirx.call_intrin("int8x64", "tirx.reinterpret", tirx.Broadcast(activations, 16)),
+        weights,
+    )
+    address = tirx.address_of(tirx.BufferLoad(c, list(c_start)))
+    return tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.masked.store", result, address, mask_n))
+
+
+def register_workload_intrinsics() -> None:
+    """Register the intrinsics of the workloads (idempotent): the package's (``register_intrinsics``, which also
+    imports TVM's built-ins such as WMMA) and ``tailsplit_vnni_dot_16x4`` (the package's LLVM 22 VNNI dot
+    product) with its variable-length tail form ``emit_masked_vnni``."""
+    from .intrinsics import VNNI_DOT_16x4_LLVM22, register_intrinsics
+
+    register_intrinsics()
+    if s_tir.TensorIntrin.get(VNNI_INTRINSIC, allow_missing=True) is None:
+        vnni = s_tir.TensorIntrin.get(VNNI_DOT_16x4_LLVM22)
+        s_tir.TensorIntrin.register(VNNI_INTRINSIC, vnni.desc, vnni.impl)
+    if tail_intrinsics(VNNI_INTRINSIC) is None:
+        register_tail_intrinsics(VNNI_INTRINSIC, variable_length=emit_masked_vnni)
+
+
+# ---------------------------------------------------------------------------------------------- computations
+
+
+def _dense_int8_func(m: int, n: int, k: int) -> tirx.PrimFunc:
+    """``C[i, j] = sum_r int32(A[i, r]) * int32(W[j // 16, r // 4, j % 16, r % 4])`` for ``j < n``, ``r < k``;
+    the packed weight is allocated for whole 16 x 4 tiles (packing pads with zeros, as weights are packed
+    once, offline)."""
+    a = te.placeholder((m, k), "uint8", name="A")
+    w = te.placeholder((-(-n // 16), -(-k // 4), 16, 4), "int8", name="W")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute(
+        (m, n),
+        lambda i, j: te.sum(a[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
+        name="C",
+    )
+    return te.create_prim_func([a, w, c]).with_attr("global_symbol", "main")
+
+
+def _matmul_func(m: int | None, n: int, k: int) -> tirx.PrimFunc:
+    """``C = A @ B`` in fp32; ``m=None`` makes ``M`` a symbolic variable named ``m``."""
+    rows = tirx.Var("m", "int32") if m is None else m
+    a = te.placeholder((rows, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((rows, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
+
+
+def _elementwise_func(n: int, c1: int, h: int, w: int, c0: int) -> tirx.PrimFunc:
+    shape = (n, c1, h, w, c0)
+    a = te.placeholder(shape, "float32", name="A")
+    b = te.placeholder(shape, "float32", name="B")
+    c = te.compute(shape, lambda *idx: a[idx] * b[idx], name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
+
+
+def _matmul_fp16_func(m: int, n: int, k: int) -> tirx.PrimFunc:
+    a = te.placeholder((m, k), "float16", name="A")
+    b = te.placeholder((k, n), "float16", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r),
+                   name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
+
+
+# ------------------------------------------------------------------------------------------------- schedules
+
+
+def _vectorize_if_allowed(sch: s_tir.Schedule, loop: s_tir.LoopRV) -> bool:
+    """``sch.vectorize`` where TVM accepts it; a loop a guard depends on is refused (it stays serial, and
+    LLVM's own vectorizer may still handle it)."""
+    try:
+        sch.vectorize(loop)
+    except s_tir.ScheduleError:
+        return False
+    return True
+
+
+def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
+    """Loops ``j_0, r_0, i, j_1, r_1``: per 16-output column tile and 4-wide reduction step, every row ``i``
+    issues one instruction (independent accumulators, so the instruction's latency overlaps). Returns the loop
+    carrying the instruction (``j_1``) or, for the vectorized baseline, the outer tile loop."""
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    j_0, j_1 = sch.split(j, [None, DENSE_TILE[0]])
+    r_0, r_1 = sch.split(r, [None, DENSE_TILE[1]])
+    if vectorize:  # what TVM gives without the instruction: the 16 outputs as the vector lanes
+        sch.reorder(j_0, r_0, i, r_1, j_1)
+        sch.decompose_reduction(block, r_0)
+        _vectorize_if_allowed(sch, j_1)
+        return j_0
+    sch.reorder(j_0, r_0, i, j_1, r_1)
+    sch.decompose_reduction(block, r_0)
+    if mark:
+        sch.annotate(j_1, MARK_KEY, VNNI_INTRINSIC)
+    return j_1
+
+
+def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
+    """Loops ``i_0, j_0, r_0, i_1, j_1, r_1`` (the micro-kernel's ``i, j, k``), init split out at ``r_0``."""
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    i_0, i_1 = sch.split(i, [None, MATMUL_TILE[0]])
+    j_0, j_1 = sch.split(j, [None, MATMUL_TILE[1]])
+    r_0, r_1 = sch.split(r, [None, MATMUL_TILE[2]])
+    if vectorize:  # the same tiling, the 16 columns as vector lanes, the row loop unrolled
+        sch.reorder(i_0, j_0, r_0, r_1, i_1, j_1)
+        sch.decompose_reduction(block, r_0)
+        sch.unroll(i_1)
+        _vectorize_if_allowed(sch, j_1)
+        return i_0
+    sch.reorder(i_0, j_0, r_0, i_1, j_1, r_1)
+    sch.decompose_reduction(block, r_0)
+    if mark:
+        sch.annotate(i_1, MARK_KEY, MATMUL_INTRINSIC)
+    return i_1
+
+
+def _schedule_elementwise(sch: s_tir.Schedule, mark: bool, vectorize: bool, h_tile: int) -> s_tir.LoopRV:
+    """Loops ``n, c1, h_o, h_i, w, c0`` with ``h`` cut into tiles of ``h_tile``; the 16 lanes on ``c0``."""
+    block = sch.get_sblock("C")
+    n, c1, h, w, c0 = sch.get_loops(block)
+    h_o, h_i = sch.split(h, [None, h_tile])
+    if vectorize:
+        _vectorize_if_allowed(sch, c0)
+        return h_o
+    if mark:
+        sch.annotate(c0, MARK_KEY, VECTOR_MUL_INTRINSIC)
+    return c0
+
+
+# ------------------------------------------------------------------------------------------- public builders
+
+
+def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
+    """An int8 dense layer ``C[m, n] = A[m, k] (uint8) x W[n, k] (int8, packed [N/16, K/4, 16, 4]) -> int32``,
+    tiled for ``dot_16x4_vnni`` (16 outputs x 4 reductions), marked on the 16-output loop."""
+    sch = s_tir.Schedule(_dense_int8_func(m, n, k))
+    _schedule_dense(sch, mark=True, vectorize=False)
+    return sch.mod
+
+
+def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
+    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the 8x16x16 micro-kernel (loops ``i_0, j_0,
+    r_0, i_1, j_1, r_1``, the init block split out, the mark on ``i_1``). ``m=None``: ``M`` is symbolic."""
+    sch = s_tir.Schedule(_matmul_func(m, n, k))
+    _schedule_matmul(sch, mark=True, vectorize=False)
+    return sch.mod
+
+
+def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: int = ELEMENTWISE_LANES,
+                        h_tile: int = 8) -> tvm.IRModule:
+    """``C = A * B`` over an ``N, C1, H, W, C0`` tensor, ``h`` cut into tiles of ``h_tile`` (30 = 3 x 8 + a
+    tail of 6), the 16-lane vector multiply marked on ``c0``."""
+    sch = s_tir.Schedule(_elementwise_func(n, c1, h, w, c0))
+    _schedule_elementwise(sch, mark=True, vectorize=False, h_tile=h_tile)
+    return sch.mod
+
+
+def matmul_wmma_cuda(m: int = 1000, n: int = 1000, k: int = 1000) -> tvm.IRModule:
+    """The fp16 matmul (fp32 accumulate) for CUDA tensor cores, scheduled as TVM's own wmma schedules do.
+
+    The iteration space is padded to whole 16 x 16 x 16 wmma tiles (``sch.pad_einsum``, the padding inlined into
+    the shared-memory copies, so out-of-range elements load as zeros); ``blockIdx.y/x`` cover 64 x 32 blocks of
+    ``C`` and ``threadIdx.z/y`` 4 x 2 warps of one 16 x 16 tile each; per 16-wide ``k`` step ``A`` and ``B`` are
+    copied to shared memory by all threads and loaded into ``wmma.matrix_a/b`` fragments; the accumulator lives in
+    ``wmma.accumulator``. 1008 (the padded 1000) is not a multiple of the 64 x 32 block, so every stage of the
+    last blocks is guarded. Marks: the mma loop (``wmma_sync_16x16x16_f16f16f32``) and the fill, the two fragment
+    loads and the store, each on the outermost loop of its 16 x 16 tile."""
+    return _schedule_wmma(_matmul_fp16_func(m, n, k))
+
+
+# -------------------------------------------------------------------------------------------------- the CUDA
+
+
+WMMA_WARPS = (4, 2)  # warps per thread block in (i, j), one 16 x 16 tile of C each
+WMMA_MARKS = {
+    "fill": "wmma_fill_16x16x16_f32",
+    "load_a": "wmma_load_16x16x16_f16_a_shared",
+    "load_b": "wmma_load_16x16x16_f16_b_shared",
+    "mma": WMMA_INTRINSIC,
+    "store": "wmma_store_16x16x16_f32_global",
+}
+
+
+def _mark_tile(sch: s_tir.Schedule, block: s_tir.SBlockRV, intrinsic: str) -> None:
+    """Cut the last two loops of ``block`` into 16 x 16 tiles and mark the tile's outer loop."""
+    rows, cols = sch.get_loops(block)[-2:]
+    rows_o, rows_i = sch.split(rows, [None, WMMA_TILE[0]])
+    cols_o, cols_i = sch.split(cols, [None, WMMA_TILE[1]])
+    sch.reorder(rows_o, cols_o, rows_i, cols_i)
+    sch.annotate(rows_i, MARK_KEY, intrinsic)
+
+
+def _schedule_wmma(func: tirx.PrimFunc) -> tvm.IRModule:
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock("C")
+    shape = [int(extent) for extent in func.params[2].shape] + [int(func.params[0].shape[1])]
+    padded = any(extent % tile for extent, tile in zip(shape, WMMA_TILE, strict=True))
+    if padded:
+        sch.pad_einsum(block, list(WMMA_TILE))
+    i, j, r = sch.get_loops(block)
+    # one wmma tile per warp: a warp's tiles must be contiguous for blockize once TailSplit has cut the grid
+    i_b, i_w, i_i = sch.split(i, [None, WMMA_WARPS[0], WMMA_TILE[0]])
+    j_b, j_w, j_i = sch.split(j, [None, WMMA_WARPS[1], WMMA_TILE[1]])
+    r_o, r_i = sch.split(r, [None, WMMA_TILE[2]])
+    sch.reorder(i_b, j_b, i_w, j_w, r_o, i_i, j_i, r_i)
+    sch.bind(i_b, "blockIdx.y")
+    sch.bind(j_b, "blockIdx.x")
+    sch.bind(i_w, "threadIdx.z")
+    sch.bind(j_w, "threadIdx.y")
+    accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+    sch.reverse_compute_at(accumulator, j_w)
+    stages = [(sch.cache_read(block, index, "shared"), sch.cache_read(block, index, scope), mark)
+              for index, scope, mark in ((0, "wmma.matrix_a", "load_a"), (1, "wmma.matrix_b", "load_b"))]
+    for shared, fragment, _ in stages:
+        sch.compute_at(fragment, r_o)
+        sch.compute_at(shared, r_o)
+    if padded:
+        sch.compute_inline(sch.get_sblock("A_pad"))
+        sch.compute_inline(sch.get_sblock("B_pad"))
+    for shared, fragment, mark in stages:
+        fused = sch.fuse(*sch.get_loops(shared)[-2:])
+        _, t_z, t_y, t_x = sch.split(fused, [None, WMMA_WARPS[0], WMMA_WARPS[1], 32])
+        sch.bind(t_z, "threadIdx.z")
+        sch.bind(t_y, "threadIdx.y")
+        sch.bind(t_x, "threadIdx.x")
+        _mark_tile(sch, fragment, WMMA_MARKS[mark])
+    init = sch.decompose_reduction(block, r_o)
+    sch.annotate(sch.get_loops(init)[-2], MARK_KEY, WMMA_MARKS["fill"])
+    _mark_tile(sch, accumulator, WMMA_MARKS["store"])
+    sch.annotate(i_i, MARK_KEY, WMMA_MARKS["mma"])
+    if padded:  # the padded result back to C: one element per thread
+        copy_out = sch.get_sblock("C_pad")
+        thread_block, thread = sch.split(sch.fuse(*sch.get_loops(copy_out)), [None, 256])
+        sch.bind(thread_block, "blockIdx.x")
+        sch.bind(thread, "threadIdx.x")
+    return sch.mod
+
+
+# -------------------------------------------------------------------------------------- benchmark variants
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark workload: its shape parameters, the tiled ones and the tile, and how to build it."""
+
+    name: str
+    tiled: tuple[str, ...]
+    tile: tuple[int, ...]
+    build: Callable[..., tvm.IRModule]
+    compute: Callable[..., tirx.PrimFunc]
+    schedule: Callable[..., s_tir.LoopRV]
+
+
+def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
+    def schedule(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
+        return _schedule_elementwise(sch, mark, vectorize, h_tile)
+
+    return schedule
+
+
+WORKLOADS: dict[str, Workload] = {
+    "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
+                                _schedule_dense),
+    "matmul_fp32": Workload("matmul_fp32", ("m", "n", "k"), MATMUL_TILE, matmul_fp32, _matmul_func,
+                            _schedule_matmul),
+    "elementwise_nc1hwc0": Workload("elementwise_nc1hwc0", ("h",), (8,), elementwise_nc1hwc0, _elementwise_func,
+                                    _elementwise_schedule(8)),
+}
+
+
+def divisible_shape(workload: str, shape: dict[str, int]) -> dict[str, int]:
+    """The nearest shape whose tiled extents are multiples of the tile (ties round up)."""
+    spec = WORKLOADS[workload]
+    result = dict(shape)
+    for axis, tile in zip(spec.tiled, spec.tile, strict=True):
+        result[axis] = max(tile, tile * math.floor(shape[axis] / tile + 0.5))
+    return result
+
+
+def useful_work(workload: str, shape: dict[str, int]) -> float:
+    """Points of ``shape`` over points of ``divisible_shape``: multiply the divisible kernel's time by this to
+    compare it with kernels on ``shape``."""
+    divisible = divisible_shape(workload, shape)
+    return math.prod(shape.values()) / math.prod(divisible.values())
+
+
+def _unmark_and_tensorize(sch: s_tir.Schedule, loop: s_tir.LoopRV, intrinsic: str) -> None:
+    sch.unannotate(loop, MARK_KEY)
+    sch.tensorize(loop, intrinsic)
+
+
+def _pad_einsum(workload: str, shape: dict[str, int]) -> tvm.IRModule:
+    """``sch.pad_einsum`` to whole tiles, then the same schedule, tensorized directly (no tail is left)."""
+    register_workload_intrinsics()
+    spec = WORKLOADS[workload]
+    if workload == "dense_int8_vnni":
+        # the packed weight is indexed by j // 16, r // 4: not an einsum; pad by hand the way a user would
+        return _dense_padded_by_hand(**shape)
+    sch = s_tir.Schedule(spec.compute(**shape))
+    if workload == "matmul_fp32":
+        sch.pad_einsum(sch.get_sblock("C"), list(MATMUL_TILE))
+        loop = spec.schedule(sch, mark=True, vectorize=False)
+        _unmark_and_tensorize(sch, loop, MATMUL_INTRINSIC)
+    else:
+        sch.pad_einsum(sch.get_sblock("C"), [1, 1, 8, 1, 1])
+        loop = spec.schedule(sch, mark=True, vectorize=False)
+        _unmark_and_tensorize(sch, loop, VECTOR_MUL_INTRINSIC)
+    _vectorize_copies(sch, ("A_pad", "B_pad", "C_pad"))
+    return sch.mod
+
+
+def _dense_padded_by_hand(m: int, n: int, k: int) -> tvm.IRModule:
+    """The padded dense a user writes when the instruction needs whole tiles: ``A`` padded with zeros to
+    ``K`` a multiple of 4, ``C`` computed for ``N`` a multiple of 16 into a padded buffer, then cropped."""
+    n_pad, k_pad = -(-n // 16) * 16, -(-k // 4) * 4
+    a = te.placeholder((m, k), "uint8", name="A")
+    w = te.placeholder((n_pad // 16, k_pad // 4, 16, 4), "int8", name="W")
+    a_pad = te.compute((m, k_pad), lambda i, r: tvm.tirx.if_then_else(r < k, a[i, r], tvm.tirx.const(0, "uint8")),
+                       name="A_pad")
+    r = te.reduce_axis((0, k_pad), name="r")
+    c_pad = te.compute(
+        (m, n_pad),
+        lambda i, j: te.sum(a_pad[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"),
+                            axis=r),
+        name="C_pad",
+    )
+    c = te.compute((m, n), lambda i, j: c_pad[i, j], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, w, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C_pad")
+    i, j, r_loop = sch.get_loops(block)
+    j_0, j_1 = sch.split(j, [None, 16])
+    r_0, r_1 = sch.split(r_loop, [None, 4])
+    sch.reorder(j_0, r_0, i, j_1, r_1)
+    sch.decompose_reduction(block, r_0)
+    sch.tensorize(j_1, VNNI_INTRINSIC)
+    _vectorize_copies(sch, ("A_pad", "C"))
+    return sch.mod
+
+
+def _guarded(workload: str, shape: dict[str, int], partition_hint: bool) -> tvm.IRModule:
+    spec = WORKLOADS[workload]
+    sch = s_tir.Schedule(spec.compute(**shape))
+    spec.schedule(sch, mark=False, vectorize=True)
+    if partition_hint:
+        # TVM's LoopPartition (in the default pipeline) splits hinted loops by the conditions in their body
+        for loop in sch.get_loops(sch.get_sblock("C_update" if workload != "elementwise_nc1hwc0" else "C")):
+            if sch.get(loop).kind == tirx.ForKind.SERIAL and sch.get(loop).extent.value > 1:
+                sch.annotate(loop, "pragma_loop_partition_hint", 1)
+    return sch.mod
+
+
+def _vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
+    """Vectorize the padding copies (16 lanes of their innermost loop) where TVM accepts it; a shape that needs no
+    padding has no copies."""
+    existing = set()
+    tvm_ffi.structural_walk(sch.mod["main"].body, (SBlock, lambda block: existing.add(block.name_hint)))
+    for name in names:
+        if name not in existing:
+            continue
+        inner = sch.get_loops(sch.get_sblock(name))[-1]
+        _, lanes = sch.split(inner, [None, 16])
+        _vectorize_if_allowed(sch, lanes)
+
+
+def _tailsplit(workload: str, shape: dict[str, int]) -> tvm.IRModule:
+    from . import tensorize_marked
+    from .split import TailSplit
+
+    register_workload_intrinsics()
+    return tensorize_marked(TailSplit()(WORKLOADS[workload].build(**shape)))
+
+
+def build_variant(workload: str, variant: str, shape: dict[str, int]) -> tvm.IRModule:
+    """The module of one benchmark variant, ready for ``tvm.compile`` (see the module docstring). For
+    ``divisible`` the module computes ``divisible_shape(workload, shape)``."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)}")
+    if variant == "guarded":
+        return _guarded(workload, shape, partition_hint=False)
+    if variant == "loop_partition":
+        return _guarded(workload, shape, partition_hint=True)
+    if variant == "pad_einsum":
+        return _pad_einsum(workload, shape)
+    if variant == "tailsplit":
+        return _tailsplit(workload, shape)
+    if variant == "divisible":
+        return _tailsplit(workload, divisible_shape(workload, shape))
+    raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+
+
+def reference(workload: str, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
+    """The numpy result of a workload on its inputs (in the order of the function's buffer parameters)."""
+    if workload == "dense_int8_vnni":
+        a, w = inputs[:2]
+        n, k = shape["n"], shape["k"]
+        unpacked = w.transpose(0, 2, 1, 3).reshape(w.shape[0] * 16, w.shape[1] * 4)[:n, :k]
+        return a.astype(np.int32) @ unpacked.astype(np.int32).T
+    if workload in ("matmul_fp32", "matmul_wmma_cuda"):
+        a, b = inputs[:2]
+        return a.astype(np.float32) @ b.astype(np.float32)
+    if workload == "elementwise_nc1hwc0":
+        return inputs[0] * inputs[1]
+    raise ValueError(f"unknown workload {workload!r}")
