@@ -257,3 +257,74 @@ def test_issued_instructions_of_the_symbolic_split(n):
     tiles = -(-n // 16)
     assert analysis.instruction_count(mod, symbolic_values={"n": n}).issued == 16 * tiles
     assert analysis.instruction_count(after, symbolic_values={"n": n}).issued == tiles
+
+
+# Regressions found in review: a range of a loop that does not enclose a guard must not be assumed when the
+# guard is decided; an inner loop's emptiness must not skip the statements beside it; a thread-bound loop's
+# extent is the launch configuration and is never narrowed.
+
+
+@T.prim_func(s_tir=True)
+def sibling_nest_range(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (32,), "float32")
+    B = T.match_buffer(b, (32,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "v8"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(32, i_0 * 8 + i_1)
+                T.where(i_0 * 8 + i_1 < n + 5)
+                B[vi] = A[vi] * T.float32(2)
+    for k in range(n - 20):  # non-empty only for n >= 21: says nothing about the nest above
+        with T.sblock("C"):
+            vk = T.axis.spatial(32, k)
+            T.where(k < 32)
+            B[vk] = B[vk] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def inner_loop_beside_a_block(a: T.handle, b: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (8,), "float32")
+    B = T.match_buffer(b, (8,), "float32")
+    C = T.match_buffer(c, (8, 8), "float32")
+    for i in T.serial(8, annotations={"pragma_emit_insn": "v8"}):
+        for j in range(8):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(j < n)
+                C[vi, vj] = A[vi]
+        with T.sblock("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def thread_bound_below_the_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (8, 32), "float32")
+    B = T.match_buffer(b, (8, 32), "float32")
+    for i in T.serial(8, annotations={"pragma_emit_insn": "v8"}):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.sblock("B"):
+                vi, vt = T.axis.remap("SS", [i, tx])
+                T.where(tx < n)
+                B[vi, vt] = A[vi, vt] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", ["full", "partial", "auto"])
+@pytest.mark.parametrize(
+    "func, values",
+    [(sibling_nest_range, range(-8, 41)), (inner_loop_beside_a_block, range(-3, 12))],
+    ids=["sibling_nest_range", "inner_loop_beside_a_block"],
+)
+def test_review_regressions_stay_equivalent(func, values, strategy):
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    after = TailSplit(strategy=strategy)(mod)
+    executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(remove_marks(after), target="llvm"))
+    for n in values:
+        assert_same_results(mod, after, scalar_args={"n": n}, trials=1, executables=executables)
+
+
+def test_thread_bound_loop_below_the_mark_keeps_its_extent():
+    reports = []
+    after = TailSplit(reports=reports)(tvm.IRModule({"main": thread_bound_below_the_mark}))
+    assert 'T.thread_binding(32, thread="threadIdx.x")' in after.script()
+    assert "thread-bound loop's extent is the launch configuration" in str(reports[0])

@@ -36,6 +36,7 @@ __all__ = [
     "Mark",
     "atoms_of",
     "block_if_statements",
+    "conjunction",
     "find_marks",
     "guards_everything",
     "guards_under",
@@ -51,6 +52,14 @@ def substitute(node, var_map: dict):
     if not var_map:
         return node
     return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: var_map.get(v, v)), order="post")
+
+
+def conjunction(exprs: list) -> tvm.ir.PrimExpr:
+    """``exprs[0] and exprs[1] and ...`` (at least one expression)."""
+    result = exprs[0]
+    for expr in exprs[1:]:
+        result = tirx.And(result, expr)
+    return result
 
 
 def is_mark(stmt) -> bool:

@@ -40,7 +40,7 @@ import tvm
 from tvm import sym, tirx
 from tvm.ir import Range
 
-from .conditions import Atom, free_vars, substitute
+from .conditions import Atom, conjunction, free_vars, substitute
 
 __all__ = [
     "Interval",
@@ -56,6 +56,7 @@ __all__ = [
 # tvm.sym's ConstIntBound uses these sentinels for unbounded ends.
 _POS_INF = 2**62
 _NEG_INF = -(2**62)
+_Z3_TIMEOUT_MS = 200  # a proof Z3 cannot finish in this time is treated as not proved (sound, maybe less split)
 
 
 class Status(enum.Enum):
@@ -85,7 +86,7 @@ class RangeContext:
     def __init__(self) -> None:
         self.ranges: dict = {}
         self._analyzer: sym.Analyzer | None = None
-        self._range_constraint = None
+        self._proofs: dict = {}  # proof cache: (expression, ranges assumed, assumptions) -> proved
         self.assumptions: list = []  # conditions of the guarded cases being planned (e.g. ``s // 8 <= n // 8``)
 
     @property
@@ -100,7 +101,6 @@ class RangeContext:
         """Bind ``var`` to ``[low, low + extent)`` (replacing an earlier binding)."""
         self.ranges[var] = (low, extent)
         self._analyzer = None
-        self._range_constraint = None
 
     def constant_range(self, var) -> tuple[int, int] | None:
         """``(lo, hi)`` of ``var`` when both ends are constants, else ``None``."""
@@ -129,49 +129,71 @@ class RangeContext:
     def assuming(self, condition) -> Iterator[None]:
         """Temporarily add ``condition`` (over symbolic and enclosing variables) to what proofs may assume."""
         self.assumptions.append(condition)
-        self._range_constraint = None
         try:
             yield
         finally:
             self.assumptions.pop()
-            self._range_constraint = None
 
-    def _range_constraint_of(self, ranges: dict):
-        """The assumptions and ``low <= v < low + extent`` for every variable of ``ranges`` whose range is not
-        constant."""
-        terms = list(self.assumptions) + [
-            tirx.And(low <= var, var < low + extent)
-            for var, (low, extent) in ranges.items()
-            if not (isinstance(low, tirx.IntImm) and isinstance(extent, tirx.IntImm))
-        ]
-        return _conjunction(terms) if terms else tirx.const(True, "bool")
+    def _relevant_ranges(self, expr, over: set | None) -> dict:
+        """The ranges a proof about ``expr`` may assume: those of the loop variables in ``expr`` (or in the
+        assumptions), and of the variables their ranges depend on, restricted to ``over`` when given.
+
+        Only loops the statement is inside of, or loops inside it that a guard mentions, ever get here: a
+        non-empty range of any other loop (a sibling nest's ``range(n - 20)``) says nothing about the code being
+        decided, and assuming it would make wrong proofs (``n >= 21``)."""
+        pending = list(free_vars(expr))
+        for assumption in self.assumptions:
+            pending.extend(free_vars(assumption))
+        relevant: dict = {}
+        while pending:
+            var = pending.pop()
+            if var in relevant or var not in self.ranges or (over is not None and var not in over):
+                continue
+            low, extent = self.ranges[var]
+            relevant[var] = (low, extent)
+            pending.extend(free_vars(low) | free_vars(extent))
+        return relevant
 
     def prove(self, expr, over: set | None = None) -> bool:
-        """Prove ``expr`` for every value of the bound variables in their ranges (and every value of the
-        symbolic variables): first with the default strength, then with the symbolic-bound strength (Z3 as a
-        fallback) under the non-constant ranges as constraints.
+        """Prove ``expr`` for every value of the relevant loop variables in their ranges (see
+        ``_relevant_ranges``) and every value of the symbolic variables, under the context's assumptions: first
+        with the default strength, then with the symbolic-bound strength (Z3 as a fallback, with a time limit;
+        a timeout is no proof).
 
         ``over`` restricts the ranges that may be assumed to those of the given variables. Proofs about the
         ends of a loop's pieces must not assume that loop's own range or an inner loop's range (a range
         ``0 <= i < (n + 15) // 16`` would imply ``n >= 1``); they pass the enclosing loops here.
         """
-        if over is None:
-            analyzer = self.analyzer
-            if self._range_constraint is None:
-                self._range_constraint = self._range_constraint_of(self.ranges)
-            constraint = self._range_constraint
-        else:
-            ranges = {var: r for var, r in self.ranges.items() if var in over}
-            analyzer = sym.Analyzer()
-            for var, (low, extent) in ranges.items():
-                analyzer.bind(var, Range.from_min_extent(low, extent))
-            constraint = self._range_constraint_of(ranges)
+        ranges = self._relevant_ranges(expr, over)
+        key = (
+            str(expr),
+            tuple(sorted((v.name, id(v), str(low), str(extent)) for v, (low, extent) in ranges.items())),
+            tuple(str(a) for a in self.assumptions),
+        )
+        if key not in self._proofs:
+            self._proofs[key] = self._prove(expr, ranges)
+        return self._proofs[key]
+
+    def _prove(self, expr, ranges: dict) -> bool:
+        analyzer = sym.Analyzer()
+        for var, (low, extent) in ranges.items():
+            analyzer.bind(var, Range.from_min_extent(low, extent))
         if analyzer.can_prove(expr):
             return True
+        symbolic_ranges = {
+            var: (low, extent)
+            for var, (low, extent) in ranges.items()
+            if not (isinstance(low, tirx.IntImm) and isinstance(extent, tirx.IntImm))
+        }
         free = free_vars(expr)
-        if not self.assumptions and all(var in self.ranges and self.constant_range(var) is not None for var in free):
+        if not self.assumptions and not symbolic_ranges and all(var in ranges for var in free):
             return False  # constant ranges only: the default strength is exact for the atoms handled here
-        with analyzer.constraint_scope(constraint):
+        terms = list(self.assumptions) + [
+            tirx.And(low <= var, var < low + extent) for var, (low, extent) in symbolic_ranges.items()
+        ]
+        if analyzer.is_z3_enabled:
+            analyzer.set_z3_timeout_ms(_Z3_TIMEOUT_MS)
+        with analyzer.constraint_scope(conjunction(terms) if terms else tirx.const(True, "bool")):
             return bool(analyzer.can_prove(expr, sym.ProofStrength.SYMBOLIC_BOUND))
 
     def bounds(self, expr) -> tuple[int, int]:
@@ -212,13 +234,6 @@ class RangeContext:
 
 def _as_expr(value, dtype: str):
     return tirx.const(value, dtype) if isinstance(value, int) else value
-
-
-def _conjunction(terms: list):
-    result = terms[0]
-    for term in terms[1:]:
-        result = tirx.And(result, term)
-    return result
 
 
 def _finite(bound):
@@ -267,10 +282,6 @@ class Interval:
         return f"{span} {self.status.value}"
 
 
-def _floor_div(a: int, b: int) -> int:
-    return a // b
-
-
 def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
@@ -296,9 +307,9 @@ def split_points(atom: Atom, var, context: RangeContext) -> list[int]:
     else:
         magnitude = -coefficient
         if rest_min != _NEG_INF:
-            points.append(_floor_div(rest_min, magnitude) + 1)  # always-true below this
+            points.append(rest_min // magnitude + 1)  # always-true below this
         if rest_max != _POS_INF:
-            points.append(_floor_div(rest_max, magnitude) + 1)  # always-false from here on
+            points.append(rest_max // magnitude + 1)  # always-false from here on
     return points
 
 

@@ -88,7 +88,8 @@ class LoopPiece:
     """One emitted copy of a loop over ``[lo, hi)`` (integers, or expressions for symbolic ranges).
 
     ``rebased`` copies start at 0 (below a mark). ``hoisted`` copies have symbolic ends bound above the mark;
-    ``may_be_empty`` ones need ``hi > lo`` checked (above the mark when hoisted, else by ``max(0, ...)``).
+    ``may_be_empty`` ones need ``hi > lo`` checked: by a guard above the mark when the loop is the mark itself,
+    else by ``max(0, ...)`` in its extent (a guard would also skip the statements beside the loop).
     """
 
     lo: object
@@ -234,7 +235,7 @@ def _statements_left(block, if_decisions: dict) -> int:
     )
 
 
-def _conjunction(atoms) -> str:
+def _describe(atoms) -> str:
     return " and ".join(str(a) for a in atoms)
 
 
@@ -371,14 +372,12 @@ class Planner:
         subject = f"loop {var.name}"
         if atoms and self._is_symbolic(var, atoms):
             return self._plan_symbolic_loop(loop, mark, atoms, subject)
-        split = bool(atoms) and self._splits_as_loop(loop, below_mark) and constant is not None
+        split = bool(atoms) and self._splits_as_loop(loop, below_mark)
         if split:
             blocker = copy_blocker(loop.body)
             if blocker is not None:
                 self._note(subject, f"not split: {blocker}")
                 split = False
-        if atoms and constant is None:
-            self._note(subject, "not split: its range is not constant (symbolic bounds are kept as they are)")
         self._enclosing.append(loop)
         try:
             if not split:
@@ -389,7 +388,7 @@ class Planner:
             lo, hi = constant
             deeper = {inner.loop_var for inner in loop_vars_in(loop.body)}
             self._split_loops.add(var)
-            self._splits.setdefault(subject, (f"split by {_conjunction(atoms)}", []))
+            self._splits.setdefault(subject, (f"split by {_describe(atoms)}", []))
             pieces: list[LoopPiece] = []
             for interval in self._pieces(var, lo, hi, atoms, deeper, subject):
                 with self.context.narrowed(var, interval.lo, interval.hi):
@@ -398,7 +397,7 @@ class Planner:
                     pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=below_mark))
             self._split_loops.discard(var)
             self.changed = True
-            self._log_split(subject, f"split by {_conjunction(atoms)}", pieces)
+            self._log_split(subject, f"split by {_describe(atoms)}", pieces)
             if not pieces:
                 return None
             return LoopPlan(loop, pieces)
@@ -420,6 +419,9 @@ class Planner:
         low, extent = self.context.ranges[var]
         lo, hi = low, self.context.analyzer.simplify(low + extent)
         if mark is not None:
+            if loop.kind == tirx.ForKind.THREAD_BINDING:
+                self._note(subject, "range kept: a thread-bound loop's extent is the launch configuration")
+                return self._whole(loop, mark)
             outside = {enclosing.loop_var for enclosing in self._enclosing}
             # Narrowing the range drops the iterations where an atom fails: only atoms that guard every
             # statement of the body may narrow it (not one with an else branch, or that some block lacks).
@@ -446,7 +448,7 @@ class Planner:
                 self._enclosing.pop()
             self.changed = True
             where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
-            self._note(subject, f"range intersected with {_conjunction(used)}: [{new_lo}, {new_hi}), computed "
+            self._note(subject, f"range intersected with {_describe(used)}: [{new_lo}, {new_hi}), computed "
                                 f"{where}")
             if body is None:
                 return None
@@ -478,7 +480,7 @@ class Planner:
             self._enclosing.pop()
             self._split_loops.discard(var)
         self.changed = True
-        self._log_split(subject, f"split by {_conjunction(atoms)}", pieces)
+        self._log_split(subject, f"split by {_describe(atoms)}", pieces)
         return LoopPlan(loop, pieces) if pieces else None
 
     def _inside(self, var, new_lo, new_hi, lo, hi) -> bool:

@@ -23,17 +23,10 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, is_mark, substitute
+from .conditions import MARK_KEY, conjunction, is_mark, substitute
 from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
-
-
-def _conjunction(exprs: list) -> tirx.PrimExpr:
-    result = exprs[0]
-    for expr in exprs[1:]:
-        result = tirx.And(result, expr)
-    return result
 
 
 def _no_op() -> tirx.Stmt:
@@ -80,7 +73,7 @@ class Emitter:
                 if isinstance(piece.lo, int) and isinstance(piece.hi, int):
                     start, extent, offset = self._constant_bounds(piece, dtype)
                 else:
-                    start, extent, offset = self._symbolic_bounds(var, piece, dtype)
+                    start, extent, offset = self._symbolic_bounds(loop, piece)
                 self.var_map[var] = new_var if offset is None else new_var + offset
                 copies.append(wrap(self._copy_loop(loop, new_var, start, extent, piece.body)))
         self._restore(var, previous)
@@ -94,8 +87,10 @@ class Emitter:
             return tirx.const(0, dtype), extent, tirx.const(piece.lo, dtype)
         return tirx.const(piece.lo, dtype), extent, None
 
-    def _symbolic_bounds(self, var, piece, dtype: str):
+    def _symbolic_bounds(self, loop: tirx.For, piece):
         """``(start, extent, offset)`` of a piece with symbolic ends; hoisted ones are bound above the mark."""
+        var = loop.loop_var
+        dtype = var.ty.dtype
         lo = substitute(piece.lo if not isinstance(piece.lo, int) else tirx.const(piece.lo, dtype), self.var_map)
         hi = substitute(piece.hi if not isinstance(piece.hi, int) else tirx.const(piece.hi, dtype), self.var_map)
         extent = hi - lo
@@ -110,8 +105,10 @@ class Emitter:
                 bindings.append(tirx.Bind(offset, lo))
                 extent = hi - offset
             extent_var = tirx.Var(f"{var.name}_extent", var.ty)
+            if piece.may_be_empty and not is_mark(loop):
+                extent = tirx.Max(extent, zero)  # a guard above the mark would skip the loop's siblings too
             bindings.append(tirx.Bind(extent_var, extent))
-            if piece.may_be_empty:
+            if piece.may_be_empty and is_mark(loop):
                 guards.append(extent_var > zero)
             return zero, extent_var, offset
         offset = None if isinstance(lo, tirx.IntImm) and lo.value == 0 else lo
@@ -130,7 +127,7 @@ class Emitter:
 
         def wrap(stmt):
             if guards:
-                stmt = tirx.IfThenElse(_conjunction(guards), stmt, None)
+                stmt = tirx.IfThenElse(conjunction(guards), stmt, None)
             return tirx.SeqStmt([*bindings, stmt]) if bindings else stmt
 
         try:
@@ -187,7 +184,7 @@ class Emitter:
                 if not tvm_ffi.structural_equal(case.hi, plan.range_hi):
                     conditions.append(var < substitute(case.hi, self.var_map))
             body = self.emit(case.body)
-            arms.append(tirx.IfThenElse(_conjunction(conditions), body, None) if conditions else body)
+            arms.append(tirx.IfThenElse(conjunction(conditions), body, None) if conditions else body)
         return arms[0] if len(arms) == 1 else tirx.SeqStmt(arms)
 
     def _emit_if(self, plan: IfPlan) -> tirx.Stmt:
@@ -195,7 +192,7 @@ class Emitter:
         else_case = self.emit(plan.else_plan) if plan.else_plan is not None else None
         if not plan.kept_atoms:
             return then_case
-        condition = substitute(_conjunction([a.expr for a in plan.kept_atoms]), self.var_map)
+        condition = substitute(conjunction([a.expr for a in plan.kept_atoms]), self.var_map)
         return tirx.IfThenElse(condition, then_case, else_case)
 
     def _block_name(self, name: str) -> str:
@@ -224,7 +221,7 @@ class Emitter:
                     if child.else_case is not None:
                         result.append(child.else_case)
                 else:
-                    result.append(tirx.IfThenElse(_conjunction([a.expr for a in decision]), child.then_case,
+                    result.append(tirx.IfThenElse(conjunction([a.expr for a in decision]), child.then_case,
                                                   child.else_case))
             if not result:
                 return _no_op()
@@ -242,7 +239,7 @@ class Emitter:
             block.annotations,
         )
         predicate = (
-            substitute(_conjunction([a.expr for a in plan.predicate_atoms]), self.var_map)
+            substitute(conjunction([a.expr for a in plan.predicate_atoms]), self.var_map)
             if plan.predicate_atoms
             else tirx.const(True, "bool")
         )

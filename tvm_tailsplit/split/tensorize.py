@@ -451,8 +451,10 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
     entries = list(matcher.buffers.items())
     for position, (desc_a, (buffer_a, starts_a)) in enumerate(entries):
         for desc_b, (buffer_b, starts_b) in entries[position + 1 :]:
+            if not buffer_a.same_as(buffer_b):  # (operands of different ranks, e.g. a packed panel, compare here)
+                continue
             same = all(analyzer.can_prove_equal(a, b) for a, b in zip(starts_a, starts_b, strict=True))
-            if buffer_a.same_as(buffer_b) and not same:  # e.g. C[v + 1] = C[v] * B[v]: a recurrence
+            if not same:  # e.g. C[v + 1] = C[v] * B[v]: a recurrence
                 raise TailMismatch(
                     f"{buffer_a.name} is both {desc_a.name} and {desc_b.name} at different starts (a dependence)"
                 )
