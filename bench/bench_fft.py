@@ -6,12 +6,14 @@ before timing. The machine is noisy, so the implementations of a case are timed 
 `ROUNDS` rounds every implementation is timed in turn (the best of 2 repetitions of steady-state calls lasting
 50 ms or more), and the table shows the median over the rounds. The generated operator on 1 thread and the
 single-threaded libraries are measured together in a subprocess (TVM's thread pool size is fixed per
-process), the generated operator on TVM_NUM_THREADS threads (default: all cores) and the multi-threaded
-libraries together in the main process. The memory-bandwidth ceiling is measured in the same run (a numpy copy of one
-batch; a 256 MiB copy gives the DRAM bandwidth) and converted to the GFLOP/s a transform would reach if it
-only read its input and wrote its output once.
+process), on the process's CPU time (all its threads), which other processes on a shared machine do not
+inflate as they inflate wall time; the generated operator on TVM_NUM_THREADS threads (default: all cores)
+and the multi-threaded libraries together in the main process, on wall time. The memory-bandwidth ceiling
+is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
+converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once.
 
 Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md.
+A focused run that writes no results: `python -m bench.bench_fft --cases c2c:64,r2c:1024 --rounds 3`.
 """
 
 from __future__ import annotations
@@ -47,26 +49,38 @@ SETTLE_SECONDS = 0.3
 RESULTS = pathlib.Path(__file__).parent / "results"
 
 
-def best_time(run, min_seconds: float = 0.15, repeats: int = 3) -> float:
-    """Best per-call time over `repeats` rounds of calls lasting at least `min_seconds` each."""
+def best_time(run, min_seconds: float = 0.15, repeats: int = 3, clock=time.perf_counter) -> float:
+    """Best per-call time over `repeats` rounds of calls lasting at least `min_seconds` each (on `clock`)."""
     run()
     best = math.inf
     for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
+        calls, start = 0, clock()
         while True:
             run()
             calls += 1
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             if elapsed >= min_seconds:
                 break
         best = min(best, elapsed / calls)
     return best
 
 
+def _option(name: str) -> str | None:
+    """The value of `--name value` on the command line, else None."""
+    if name in sys.argv[:-1]:
+        return sys.argv[sys.argv.index(name) + 1]
+    return None
+
+
 def cases() -> list[tuple[str, int, int]]:
-    """(kind, n, batch) of every measured transform."""
+    """(kind, n, batch) of every measured transform; `--cases c2c:64,r2c:1024` (also passed on to the
+    one-thread subprocess) restricts them for a quick focused run, which does not write the results."""
     result = [("c2c", n, max(1, BATCH_BYTES // (8 * n))) for n in C2C_SIZES]
     result += [("r2c", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE)), ("c2r", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE))]
+    selected = _option("--cases")
+    if selected:
+        keys = set(selected.split(","))
+        result = [case for case in result if f"{case[0]}:{case[1]}" in keys]
     return result
 
 
@@ -83,12 +97,12 @@ def make_input(kind: str, n: int, batch: int) -> np.ndarray:
     return (rng.standard_normal((batch, length)) + 1j * rng.standard_normal((batch, length))).astype(np.complex64)
 
 
-def side_by_side(kind: str, n: int, batch: int, runners: dict) -> dict:
-    """name -> median GFLOP/s over `ROUNDS` rounds, each timing every runner in turn."""
+def side_by_side(kind: str, n: int, batch: int, runners: dict, clock=time.perf_counter) -> dict:
+    """name -> median GFLOP/s over `ROUNDS` rounds (`--rounds k` overrides), each timing every runner in turn."""
     seconds: dict = {name: [] for name in runners}
-    for _ in range(ROUNDS):
+    for _ in range(int(_option("--rounds") or ROUNDS)):
         for name, run in runners.items():
-            seconds[name].append(best_time(run, min_seconds=0.05, repeats=2))
+            seconds[name].append(best_time(run, min_seconds=0.05, repeats=2, clock=clock))
             time.sleep(SETTLE_SECONDS)
     return {name: flops(kind, n, batch) / statistics.median(times) / 1e9 for name, times in seconds.items()}
 
@@ -114,7 +128,10 @@ def measure_generated(single_threaded: bool) -> dict:
                 skipped[name] = runner
             elif (name in SINGLE_THREADED) == single_threaded:
                 runners[name] = runner
-        gflops = side_by_side(kind, n, batch, runners)
+        # single-threaded: the process's CPU time (every thread's), which other processes on a shared machine do
+        # not inflate; multi-threaded: wall time (CPU time would count the libraries' spinning threads)
+        clock = time.process_time if single_threaded else time.perf_counter
+        gflops = side_by_side(kind, n, batch, runners, clock=clock)
         results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "compile_seconds": compile_seconds,
                                   "passes": len(plan.passes.passes), "lanes": plan.lanes, "libraries": gflops,
                                   "skipped": skipped}
@@ -195,7 +212,8 @@ def main() -> None:
     dram_bandwidth = memory_bandwidth(256 * 1024 * 1024)
     print(f"machine: {info}\ncopy bandwidth: {bandwidth:.1f} GB/s (16 MiB), {dram_bandwidth:.1f} GB/s (256 MiB)",
           flush=True)
-    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--one-thread"], capture_output=True,
+    focused = sys.argv[1:]
+    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--one-thread", *focused], capture_output=True,
                             text=True, check=True, env={**os.environ, "TVM_NUM_THREADS": "1"},
                             cwd=pathlib.Path(__file__).parent.parent)
     generated_one = json.loads(single.stdout.strip().splitlines()[-1])
@@ -217,6 +235,8 @@ def main() -> None:
             skipped.update(generated[key]["skipped"])
         rows.append(row)
         print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    if _option("--cases"):
+        return  # a focused run: the results files keep the full benchmark
     RESULTS.mkdir(exist_ok=True)
     report = {"machine": info, "memory_bandwidth_GBps": bandwidth, "dram_bandwidth_GBps": dram_bandwidth,
               "skipped_libraries": skipped, "rows": rows,
@@ -242,7 +262,9 @@ def markdown(report: dict) -> str:
         "that reads its input and writes its output once at the 16 MiB copy bandwidth.",
         "GFLOP/s = 5·n·log2(n)·batch/time (half for r2c/c2r); batches of 16 MiB of complex64 (float32 for the real "
         f"side of r2c/c2r). `generated t=k`: the generated operator on k threads. Every value is the median of "
-        f"{ROUNDS} rounds that time the implementations of a case side by side. Command: "
+        f"{ROUNDS} rounds that time the implementations of a case side by side; the single-threaded columns (generated "
+        "t=1, numpy.fft, scipy.fft w=1, pyfftw t=1, timed together in one process) on the process's CPU time, the "
+        "others on wall time. Command: "
         f"`{report['command']}`.",
         "",
         "| kind | n | batch | " + " | ".join(columns) + " | compile s |",

@@ -2,8 +2,8 @@
 
 Data flow: (n, kind, dtype, target) → prime factors and breakdown (`factor`) → formula tree (`formula`) →
 derived codelets for the leaves (`codelet`) → passes over memory with folded stride permutations and
-twiddles (`passes`) → TIR template (`template`) → schedule per target (`schedule`) → compiled plan (`plan`),
-or the same template as a stage of the caller's TE graph (`te_fft`).
+twiddles (`passes`) → TIR template (`template`) → schedule per target (`schedule`) → compiled plan (`plan`;
+on llvm through `lowering`'s pipeline), or the same template as a stage of the caller's TE graph (`te_fft`).
 """
 
 from .planner import Plan, fft, ifft, irfft, plan, rfft

@@ -2,8 +2,10 @@
 
 * llvm: the lane loop of every pass block (transforms of the batch side by side; scratch accesses are
   contiguous across lanes) is vectorized, and the group loop (lane groups of the batch) runs in parallel
-  on all cores. With fewer lanes than a vector (batch 1), the innermost loop over codelet instances of the
-  pass is vectorized with them. The straight-line codelet bodies need no further scheduling.
+  on all cores, as at most `PARALLEL_TASKS` tasks of serial groups that share one scratch allocation. With
+  fewer lanes than a vector (one transform per group), the innermost loop over codelet instances of the
+  pass is vectorized with them. The straight-line codelet bodies need no further scheduling; the prefetch
+  blocks (`template`) are left as they are.
 * CUDA: one thread block per lane group (the group loop is bound to `blockIdx.x`); inside a block, each
   pass's loops and lanes are fused and spread over `threads` threads (`threadIdx.x`), scratch lives in
   shared memory (static up to 48 KiB, dynamic above), and TVM inserts the `__syncthreads()` between passes.
@@ -13,6 +15,8 @@
 from __future__ import annotations
 
 from tvm import s_tir, tirx
+
+from .template import PREFETCH_BLOCK
 
 __all__ = ["schedule_cuda", "schedule_llvm"]
 
@@ -37,9 +41,18 @@ def _group_loops(sch: s_tir.Schedule, blocks: list) -> list:
 # n = 4096: 11.8 -> 14.1 GFLOP/s and n = 65536: 7.8 -> 9.4 GFLOP/s with 8 float32 per vector instead of 4
 # (16 per vector: 12.5 and 9.7). Across the batch, 4 lanes stay faster (see planner.VECTOR_LANES).
 INNER_VECTOR_SCALE = 2
+# ... and this many times when the scratch of one transform exceeds LARGE_SCRATCH_BYTES (half of a 1 MiB L2):
+# the passes then stream through the outer caches, where fewer and wider accesses pay (n = 65536, 1 thread,
+# 16 MiB batch: 6.7 -> 8.7 GFLOP/s with 16 float32 per vector instead of 8; n = 64 and 4096 prefer 8)
+LARGE_INNER_VECTOR_SCALE = 4
+LARGE_SCRATCH_BYTES = 512 * 1024
+# the parallel loop over lane groups has at most this many tasks (a divisor of the group count), each running
+# its groups serially in one scratch allocation (1 thread, 16 MiB batches: n = 256 12.7 -> 14.5 GFLOP/s,
+# n = 60 10.4 -> 11.7)
+PARALLEL_TASKS = 64
 
 
-def schedule_llvm(func: tirx.PrimFunc, vector_width: int) -> s_tir.Schedule:
+def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0) -> s_tir.Schedule:
     """Vectorize across lanes, parallelize over lane groups.
 
     When a group has fewer lanes than `vector_width` (a batch of 1, or scratch too large for more lanes) and
@@ -51,11 +64,14 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int) -> s_tir.Schedule:
     blocks = _pass_blocks(sch)
     for block in blocks:
         loops = sch.get_loops(block)
+        if sch.get(block).name_hint.startswith(PREFETCH_BLOCK):
+            continue  # a loop over cache lines: nothing to vectorize
         lane = loops[-1]
         lanes = sch.get(lane).extent.value
         if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3:
             extent = sch.get(loops[-2]).extent.value
-            for width in (INNER_VECTOR_SCALE * vector_width, vector_width):
+            scale = LARGE_INNER_VECTOR_SCALE if scratch_bytes > LARGE_SCRATCH_BYTES else INNER_VECTOR_SCALE
+            for width in (scale * vector_width, vector_width):
                 if extent % (width // lanes) == 0:
                     _, inner = sch.split(loops[-2], [None, width // lanes])
                     lane = sch.fuse(inner, lane)
@@ -64,7 +80,12 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int) -> s_tir.Schedule:
         if lanes > 1:
             sch.vectorize(lane)
     for group in _group_loops(sch, blocks):
-        if sch.get(group).extent.value > 1:
+        extent = sch.get(group).extent.value
+        if extent > 1:
+            # parallel tasks of serial groups that share one scratch allocation (`lowering`)
+            tasks = max(d for d in range(1, min(extent, PARALLEL_TASKS) + 1) if extent % d == 0)
+            if tasks < extent:
+                group, _ = sch.split(group, [tasks, None])
             sch.parallel(group)
     return sch
 

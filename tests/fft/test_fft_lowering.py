@@ -1,0 +1,81 @@
+"""The llvm lowering of plans: contiguous vector access to interleaved complex data, prefetching, and results
+that stay exact in the layouts where the rewrite must not apply (odd distances, tails, strides)."""
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tvm_tailsplit import fft as tfft
+from tvm_tailsplit.fft import lowering
+from tvm_tailsplit.fft.template import PREFETCH_BLOCK
+from tvm_tailsplit.testing import guarded_array
+
+from .fft_reference import random_complex, random_real, relative_error, tolerance
+
+
+def _vectorized(plan):
+    """The plan's module lowered up to and including the contiguous-access rewrite."""
+    passes = [
+        s_tir.transform.CanonicalizeLoop(), s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(), s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(), s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.StmtSimplify(), s_tir.transform.LowerOpaqueBlock(), tirx.transform.FlattenBuffer(),
+        tirx.transform.NarrowDataType(32), s_tir.transform.LoopPartition(), tirx.transform.VectorizeLoop(True),
+        lowering.contiguous_complex_access(plan._pair_buffers()),
+    ]
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        module = tvm.tirx.transform.BindTarget(plan.target)(plan.module)
+        return tvm.transform.Sequential(passes)(module)["main"]
+
+
+def _strided_external_accesses(func) -> list[str]:
+    found = []
+
+    def check(name, indices):
+        if name in ("input", "output") and len(indices) == 1 and isinstance(indices[0], tirx.Ramp):
+            stride = indices[0].stride
+            if not (isinstance(stride, tirx.IntImm) and stride.value == 1):
+                found.append(f"{name}[{indices[0]}]")
+
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.TensorLoad, lambda load: check(load.source.name, load.indices)),
+                                        (tirx.BufferStore, lambda store: check(store.buffer.name, store.indices))])
+    return found
+
+
+@pytest.mark.parametrize("n,batch,kind", [(8, 6, "c2c"), (60, 7, "c2c"), (64, 8, "c2c"), (1000, 5, "c2c"),
+                                          (4096, 2, "c2c"), (1024, 4, "r2c"), (1024, 4, "c2r")])
+def test_interleaved_data_is_accessed_with_contiguous_vectors(n, batch, kind):
+    # batch lanes (8, 60 with a tail group of 3, 1000) and vectors inside a transform (64, 4096, r2c/c2r,
+    # whose post/pre-processing reads and writes X[n/2 - k] with negative strides)
+    plan = tfft.plan(n, batch, kind=kind, direction="backward" if kind == "c2r" else "forward")
+    assert _strided_external_accesses(_vectorized(plan)) == []
+
+
+def test_lanes_stay_scalar_without_the_pair_guarantee():
+    # r2c input rows at an odd distance: its pairs do not all start at even offsets, loads are left alone
+    plan = tfft.plan(64, 4, kind="r2c", idist=65)
+    assert "input" not in plan._pair_buffers()
+    base = random_real((4, 65), "float32", seed=3)
+    assert relative_error(plan(base[:, :64]), np.fft.rfft(base[:, :64].astype(np.float64))) \
+        <= tolerance(64, "complex64")
+
+
+@pytest.mark.parametrize("n,batch", [(16, 9), (64, 13), (1000, 9), (97, 9)])
+def test_prefetching_plans_stay_inside_their_buffers(n, batch):
+    # the last groups prefetch beyond the batch: addresses are clamped, and nothing outside is written
+    plan = tfft.plan(n, batch)
+    assert any(PREFETCH_BLOCK in block.name_hint for block in _blocks(plan.module["main"]))
+    x = random_complex((batch, n), "complex64", seed=n)
+    guarded = guarded_array((batch, n, 2), "float32")
+    plan(x, out=guarded.array)
+    guarded.check_canaries("fft output")
+    result = guarded.array.view(np.complex64)[..., 0]
+    assert relative_error(result, np.fft.fft(x.astype(np.complex128))) <= tolerance(n, "complex64")
+
+
+def _blocks(func):
+    blocks = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, blocks.append))
+    return blocks
