@@ -320,9 +320,16 @@ def decompose_range(var, lo: int, hi: int, atoms: Sequence[Atom], context: Range
     cuts = {lo, hi}
     for atom in atoms:
         cuts.update(p for p in split_points(atom, var, context) if lo < p < hi)
-    bounds = sorted(cuts)
+    return _classify(var, sorted(cuts), atoms, context)
+
+
+def _classify(var, cuts: list, atoms: Sequence[Atom], context: RangeContext, outside: set | None = None):
+    """The intervals between consecutive cuts with the proven status of each atom; neighbours with the same
+    statuses are merged. With ``outside``, pieces proven empty (over those loops' ranges) are dropped."""
     intervals: list[Interval] = []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        if outside is not None and context.prove(end <= start, outside):
+            continue
         with context.narrowed(var, start, end):
             statuses = tuple(context.status(atom) for atom in atoms)
         if intervals and intervals[-1].statuses == statuses:
@@ -426,17 +433,7 @@ def decompose_symbolic_range(
         elif unordered is None:
             unordered = pair
     cuts = [lo] + [_clamp(p, lo, hi, context, outside) for p in points] + [hi]
-    intervals: list[Interval] = []
-    for start, end in zip(cuts, cuts[1:], strict=False):
-        if context.prove(end <= start, outside):
-            continue
-        with context.narrowed(var, start, end):
-            statuses = tuple(context.status(atom) for atom in atoms)
-        if intervals and intervals[-1].statuses == statuses:
-            intervals[-1] = Interval(intervals[-1].lo, end, statuses)
-        else:
-            intervals.append(Interval(start, end, statuses))
-    return intervals, unordered
+    return _classify(var, cuts, atoms, context, outside), unordered
 
 
 def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: RangeContext):
