@@ -4,10 +4,16 @@ other variables over their bound ranges (pure functions, no IR rewriting)."""
 import itertools
 
 import pytest
-from tvm import tirx
+from tvm import sym, tirx
 
-from tvm_tailsplit.split.conditions import atoms_of
-from tvm_tailsplit.split.intervals import RangeContext, Status, decompose_range
+from tvm_tailsplit.split.conditions import atoms_of, substitute
+from tvm_tailsplit.split.intervals import (
+    RangeContext,
+    Status,
+    decompose_range,
+    decompose_symbolic_range,
+    intersect_range,
+)
 
 
 def context_with(**ranges):
@@ -70,3 +76,62 @@ def test_opaque_atom_gives_no_split_point():
     (atom,) = atoms_of(v["i"] * v["j"] < 20)
     assert atom.linear is None
     assert describe(decompose_range(v["i"], 0, 8, [atom], context)) == [(0, 7, "fuzzy")]
+
+
+# Symbolic ranges: split points and range intersection are expressions in ``n``; every claim is checked by
+# evaluating it for many values of ``n`` (and of the other loop variables).
+
+
+def evaluate(expr, values: dict) -> int:
+    value = sym.Analyzer().simplify(substitute(expr, {k: tirx.const(v, "int32") for k, v in values.items()}))
+    assert isinstance(value, tirx.IntImm), value
+    return int(value.value)
+
+
+def symbolic_context():
+    n = tirx.Var("n", "int32")
+    context = RangeContext()
+    i_0, i_1 = tirx.Var("i_0", "int32"), tirx.Var("i_1", "int32")
+    context.bind(i_0, tirx.const(0, "int32"), tirx.floordiv(n + 15, 16))
+    context.bind(i_1, tirx.const(0, "int32"), tirx.const(16, "int32"))
+    return context, n, i_0, i_1
+
+
+def test_symbolic_decomposition_cuts_main_tiles_and_tail_for_every_n():
+    context, n, i_0, i_1 = symbolic_context()
+    atoms = atoms_of(i_0 * 16 + i_1 < n)
+    intervals, unordered = decompose_symbolic_range(i_0, 0, tirx.floordiv(n + 15, 16), atoms, context, set())
+    assert unordered is None
+    assert [i.status for i in intervals] == [Status.ALWAYS_TRUE, Status.FUZZY]
+    for value in range(-20, 70):
+        main, tail = intervals
+        lo, cut, hi = evaluate(main.lo, {n: value}), evaluate(main.hi, {n: value}), evaluate(tail.hi, {n: value})
+        assert lo == 0 and evaluate(tail.lo, {n: value}) == cut
+        assert cut == max(0, value // 16) and hi == (value + 15) // 16
+        for tile in range(lo, cut):  # main tiles: the condition holds on every lane
+            assert all(tile * 16 + lane < value for lane in range(16))
+
+
+def test_range_intersection_gives_the_tail_extent_for_every_tile():
+    context, n, i_0, i_1 = symbolic_context()
+    new_lo, new_hi, used = intersect_range(i_1, 0, 16, atoms_of(i_0 * 16 + i_1 < n), {i_0}, context)
+    assert len(used) == 1
+    for value in range(-5, 70):
+        for tile in range(max(0, (value + 15) // 16)):
+            lanes = [lane for lane in range(16) if tile * 16 + lane < value]
+            low, high = evaluate(new_lo, {n: value, i_0: tile}), evaluate(new_hi, {n: value, i_0: tile})
+            assert list(range(low, high)) == lanes
+
+
+def test_range_intersection_ignores_atoms_over_inner_loops():
+    context, n, i_0, i_1 = symbolic_context()
+    # Bounding i_0 by i_0 * 16 + i_1 < n would need i_1, a loop inside i_0: not usable through i_0.
+    assert intersect_range(i_0, 0, 4, atoms_of(i_0 * 16 + i_1 < n), set(), context) is None
+
+
+def test_proofs_do_not_assume_ranges_of_unrelated_loops():
+    context, n, i_0, _ = symbolic_context()
+    k = tirx.Var("k", "int32")
+    context.bind(k, tirx.const(0, "int32"), n - 20)  # a sibling loop: non-empty only for n >= 21
+    assert not context.prove(n >= 21)
+    assert context.prove(tirx.Or(n >= 21, n < 21))
