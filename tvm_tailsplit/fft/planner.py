@@ -144,7 +144,7 @@ class Plan:
         func = build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
                               prefetch_bytes=0 if self.is_cuda else PREFETCH_BYTES,
-                              prefetch_distance=PREFETCH_DISTANCE)
+                              prefetch_distance=PREFETCH_DISTANCE, loop_orders=not self.is_cuda)
         self.template = func
         if self.kernels > 1:
             self.schedule = schedule_cuda_multikernel(func, CUDA_THREADS)
@@ -381,7 +381,7 @@ def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
     per_lane = 2 * itemsize * physical_scratch_elements(passes)
     width = VECTOR_LANES[real_dtype]
     lanes = min(width, batch)
-    inner_loops = [p.loops[-1] for p in passes.passes if p.loops]
+    inner_loops = [p.loops[-1 if p.loop_order is None else p.loop_order[-1]] for p in passes.passes if p.loops]
     if per_lane * lanes > INNER_VECTOR_SCRATCH and all(extent % width == 0 for extent in inner_loops):
         return 1
     while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:

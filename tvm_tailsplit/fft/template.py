@@ -4,7 +4,9 @@ Algorithm: the transforms of the batch are processed in lane groups of `lanes` t
 group of `batch % lanes` transforms). For every group, every pass is a loop nest `group, pass loops..., lane`
 around one block whose body is the pass's straight-line code (codelet loads, `Bind` temporaries, stores).
 The lane loop is innermost so that the llvm schedule vectorizes across the batch, and the group loop is
-outermost so that it runs in parallel; on CUDA the group is a thread block and the other loops are threads.
+outermost so that it runs in parallel (on llvm, a pass's loops nest in its `loop_order`, whose innermost
+loop the schedule vectorizes inside the transform in one-lane groups: see `passes._loop_order`); on CUDA the
+group is a thread block and the other loops are threads.
 For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
 per pass over memory, see `multikernel`).
 
@@ -198,6 +200,7 @@ def build_primfunc(
     kernel_per_pass: bool = False,
     prefetch_bytes: int = 0,
     prefetch_distance: int = 0,
+    loop_orders: bool = False,
 ) -> tirx.PrimFunc:
     """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
 
@@ -206,6 +209,7 @@ def build_primfunc(
     With `prefetch_bytes`, a lane group of compact input and output whose data is at most that many bytes
     first prefetches the input (for reading) and output (for writing) of the group that comes at least
     `prefetch_distance` bytes later, one cache line at a time (`PREFETCH_BLOCK`; see `_emit_prefetch`).
+    With `loop_orders`, the passes nest their loops in their `loop_order` (llvm).
     """
     assignment = assign_buffers(passes)
     physical_size = {}
@@ -238,7 +242,7 @@ def build_primfunc(
                                                itemsize, prefetch_bytes, prefetch_distance)
                         for number, p in segment:
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                       external, scratch, tables, indices)
+                                       external, scratch, tables, indices, loop_orders)
     return builder.get()
 
 
@@ -278,11 +282,14 @@ def _emit_prefetch(external, name, variant, group_loop, groups, width, first, ba
                                              tirx.const(3, "int32"), tirx.const(1, "int32")))
 
 
-def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices) -> None:
-    frames = [T.serial(extent) for extent in p.loops] + [T.serial(width)]
-    loop_vars = []
-    for frame in frames:
-        loop_vars.append(frame.__enter__())
+def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices,
+               loop_order: bool = False) -> None:
+    order = list(p.loop_order) if loop_order and p.loop_order is not None else list(range(len(p.loops)))
+    frames = [T.serial(p.loops[position]) for position in order] + [T.serial(width)]
+    entered = [frame.__enter__() for frame in frames]
+    loop_vars = [None] * len(p.loops) + [entered[-1]]
+    for position, var in zip(order, entered, strict=False):
+        loop_vars[position] = var
     with T.sblock(name):
         group = T.axis.spatial(groups, group_loop)
         block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
