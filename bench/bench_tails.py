@@ -7,9 +7,11 @@ tiling are compiled for this machine's CPU (`llvm_target()`: AVX-512, VNNI) and 
   `sch.vectorize` accepts it (a loop a guard depends on is refused and left to LLVM), no tensorize;
 - (b) `pad_einsum`: `sch.pad_einsum` to whole tiles (padded copies in and out), then tensorize;
 - (c) `loop_partition`: (a) with `pragma_loop_partition_hint` on the tile loops (TVM's LoopPartition);
-- (d) `tailsplit`: TailSplit + `tensorize_marked` (main tiles: the intrinsic; tails: its tail forms);
+- (d) `tailsplit`: TailSplit + `tensorize_marked` (main tiles: the intrinsic; tails: its tail forms); for the fp32
+  matmul the kernel packs each 16-column panel of B into whole 64-byte rows first (GEMM panel packing);
 - (e) `divisible`: the tensorized kernel on the nearest shape divisible by the tile, its time multiplied by
-  `useful_work` (points of the shape / points of the divisible shape).
+  `useful_work` (points of the shape / points of the divisible shape); the same kernel as (d), panel packing
+  included.
 
 In each of `ROUNDS` rounds every variant is timed in turn (`time_evaluator`, repetitions lasting >= 40 ms); the
 tables show medians over the rounds. Kernels are single-threaded (no parallel loops), for every variant alike.
@@ -233,9 +235,10 @@ TAIL_BREAKDOWN = {"no tail": dict(m=128, n=256, k=128), "K tail": dict(m=128, n=
 
 def measure_tail_breakdown(rounds: int, target) -> dict:
     """The fp32 matmul with one kind of tail at a time, (d) and (b) side by side: which tail costs what. An N
-    that is not a multiple of 16 also makes the row stride of B and C (N * 4 bytes) not a multiple of 64 bytes,
-    so the main tiles' 16-float rows straddle cache lines in (d) but not in (b)'s padded copies; the aligned
-    (vmovaps) and unaligned (vmovups) vector moves of the object code are counted alongside."""
+    that is not a multiple of 16 also makes the row stride of C (N * 4 bytes) not a multiple of 64 bytes, so the
+    main tiles' 16-float rows of C straddle cache lines in (d) but not in (b)'s padded copies ((d) reads B from
+    its packed panels); the aligned (vmovaps) and unaligned (vmovups) vector moves of the object code are counted
+    alongside."""
     from tvm_tailsplit import workloads as wl
 
     built = {}
@@ -298,8 +301,9 @@ def markdown(report: dict) -> str:
         f"`{report['command']}`.",
         "",
         "(a) guarded: TVM's default tiling with guards, inner loop vectorized where TVM accepts it; (b) pad_einsum + "
-        "tensorize; (c) (a) + LoopPartition hints; (d) TailSplit + tensorize_marked; (e) the tensorized kernel on the "
-        "nearest divisible shape, time x useful work. Ratios: d/a = time(a)/time(d) (target >= "
+        "tensorize; (c) (a) + LoopPartition hints; (d) TailSplit + tensorize_marked (fp32 matmul: B packed per "
+        "16-column panel); (e) the same tensorized kernel on the nearest divisible shape, time x useful work. "
+        "Ratios: d/a = time(a)/time(d) (target >= "
         f"{report['targets']['d/a']}), d/b = time(b)/time(d) (target >= {report['targets']['d/b']}), "
         f"d/e = time(d)/time(e) (target <= {report['targets']['d/e']}).",
         "",

@@ -10,7 +10,9 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   dropped the ``predicate`` of ``BufferLoad``/``BufferStore``, so the masked accesses are LLVM intrinsics; with an
   AVX-512 ``-mcpu`` they become ``vmovups ... {%k1}`` (nothing outside the extent is read or written). In LLVM 22
   these intrinsics have no alignment operand: the alignment is derived from the pointer (4 bytes for an
-  arbitrary element), so unaligned tails are safe.
+  arbitrary element), so unaligned tails are safe. Where no mask is needed (all 16 lanes used, or a load whose
+  16 elements stay inside the buffer's innermost dimension, e.g. a panel packed in whole rows; its extra lanes
+  are never stored) the tail forms use plain vector accesses: LLVM does not fold a constant full mask back.
 - ``"tailsplit_llvm_fp32_matmul_8x16x16"`` (``MATMUL_TILE = (8, 16, 16)``): the update block
   ``C[i, j] += A[i, k] * B[k, j]`` over loops ``i(8), j(16), k(16)``, all row-major; the init block must be
   separate (``sch.decompose_reduction``). Implementation vectorized over ``j``: the 8 rows of ``C`` are loaded
@@ -25,11 +27,14 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   sum_4 A uint8[4] * B int8[16, 4]``, ``B`` packed ``[N/16, K/4, 16, 4]``) with the ``vpdpbusd`` signature of LLVM
   22: the built-in fails LLVM's module verification with this wheel ("Call parameter type does not match
   function signature": it passes ``<16 x i32>`` where LLVM 22 takes ``<64 x i8>``). Its variable-length tail
-  form (``e <= 16`` output lanes, the reduction extent 4) masks ``C`` by lane and the packed ``B`` by byte.
+  form (``e_n <= 16`` output lanes, ``e_k <= 4`` reduction steps) masks ``C`` by lane and the 4 activation bytes
+  by byte, and reads the packed ``B`` tile whole when ``B`` is allocated in whole 16 x 4 tiles (else, with
+  ``e_k = 4``, by byte).
 - Built-ins re-exported by name: ``VNNI_DOT_16x4`` (``dot_16x4_vnni``) and the CUDA WMMA fp16-in /
   fp32-accumulate set (``WMMA_*``). TVM registers them when
-  ``tvm.s_tir.tensor_intrin`` is imported, which takes tens of seconds; ``tensorize_marked`` does it only when a
-  mark names one of them (``ensure_builtin_registered``).
+  ``tvm.s_tir.tensor_intrin`` is imported (a few hundred TVMScript functions); ``tensorize_marked`` does it only
+  when a mark names one of them (``ensure_builtin_registered``, which also cuts the import from ~35 s to ~5 s: see
+  ``_frames_of_frozen_code_have_no_module``).
 
 The masked forms are correct on any llvm target (without AVX-512, LLVM expands the masked accesses into
 per-lane branches).
@@ -41,7 +46,9 @@ LLVM 22 ``{"kind": "llvm", "mcpu": "native"}`` is rejected (TVM falls back to ge
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 
 import tvm
 from tvm import s_tir, tirx
@@ -220,7 +227,7 @@ def _mask(extent: tvm.ir.PrimExpr, lanes: int = LANES) -> tvm.ir.PrimExpr:
 
 
 def _masked_load(buffer: tirx.Buffer, indices, mask, lanes: int = LANES) -> tvm.ir.PrimExpr:
-    zero = tirx.Broadcast(tirx.const(0.0, buffer.dtype), lanes)
+    zero = tirx.Broadcast(tirx.const(0, buffer.dtype), lanes)
     return tirx.call_llvm_pure_intrin(
         f"{buffer.dtype}x{lanes}", "llvm.masked.load", _address(buffer, indices), mask, zero
     )
@@ -228,6 +235,38 @@ def _masked_load(buffer: tirx.Buffer, indices, mask, lanes: int = LANES) -> tvm.
 
 def _masked_store(buffer: tirx.Buffer, indices, value, mask) -> tirx.Stmt:
     return tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.masked.store", value, _address(buffer, indices), mask))
+
+
+def _row_vector(indices, lanes: int = LANES) -> list:
+    indices = list(indices)
+    indices[-1] = tirx.Ramp(indices[-1], tirx.const(1, indices[-1].ty.dtype), lanes)
+    return indices
+
+
+def _whole_row_in_bounds(buffer: tirx.Buffer, indices, lanes: int = LANES) -> bool:
+    """Whether ``lanes`` elements from ``indices`` stay inside the innermost dimension of a contiguous
+    ``buffer`` (e.g. a tail tile of a panel packed in whole 16-element rows)."""
+    if buffer.strides or not indices:
+        return False
+    return tvm.sym.Analyzer().can_prove(buffer.shape[-1] - indices[-1] >= lanes)
+
+
+def _tail_load(buffer: tirx.Buffer, indices, extent: tvm.ir.PrimExpr, lanes: int = LANES) -> tvm.ir.PrimExpr:
+    """``lanes`` elements from ``indices`` of which the first ``extent`` are used: a plain vector load when
+    ``extent >= lanes`` or the whole row is in bounds (lanes past ``extent`` are then never stored), otherwise a
+    masked load (zeros past ``extent``). LLVM does not turn a masked access with a constant full mask back into a
+    plain one here, and the masked forms cost up to 40% in a tail tile."""
+    if tvm.sym.Analyzer().can_prove(extent >= lanes) or _whole_row_in_bounds(buffer, indices, lanes):
+        return tirx.BufferLoad(buffer, _row_vector(indices, lanes))
+    return _masked_load(buffer, indices, _mask(extent, lanes), lanes)
+
+
+def _tail_store(buffer: tirx.Buffer, indices, value, extent: tvm.ir.PrimExpr) -> tirx.Stmt:
+    """Store the first ``extent`` of ``LANES`` elements: a plain vector store when ``extent >= LANES``, otherwise a
+    masked one."""
+    if tvm.sym.Analyzer().can_prove(extent >= LANES):
+        return tirx.BufferStore(buffer, value, _row_vector(indices))
+    return _masked_store(buffer, indices, value, _mask(extent))
 
 
 def _shifted(start: tuple, offsets: dict[int, tvm.ir.PrimExpr]) -> list:
@@ -258,10 +297,9 @@ def emit_masked_elementwise(op: str):
     def emit(match: TailMatch) -> tirx.Stmt:
         _check_float32(match)
         (extent,) = match.extents
-        mask = _mask(extent)
         (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
-        x, y = _masked_load(a, a_start, mask), _masked_load(b, b_start, mask)
-        return _masked_store(c, c_start, x * y if op == "mul" else x + y, mask)
+        x, y = _tail_load(a, a_start, extent), _tail_load(b, b_start, extent)
+        return _tail_store(c, c_start, x * y if op == "mul" else x + y, extent)
 
     emit.__name__ = f"masked_{op}_16"
     return emit
@@ -271,7 +309,8 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     """The variable-length tail form of the matmul micro-kernel (``i`` extent up to 8, ``j`` up to 16, any ``k``;
     constants or expressions). Like the micro-kernel it keeps one 16-lane accumulator per row (independent FMA
     chains): the rows of ``C`` are loaded with the ``j`` mask, the ``k`` loop adds ``broadcast(A[i, k]) * B[k, :]``
-    (a masked load of ``B`` shared by the rows) to every row, and the rows are stored with the mask. With a
+    (a masked load of ``B`` shared by the rows; a plain one when ``B``'s rows are packed whole, or ``j`` is 16) to
+    every row, and the rows are stored with the mask (plain accesses when ``j`` is 16). With a
     symbolic row count all 8 rows are computed, rows past the extent repeating the last row (``A`` is read in
     bounds), and only the rows inside the extent are stored; nothing runs unless all three extents are positive."""
     _check_float32(match)
@@ -280,7 +319,6 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     analyzer = tvm.sym.Analyzer()
     constant_rows = isinstance(analyzer.simplify(rows), tirx.IntImm)
     count = int(analyzer.simplify(rows).value) if constant_rows else MATMUL_TILE[0]
-    mask = _mask(cols)
     lanes = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), LANES)
     acc = tirx.decl_buffer((max(count, 1), LANES), "float32", "acc_tail", scope="local")
     i, k = tirx.Var("i_tail", "int32"), tirx.Var("k_tail", "int32")
@@ -292,20 +330,20 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     def acc_row() -> tvm.ir.PrimExpr:
         return tirx.BufferLoad(acc, [i, lanes])
 
-    b_row = _masked_load(b, _shifted(b_start, {-2: k}), mask)
+    b_row = _tail_load(b, _shifted(b_start, {-2: k}), cols)
     update = tirx.BufferStore(
         acc,
         acc_row() + tirx.Broadcast(tirx.BufferLoad(a, _shifted(a_start, {-2: row, -1: k})), LANES) * b_row,
         [i, lanes],
     )
-    store = _masked_store(c, _shifted(c_start, {-2: i}), acc_row(), mask)
+    store = _tail_store(c, _shifted(c_start, {-2: i}), acc_row(), cols)
     constant_depth = analyzer.simplify(depth)
     unroll_k = isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]
     k_kind = tirx.ForKind.UNROLLED if unroll_k else tirx.ForKind.SERIAL
     body = tirx.SeqStmt(
         [
             tirx.AllocBuffer(acc),
-            unrolled(tirx.BufferStore(acc, _masked_load(c, _shifted(c_start, {-2: row}), mask), [i, lanes])),
+            unrolled(tirx.BufferStore(acc, _tail_load(c, _shifted(c_start, {-2: row}), cols), [i, lanes])),
             tirx.For(k, 0, depth, k_kind, unrolled(update)),
             unrolled(store if constant_rows else tirx.IfThenElse(i < rows, store, None)),
         ]
@@ -318,38 +356,48 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
 
 
 def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
-    """The variable-length tail form of ``VNNI_DOT_16x4_LLVM22`` over ``e <= 16`` output lanes (the reduction
-    extent must be 4): ``C`` is loaded and stored with the 16-lane mask ``lane < e``, the packed ``B`` rows with the
-    64-byte mask ``byte < 4 e`` (``B``'s last dimension must be the 4 packed bytes), and one ``vpdpbusd`` adds
-    the products; nothing runs unless ``e > 0``."""
+    """The variable-length tail form of ``VNNI_DOT_16x4_LLVM22``: ``e_n <= 16`` output lanes and ``e_k <= 4``
+    reduction steps in one ``vpdpbusd``. ``C`` is loaded and stored under the ``e_n``-lane mask (plainly when
+    ``e_n`` is 16); the 4 activation bytes are loaded under the ``e_k``-byte mask (zeros past it, so nothing past
+    the end of ``A`` is read and the products there are 0; plainly when ``e_k`` is 4). The packed weights: when
+    ``B`` is allocated in whole 16 x 4 tiles (its last two dimensions; packing pads with zeros) the 64 bytes are read
+    whole; otherwise ``e_k`` must be 4 and the weight bytes are loaded under the ``4 e_n``-byte mask. Nothing runs
+    unless both extents are positive."""
     if match.thread_bound:
         raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
     lanes_extent, depth = (_as_int32(e) for e in match.extents)
-    analyzer = tvm.sym.Analyzer()
-    if not analyzer.can_prove_equal(depth, 4):
-        raise TailMismatch(f"the reduction extent is {depth}, the masked VNNI form needs 4")
     (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
-    last = b.shape[-1]
-    if b.strides or not (isinstance(last, tirx.IntImm) and last.value == 4) or a.strides or c.strides:
-        raise TailMismatch(f"buffer {b.name} is not packed with 4 bytes in its last dimension, or a buffer is strided")
-    a_indices = list(a_start[:-1]) + [tirx.Ramp(a_start[-1], tirx.const(1, a_start[-1].ty.dtype), 4)]
-    a_word = tirx.reinterpret("int32", tirx.BufferLoad(a, a_indices))
+    if (a.dtype, b.dtype, c.dtype) != ("uint8", "int8", "int32"):
+        raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
+    if a.strides or b.strides or c.strides:
+        raise TailMismatch("a buffer is strided; the masked VNNI form needs contiguous rows")
+    analyzer = tvm.sym.Analyzer()
+    whole_tiles = len(b.shape) >= 2 and all(
+        analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
+    )
+    full_depth = analyzer.can_prove(depth >= 4)
+    if whole_tiles:
+        b_bytes = tirx.BufferLoad(b, [*b_start[:-1], tirx.Ramp(b_start[-1], tirx.const(1, b_start[-1].ty.dtype), 64)])
+    elif full_depth and isinstance(b.shape[-1], tirx.IntImm) and b.shape[-1].value == 4:
+        b_bytes = tirx.call_llvm_pure_intrin(
+            "int8x64", "llvm.masked.load", _address(b, b_start), _mask(lanes_extent * 4, 64),
+            tirx.Broadcast(tirx.const(0, "int8"), 64),
+        )
+    else:
+        raise TailMismatch(
+            f"buffer {b.name} is neither packed in whole 16 x 4 tiles (shape {list(b.shape)}) nor a 4-step reduction "
+            "over rows of 4 packed bytes"
+        )
+    a_word = tirx.reinterpret("int32", _tail_load(a, a_start, depth, 4))
     a_bytes = tirx.reinterpret("int8x64", tirx.Broadcast(a_word, 16))
-    b_bytes = tirx.call_llvm_pure_intrin(
-        "int8x64",
-        "llvm.masked.load",
-        _address(b, b_start),
-        _mask(lanes_extent * 4, 64),
-        tirx.Broadcast(tirx.const(0, "int8"), 64),
-    )
-    mask = _mask(lanes_extent)
     accumulated = tirx.call_llvm_pure_intrin(
-        "int32x16", "llvm.x86.avx512.vpdpbusd.512", _masked_load(c, c_start, mask), a_bytes, b_bytes
+        "int32x16", "llvm.x86.avx512.vpdpbusd.512", _tail_load(c, c_start, lanes_extent), a_bytes, b_bytes
     )
-    body = _masked_store(c, c_start, accumulated, mask)
-    runs = analyzer.simplify(lanes_extent > tirx.const(0, "int32"))
+    body = _tail_store(c, c_start, accumulated, lanes_extent)
+    zero = tirx.const(0, "int32")
+    runs = analyzer.simplify(tirx.And(lanes_extent > zero, depth > zero))
     if isinstance(runs, tirx.IntImm):
-        return body if runs.value else tirx.Evaluate(tirx.const(0, "int32"))
+        return body if runs.value else tirx.Evaluate(zero)
     return tirx.IfThenElse(runs, body, None)
 
 
@@ -380,7 +428,7 @@ def register_intrinsics() -> list[str]:
     """Register this package's intrinsics and their tail forms (idempotent); returns their names.
 
     The built-ins named here (``VNNI_DOT_16x4``, ``WMMA_*``) are registered by ``import tvm.s_tir.tensor_intrin``,
-    which parses a few hundred TVMScript functions (tens of seconds); it is not done here, but
+    which parses a few hundred TVMScript functions (seconds); it is not done here, but
     ``ensure_builtin_registered`` (called by ``tensorize_marked`` for marks naming a built-in) does it on demand."""
     return list(_register_once())
 
@@ -398,6 +446,30 @@ BUILTIN_NAMES = frozenset(
 )
 
 
+@contextlib.contextmanager
+def _frames_of_frozen_code_have_no_module():
+    """Make ``inspect.getmodule`` answer ``None`` at once for a frame of frozen code (``<frozen importlib...>``).
+
+    Every ``@T.prim_func`` calls ``inspect.stack()``, which asks ``getmodule`` for the module of each frame. During
+    an import the stack holds ``<frozen importlib._bootstrap>`` frames, whose file no module has: ``getmodule``
+    then rescans all of ``sys.modules`` before answering ``None``, for every such frame of each of the few hundred
+    functions ``tvm.s_tir.tensor_intrin`` parses (most of its 20-35 s import). The answer is the same ``None``
+    (a frame has no ``__module__`` or ``__name__``), so the parsed intrinsics are unchanged."""
+    original = inspect.getmodule
+
+    def getmodule(obj, _filename=None):
+        if (_filename is not None and _filename.startswith("<") and _filename.endswith(">")
+                and inspect.isframe(obj)):
+            return None
+        return original(obj, _filename)
+
+    inspect.getmodule = getmodule
+    try:
+        yield
+    finally:
+        inspect.getmodule = original
+
+
 def ensure_builtin_registered(name: str) -> bool:
     """Import ``tvm.s_tir.tensor_intrin`` (slow, once) when ``name`` is a TVM built-in intrinsic that is not
     registered yet, or any name of that package's families (``dot_*``, ``wmma_*``, ``mma_*``); returns whether
@@ -405,5 +477,6 @@ def ensure_builtin_registered(name: str) -> bool:
     if s_tir.TensorIntrin.get(name, allow_missing=True) is not None:
         return True
     if name in BUILTIN_NAMES or name.startswith(("dot_", "wmma_", "mma_", "ldmatrix_")):
-        import tvm.s_tir.tensor_intrin  # noqa: F401 - registers the built-ins (VNNI, WMMA, MMA, ...)
+        with _frames_of_frozen_code_have_no_module():
+            import tvm.s_tir.tensor_intrin  # noqa: F401 - registers the built-ins (VNNI, WMMA, MMA, ...)
     return s_tir.TensorIntrin.get(name, allow_missing=True) is not None

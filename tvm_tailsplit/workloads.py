@@ -6,7 +6,8 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 - ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
   -> int32) tiled for AVX-512 VNNI (``tailsplit_vnni_dot_16x4``: the package's LLVM 22 form of TVM's
   ``dot_16x4_vnni``, with a masked tail form for both the output and the reduction tails);
-- ``matmul_fp32``: an fp32 matmul tiled for the 8x16x16 micro-kernel, with a static or a symbolic ``M``;
+- ``matmul_fp32``: an fp32 matmul tiled for the 8x16x16 micro-kernel, ``B`` packed per 16-column panel, with a
+  static or a symbolic ``M``;
 - ``elementwise_nc1hwc0``: a 5-D ``C = A * B`` over ``N, C1, H, W, C0`` with an irregular ``h`` tiling and
   the 16-lane vector multiply on ``c0``;
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
@@ -33,7 +34,7 @@ from tvm.s_tir import SBlock
 
 from .intrinsics import llvm_target
 from .split.conditions import MARK_KEY
-from .split.tensorize import TailMatch, TailMismatch, register_tail_intrinsics, tail_intrinsics
+from .split.tensorize import register_tail_intrinsics, tail_intrinsics
 
 __all__ = [
     "DENSE_TILE",
@@ -53,7 +54,6 @@ __all__ = [
     "dense_int8_vnni",
     "divisible_shape",
     "elementwise_nc1hwc0",
-    "emit_masked_vnni",
     "llvm_target",
     "matmul_fp32",
     "matmul_wmma_cuda",
@@ -63,8 +63,9 @@ __all__ = [
 ]
 
 # The package's VNNI dot product (``intrinsics.VNNI_DOT_16x4_LLVM22``: TVM's dot_16x4_vnni in the form LLVM 22
-# accepts) under a mark whose variable-length tail form (``emit_masked_vnni``) covers both tails of the dense
-# layer: fewer than 16 outputs and fewer than 4 reduction steps.
+# accepts) under a mark of the workload's own, with the package's variable-length tail form
+# (``intrinsics.emit_masked_vnni``), which covers both tails of the dense layer: fewer than 16 outputs and fewer
+# than 4 reduction steps.
 VNNI_INTRINSIC = "tailsplit_vnni_dot_16x4"
 MATMUL_INTRINSIC = "tailsplit_llvm_fp32_matmul_8x16x16"
 VECTOR_MUL_INTRINSIC = "tailsplit_avx512_fp32_mul_16"
@@ -80,58 +81,11 @@ VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
 # ---------------------------------------------------------------------------------------------- intrinsics
 
 
-def _masked_load(dtype: str, lanes: int, buffer: tirx.Buffer, indices, mask) -> tvm.ir.PrimExpr:
-    zero = tirx.Broadcast(tirx.const(0, dtype), lanes)
-    address = tirx.address_of(tirx.BufferLoad(buffer, list(indices)))
-    return tirx.call_llvm_pure_intrin(f"{dtype}x{lanes}", "llvm.masked.load", address, mask, zero)
-
-
-def _lane_mask(extent: tvm.ir.PrimExpr, lanes: int) -> tvm.ir.PrimExpr:
-    extent = extent if extent.ty.dtype == "int32" else tirx.Cast("int32", extent)
-    return tirx.LT(tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), lanes), tirx.Broadcast(extent, lanes))
-
-
-def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
-    """The variable-length tail form of ``tailsplit_vnni_dot_16x4`` (for ``register_tail_intrinsics``): a tail
-    of ``e_n <= 16`` outputs and ``e_k <= 4`` reductions is one ``vpdpbusd`` whose accumulator is loaded and
-    stored under the ``e_n``-lane mask and whose 4 activation bytes are loaded under the ``e_k``-lane mask
-    (zeros beyond it, so nothing past the end of ``A`` is read and the products there are 0). The packed
-    weight tile is read whole: packing allocates whole 16 x 4 tiles (checked on the buffer's shape). The
-    package's own form (``intrinsics.emit_masked_vnni``) covers the output tail only."""
-    if match.thread_bound:
-        raise TailMismatch("the region is bound to GPU threads; the masked form is llvm code")
-    extent_n, extent_k = match.extents
-    (a, a_start), (b, b_start), (c, c_start) = (match.buffers[name] for name in ("A", "B", "C"))
-    if (a.dtype, b.dtype, c.dtype) != ("uint8", "int8", "int32"):
-        raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
-    if a.strides or b.strides or c.strides:
-        raise TailMismatch("a buffer is strided; the masked form needs contiguous rows")
-    analyzer = tvm.sym.Analyzer()
-    if len(b.shape) < 2 or not all(
-        analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
-    ):
-        raise TailMismatch(f"weight {b.name} is not packed in whole 16 x 4 tiles (shape {list(b.shape)})")
-    mask_n = _lane_mask(extent_n, 16)
-    activations = tirx.call_intrin("int32", "tirx.reinterpret", _masked_load("uint8", 4, a, a_start,
-                                                                              _lane_mask(extent_k, 4)))
-    weights = tirx.BufferLoad(b, [*b_start[:-1], tirx.Ramp(b_start[-1], tirx.const(1, "int32"), 64)])
-    accumulator = _masked_load("int32", 16, c, c_start, mask_n)
-    result = tirx.call_llvm_pure_intrin(
-        "int32x16",
-        "llvm.x86.avx512.vpdpbusd.512",
-        accumulator,
-        tirx.call_intrin("int8x64", "tirx.reinterpret", tirx.Broadcast(activations, 16)),
-        weights,
-    )
-    address = tirx.address_of(tirx.BufferLoad(c, list(c_start)))
-    return tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.masked.store", result, address, mask_n))
-
-
 def register_workload_intrinsics() -> None:
     """Register the intrinsics of the workloads (idempotent): the package's (``register_intrinsics``, which also
     imports TVM's built-ins such as WMMA) and ``tailsplit_vnni_dot_16x4`` (the package's LLVM 22 VNNI dot
-    product) with its variable-length tail form ``emit_masked_vnni``."""
-    from .intrinsics import VNNI_DOT_16x4_LLVM22, register_intrinsics
+    product) with its variable-length tail form ``intrinsics.emit_masked_vnni``."""
+    from .intrinsics import VNNI_DOT_16x4_LLVM22, emit_masked_vnni, register_intrinsics
 
     register_intrinsics()
     if s_tir.TensorIntrin.get(VNNI_INTRINSIC, allow_missing=True) is None:
@@ -219,9 +173,23 @@ def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.L
     return j_1
 
 
-def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
-    """Loops ``i_0, j_0, r_0, i_1, j_1, r_1`` (the micro-kernel's ``i, j, k``), init split out at ``r_0``."""
+def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: bool = False) -> s_tir.LoopRV:
+    """Loops ``i_0, j_0, r_0, i_1, j_1, r_1`` (the micro-kernel's ``i, j, k``), init split out at ``r_0``.
+
+    ``pack`` (the tensorized kernel of TailSplit and of the divisible shape): the classic GEMM panel layout. Loops
+    ``j_0, i_0, ...``; per 16-column panel ``j_0`` the columns of ``B`` are first copied (``sch.cache_read``, laid
+    out by ``sch.transform_layout`` as ``[N/16, K, 16]``) into a panel of whole 64-byte rows, which every row tile
+    then reads from L1. Without it the rows of ``B`` start off a cache line whenever ``N`` is not a multiple of 16
+    and every 16-float load straddles two lines. The copy of the last, partial panel pads with zeros; the
+    computation reads only the columns inside ``N``."""
+    if pack and vectorize:
+        raise ValueError("the panel packing belongs to the tensorized kernel, not to the vectorized baseline")
     block = sch.get_sblock("C")
+    panel = None
+    if pack:
+        panel = sch.cache_read(block, 1, "global")
+        sch.transform_layout(block, ("read", 1), lambda r, j: (j // MATMUL_TILE[1], r, j % MATMUL_TILE[1]),
+                             pad_value=0.0)
     i, j, r = sch.get_loops(block)
     i_0, i_1 = sch.split(i, [None, MATMUL_TILE[0]])
     j_0, j_1 = sch.split(j, [None, MATMUL_TILE[1]])
@@ -232,7 +200,12 @@ def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.
         sch.unroll(i_1)
         _vectorize_if_allowed(sch, j_1)
         return i_0
-    sch.reorder(i_0, j_0, r_0, i_1, j_1, r_1)
+    if panel is not None:
+        sch.reorder(j_0, i_0, r_0, i_1, j_1, r_1)
+        sch.compute_at(panel, j_0)
+        sch.vectorize(sch.get_loops(panel)[-1])
+    else:
+        sch.reorder(i_0, j_0, r_0, i_1, j_1, r_1)
     sch.decompose_reduction(block, r_0)
     if mark:
         sch.annotate(i_1, MARK_KEY, MATMUL_INTRINSIC)
@@ -264,10 +237,11 @@ def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
 
 
 def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
-    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the 8x16x16 micro-kernel (loops ``i_0, j_0,
-    r_0, i_1, j_1, r_1``, the init block split out, the mark on ``i_1``). ``m=None``: ``M`` is symbolic."""
+    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the 8x16x16 micro-kernel (loops ``j_0, i_0,
+    r_0, i_1, j_1, r_1``, ``B`` packed per 16-column panel at ``j_0``, the init block split out, the mark on
+    ``i_1``). ``m=None``: ``M`` is symbolic."""
     sch = s_tir.Schedule(_matmul_func(m, n, k))
-    _schedule_matmul(sch, mark=True, vectorize=False)
+    _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
     return sch.mod
 
 

@@ -276,3 +276,88 @@ def test_vnni_dot_and_its_masked_tail(n):
     got = guarded[2].array
     dense_b = b.transpose(1, 3, 0, 2).reshape(k, -1)[:, :n].astype("int32")
     np.testing.assert_array_equal(got, a.astype("int32") @ dense_b)
+
+
+def test_tail_accesses_are_plain_where_the_whole_vector_is_in_bounds():
+    """A tail form masks only what needs a mask: all 16 lanes used -> a plain vector load/store; a row packed whole
+    (16 elements from the start) -> a plain load whose extra lanes are never stored; otherwise masked."""
+    full = tvm.tirx.decl_buffer((4, 20), "float32", "X")
+    panel = tvm.tirx.decl_buffer((3, 7, 16), "float32", "P")
+    zero, three = tvm.tirx.const(0, "int32"), tvm.tirx.const(3, "int32")
+    sixteen, nine = tvm.tirx.const(16, "int32"), tvm.tirx.const(9, "int32")
+    assert isinstance(intr._tail_load(full, [zero, three], sixteen), tvm.ir.TensorLoad)
+    five = tvm.tirx.const(5, "int32")
+    assert "masked.load" in str(intr._tail_load(full, [zero, five], nine))  # 5 + 16 > 20: past the row
+    assert "masked.load" not in str(intr._tail_load(full, [zero, three], nine))  # 3 + 16 <= 20
+    assert "masked.load" not in str(intr._tail_load(panel, [zero, three, zero], nine))
+    assert isinstance(intr._tail_store(full, [zero, three], tvm.tirx.Broadcast(tvm.tirx.const(1.0, "float32"), 16),
+                                       sixteen), tvm.tirx.BufferStore)
+    assert "masked.store" in str(intr._tail_store(panel, [zero, three, zero],
+                                                  tvm.tirx.Broadcast(tvm.tirx.const(1.0, "float32"), 16), nine))
+
+
+def test_frozen_frames_answer_no_module_while_builtins_import():
+    """The import of TVM's built-in intrinsics asks inspect.getmodule about every frame of the stack; inside the
+    context frozen-code frames answer None at once (what inspect answers after a full scan), other objects are
+    answered by inspect itself, and inspect is restored afterwards."""
+    import inspect
+    import sys
+
+    original = inspect.getmodule
+    frame = sys._getframe()
+    with intr._frames_of_frozen_code_have_no_module():
+        assert inspect.getmodule is not original
+        assert inspect.getmodule(frame, "<frozen importlib._bootstrap>") is None
+        assert original(frame, "<frozen importlib._bootstrap>") is None
+        assert inspect.getmodule(frame) is original(frame)
+        assert inspect.getmodule(np) is np
+    assert inspect.getmodule is original
+
+
+def _int8_dense_k_tail(m, n, k):
+    """As ``_int8_dense`` for any ``k``: the packed weights are allocated for ceil(k / 4) steps of 4 bytes (packing
+    pads with zeros)."""
+    from tvm import te
+
+    steps = -(-k // 4)
+    a = te.placeholder((m, k), "uint8", name="A")
+    b = te.placeholder((-(-n // 16), steps, 16, 4), "int8", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute(
+        (m, n),
+        lambda i, j: te.sum(a[i, r].astype("int32") * b[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
+        name="C",
+    )
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    jo, ji = sch.split(j, [None, 16])
+    ro, ri = sch.split(r, [None, 4])
+    sch.reorder(i, jo, ro, ji, ri)
+    sch.decompose_reduction(block, ro)
+    sch.annotate(ji, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
+    return sch.mod
+
+
+def test_vnni_masked_tail_covers_the_reduction_tail():
+    """Weights packed in whole 16 x 4 tiles: the tails of 3 reduction steps (and of 7 outputs) are one masked
+    vpdpbusd each, read 4 activation bytes under a 3-byte mask, and compute what numpy computes."""
+    from tvm_tailsplit import TailSplit
+
+    m, n, k = 3, 23, 11
+    report = []
+    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense_k_tail(m, n, k)), report=report)
+    assert sorted(r.action for r in report) == ["tensorized", "variable_length", "variable_length",
+                                                "variable_length"], [str(r) for r in report]
+    assert "T.Broadcast(T.uint8(0), 4)" in mod.script()  # the masked activation load's zeros
+    executable = tvm.compile(mod, target=TARGET)
+    rng = np.random.default_rng(k)
+    a = rng.integers(0, 256, (m, k)).astype("uint8")
+    b = rng.integers(-128, 128, (2, 3, 16, 4)).astype("int8")
+    guarded = [guarded_array(x.shape, str(x.dtype), canary=77) for x in (a, b, np.zeros((m, n), "int32"))]
+    guarded[0].array[:], guarded[1].array[:] = a, b
+    executable["main"](*(to_tvm(g.array) for g in guarded))
+    for g, what in zip(guarded, "ABC", strict=True):
+        g.check_canaries(what)
+    dense_b = b.transpose(1, 3, 0, 2).reshape(12, -1)[:k, :n].astype("int32")
+    np.testing.assert_array_equal(guarded[2].array, a.astype("int32") @ dense_b)

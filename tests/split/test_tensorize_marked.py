@@ -225,6 +225,27 @@ def test_tail_intrinsic_by_extent():
         register_tail_intrinsics("tailsplit_test_mul_16_with_4", by_extent={0: "tailsplit_test_mul_4"})
 
 
+def test_tail_intrinsic_by_extent_after_tailsplit_allocates_nothing():
+    """TailSplit's tail (binding ``i_0 * 16 + i_1``, extent 4) cannot be blockized, so the by-extent intrinsic is
+    instantiated; its implementation's root block allocates nothing (this used to build a SeqStmt of length 1,
+    which TVM rejects)."""
+    if s_tir.TensorIntrin.get("tailsplit_test_mul_4", allow_missing=True) is None:
+        s_tir.TensorIntrin.register("tailsplit_test_mul_4", _mul4_desc, _mul4_impl)
+    intr.register_intrinsics()
+    mul16 = s_tir.TensorIntrin.get(intr.MUL_16)
+    if s_tir.TensorIntrin.get("tailsplit_test_mul_16_with_4", allow_missing=True) is None:
+        s_tir.TensorIntrin.register("tailsplit_test_mul_16_with_4", mul16.desc, mul16.impl)
+    register_tail_intrinsics("tailsplit_test_mul_16_with_4", by_extent={4: "tailsplit_test_mul_4"})
+    mod = elementwise((100,), "tailsplit_test_mul_16_with_4")
+    report = []
+    out = tensorize_marked(TailSplit(strategy="full")(mod), report=report)
+    assert [(r.action, r.intrinsic) for r in report] == [
+        ("tensorized", "tailsplit_test_mul_16_with_4"), ("tail_intrinsic", "tailsplit_test_mul_4")]
+    assert "C[96:100] = A[T.Ramp(96, 1, 4)] * B[T.Ramp(96, 1, 4)]" in out.script()
+    (a, b, _), (_, _, c) = run(out)
+    np.testing.assert_array_equal(c, a * b)
+
+
 @T.prim_func(s_tir=True)
 def _dynamic_split(a: T.handle, b: T.handle, c: T.handle, n: T.int32):
     """What a dynamic split of C = A * B by 16 looks like: main tiles, then one tail whose extent is computed

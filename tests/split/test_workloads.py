@@ -170,3 +170,15 @@ def test_wmma_workload_runs_on_the_gpu(wmma_tensorized):
     c = tvm.runtime.empty((1000, 1000), "float32", device)
     executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
     np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32"), rtol=1e-2, atol=1e-2)
+
+
+def test_matmul_reads_b_from_a_packed_panel(target):
+    """(d) and (e) share the kernel: ``B`` is copied per 16-column panel into ``[N/16, K, 16]`` (whole 64-byte
+    rows; the last panel padded with zeros by the copy only) and the micro-kernel and its tails read the panel."""
+    mod = tensorize_marked(TailSplit()(wl.matmul_fp32(13, 40, 21)))
+    script = mod.script()
+    assert "B_global = T.sblock_alloc_buffer((3, 21, 16))" in script
+    assert "B_1 = T.match_buffer(B_global[v_j_o, " in script  # the main tiles' B operand
+    reads_of_b = [line for line in script.splitlines() if "B[" in line]
+    assert reads_of_b and all("T.reads(B[" in line or "B_global[" in line for line in reads_of_b)  # only the copy
+    assert "masked.load\", T.address_of(B_global" not in script  # a panel row is read whole, even in the N tail
