@@ -18,8 +18,9 @@ from tvm_tailsplit.examples import (
     register_vector_scale_intrinsic,
     vector_scale_1d,
 )
+from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.split.tensorize import TensorizeRecord
-from tvm_tailsplit.testing import random_like, run_guarded, threads_as_serial_loops
+from tvm_tailsplit.testing import assert_same_results, random_like, run_guarded, threads_as_serial_loops
 
 TARGET = intr.llvm_target()
 
@@ -381,3 +382,30 @@ def test_symbolic_dynamic_matmul():
         b = rng.uniform(-1, 1, (32, 32)).astype("float32")
         _, _, got = run_guarded(executable, mod["main"], [a, b, np.zeros((m, 32), "float32")], {})
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"m = {m}")
+
+
+@T.prim_func(s_tir=True)
+def window_of_a_vector(a: T.handle, b: T.handle, c: T.handle, s: T.int32, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(16, annotations={"pragma_emit_insn": "tailsplit_avx512_fp32_mul_16"}):
+            with T.sblock("C"):
+                v = T.axis.spatial(64, i_0 * 16 + i_1)
+                T.where(s <= i_0 * 16 + i_1 and i_0 * 16 + i_1 < n)
+                C[v] = A[v] * B[v]
+
+
+def test_main_tiles_under_a_symbolic_start_are_instantiated():
+    """``s <= i < n``: the full split's main tiles run under ``for i_0 in range(lo(s), hi(n))``, which
+    ``sch.tensorize`` cannot blockize; they are matched and instantiated instead, never left as code."""
+    intr.register_intrinsics()
+    mod = tvm.IRModule({"main": window_of_a_vector.with_attr("global_symbol", "main")})
+    records: list = []
+    after = tensorize_marked(TailSplit(strategy="full")(mod), report=records)
+    actions = [r.action for r in records]
+    assert "instantiated" in actions and "left" not in actions, [str(r) for r in records]
+    executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(after, target=intr.llvm_target()))
+    for s_value, n_value in [(s, n) for s in range(-2, 40, 3) for n in range(-2, 67, 3)]:
+        assert_same_results(mod, after, scalar_args={"s": s_value, "n": n_value}, trials=1, executables=executables)

@@ -95,8 +95,10 @@ class TailForms:
 
 @dataclass(frozen=True)
 class TensorizeRecord:
-    """What ``tensorize_marked`` did with one mark. ``action`` is ``"tensorized"`` (main tile),
-    ``"tail_intrinsic"`` (a fixed-size tail intrinsic), ``"variable_length"`` (the emitter) or ``"left"``."""
+    """What ``tensorize_marked`` did with one mark. ``action`` is ``"tensorized"`` (main tile, by
+    ``sch.tensorize``), ``"instantiated"`` (a main tile ``sch.tensorize`` refused, matched against the description
+    and replaced by the implementation), ``"tail_intrinsic"`` (a fixed-size tail intrinsic), ``"variable_length"``
+    (the emitter) or ``"left"``."""
 
     function: str
     loop: str
@@ -222,6 +224,15 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
         result, reason = _try_tensorize(func, mark, value)
         if result is not None:
             return result, record("tensorized", value)
+        if extents is not None and desc_extents is not None:
+            # A main tile under a loop with a symbolic start (a piece of a symbolic split) cannot be blockized:
+            # match it against the description and instantiate the implementation, as for fixed-size tails.
+            try:
+                replacement = instantiate(_match_tail(func, mark, value, intrinsic.desc), intrinsic.impl)
+            except TailMismatch as err:
+                reason = f"{reason}; not instantiated: {err}"
+            else:
+                return _replace_loop(func, mark.loop, replacement), record("instantiated", value, reason)
         return _unmark(func, mark.loop), record("left", reason=reason)
 
     if extents is not None and all(isinstance(e, tirx.IntImm) for e in extents):
