@@ -228,12 +228,12 @@ def test_matmul_variable_tail_every_shape_class():
 
 
 def _int8_dense(m, n, k):
-    """C int32 [m, n] = A uint8 [m, k] times B int8 packed [ceil(n / 16), k / 4, 16, 4]; j split by 16, the
-    reduction by 4, the j_1 loop marked with the LLVM 22 VNNI intrinsic."""
+    """C int32 [m, n] = A uint8 [m, k] times B int8 packed [ceil(n / 16), ceil(k / 4), 16, 4] (packing pads with
+    zeros); j split by 16, the reduction by 4, the j_1 loop marked with the LLVM 22 VNNI intrinsic."""
     from tvm import te
 
     a = te.placeholder((m, k), "uint8", name="A")
-    b = te.placeholder((-(-n // 16), k // 4, 16, 4), "int8", name="B")
+    b = te.placeholder((-(-n // 16), -(-k // 4), 16, 4), "int8", name="B")
     r = te.reduce_axis((0, k), name="r")
     c = te.compute(
         (m, n),
@@ -314,31 +314,6 @@ def test_frozen_frames_answer_no_module_while_builtins_import():
     assert inspect.getmodule is original
 
 
-def _int8_dense_k_tail(m, n, k):
-    """As ``_int8_dense`` for any ``k``: the packed weights are allocated for ceil(k / 4) steps of 4 bytes (packing
-    pads with zeros)."""
-    from tvm import te
-
-    steps = -(-k // 4)
-    a = te.placeholder((m, k), "uint8", name="A")
-    b = te.placeholder((-(-n // 16), steps, 16, 4), "int8", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute(
-        (m, n),
-        lambda i, j: te.sum(a[i, r].astype("int32") * b[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
-        name="C",
-    )
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
-    block = sch.get_sblock("C")
-    i, j, r = sch.get_loops(block)
-    jo, ji = sch.split(j, [None, 16])
-    ro, ri = sch.split(r, [None, 4])
-    sch.reorder(i, jo, ro, ji, ri)
-    sch.decompose_reduction(block, ro)
-    sch.annotate(ji, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
-    return sch.mod
-
-
 def test_vnni_masked_tail_covers_the_reduction_tail():
     """Weights packed in whole 16 x 4 tiles: the tails of 3 reduction steps (and of 7 outputs) are one masked
     vpdpbusd each, read 4 activation bytes under a 3-byte mask, and compute what numpy computes."""
@@ -346,7 +321,7 @@ def test_vnni_masked_tail_covers_the_reduction_tail():
 
     m, n, k = 3, 23, 11
     report = []
-    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense_k_tail(m, n, k)), report=report)
+    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense(m, n, k)), report=report)
     assert sorted(r.action for r in report) == ["tensorized", "variable_length", "variable_length",
                                                 "variable_length"], [str(r) for r in report]
     assert "T.Broadcast(T.uint8(0), 4)" in mod.script()  # the masked activation load's zeros
