@@ -4,7 +4,7 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 (``MARK_KEY`` naming a registered ``TensorIntrin``), on shapes that are not multiples of the tile:
 
 - ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
-  -> int32) tiled for AVX-512 VNNI (``tailsplit_vnni_dot_16x4``: the package's LLVM 22 form of TVM's
+  -> int32) tiled for AVX-512 VNNI (``intrinsics.VNNI_DOT_16x4_LLVM22``: the package's LLVM 22 form of TVM's
   ``dot_16x4_vnni``, with a masked tail form for both the output and the reduction tails);
 - ``matmul_fp32``: an fp32 matmul tiled for the 8x16x16 micro-kernel, ``B`` packed per 16-column panel, with a
   static or a symbolic ``M``;
@@ -32,9 +32,9 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 from tvm.s_tir import SBlock
 
+from . import intrinsics
 from .intrinsics import llvm_target
 from .split.conditions import MARK_KEY
-from .split.tensorize import register_tail_intrinsics, tail_intrinsics
 
 __all__ = [
     "DENSE_TILE",
@@ -62,17 +62,16 @@ __all__ = [
     "useful_work",
 ]
 
-# The package's VNNI dot product (``intrinsics.VNNI_DOT_16x4_LLVM22``: TVM's dot_16x4_vnni in the form LLVM 22
-# accepts) under a mark of the workload's own, with the package's variable-length tail form
-# (``intrinsics.emit_masked_vnni``), which covers both tails of the dense layer: fewer than 16 outputs and fewer
-# than 4 reduction steps.
-VNNI_INTRINSIC = "tailsplit_vnni_dot_16x4"
-MATMUL_INTRINSIC = "tailsplit_llvm_fp32_matmul_8x16x16"
-VECTOR_MUL_INTRINSIC = "tailsplit_avx512_fp32_mul_16"
+# The marks of the workloads: the package's intrinsics (``intrinsics.register_intrinsics`` registers them with
+# their tail forms; the VNNI one covers both tails of the dense layer: fewer than 16 outputs and fewer than 4
+# reduction steps).
+VNNI_INTRINSIC = intrinsics.VNNI_DOT_16x4_LLVM22
+MATMUL_INTRINSIC = intrinsics.MATMUL_8x16x16
+VECTOR_MUL_INTRINSIC = intrinsics.MUL_16
 WMMA_INTRINSIC = "wmma_sync_16x16x16_f16f16f32"
 # tile of each workload over its tiled axes
 DENSE_TILE = (16, 4)  # (n, k) of one dot_16x4
-MATMUL_TILE = (8, 16, 16)  # (m, n, k) of the micro-kernel
+MATMUL_TILE = intrinsics.MATMUL_TILE  # (m, n, k) of the micro-kernel
 ELEMENTWISE_LANES = 16
 WMMA_TILE = (16, 16, 16)
 VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
@@ -82,17 +81,10 @@ VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
 
 
 def register_workload_intrinsics() -> None:
-    """Register the intrinsics of the workloads (idempotent): the package's (``register_intrinsics``, which also
-    imports TVM's built-ins such as WMMA) and ``tailsplit_vnni_dot_16x4`` (the package's LLVM 22 VNNI dot
-    product) with its variable-length tail form ``intrinsics.emit_masked_vnni``."""
-    from .intrinsics import VNNI_DOT_16x4_LLVM22, emit_masked_vnni, register_intrinsics
-
-    register_intrinsics()
-    if s_tir.TensorIntrin.get(VNNI_INTRINSIC, allow_missing=True) is None:
-        vnni = s_tir.TensorIntrin.get(VNNI_DOT_16x4_LLVM22)
-        s_tir.TensorIntrin.register(VNNI_INTRINSIC, vnni.desc, vnni.impl)
-    if tail_intrinsics(VNNI_INTRINSIC) is None:
-        register_tail_intrinsics(VNNI_INTRINSIC, variable_length=emit_masked_vnni)
+    """Register the intrinsics of the workloads (idempotent): the package's, with their tail forms
+    (``intrinsics.register_intrinsics``); TVM's built-ins such as WMMA are registered on demand by
+    ``tensorize_marked``."""
+    intrinsics.register_intrinsics()
 
 
 # ---------------------------------------------------------------------------------------------- computations

@@ -12,7 +12,7 @@ import tvm
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from tvm_tailsplit import MARK_KEY, tensorize_marked
+from tvm_tailsplit import MARK_KEY, tensorize_marked, workloads
 from tvm_tailsplit import intrinsics as intr
 from tvm_tailsplit.examples import matmul
 from tvm_tailsplit.testing import guarded_array, to_tvm
@@ -227,37 +227,13 @@ def test_matmul_variable_tail_every_shape_class():
         np.testing.assert_allclose(c.array, want, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{cols}x{depth}")
 
 
-def _int8_dense(m, n, k):
-    """C int32 [m, n] = A uint8 [m, k] times B int8 packed [ceil(n / 16), ceil(k / 4), 16, 4] (packing pads with
-    zeros); j split by 16, the reduction by 4, the j_1 loop marked with the LLVM 22 VNNI intrinsic."""
-    from tvm import te
-
-    a = te.placeholder((m, k), "uint8", name="A")
-    b = te.placeholder((-(-n // 16), -(-k // 4), 16, 4), "int8", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute(
-        (m, n),
-        lambda i, j: te.sum(a[i, r].astype("int32") * b[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
-        name="C",
-    )
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
-    block = sch.get_sblock("C")
-    i, j, r = sch.get_loops(block)
-    jo, ji = sch.split(j, [None, 16])
-    ro, ri = sch.split(r, [None, 4])
-    sch.reorder(i, jo, ro, ji, ri)
-    sch.decompose_reduction(block, ro)
-    sch.annotate(ji, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
-    return sch.mod
-
-
 @pytest.mark.parametrize("n", [7, 16, 40])
 def test_vnni_dot_and_its_masked_tail(n):
     from tvm_tailsplit import TailSplit
 
     m, k = 5, 36
     report = []
-    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense(m, n, k)), report=report)
+    mod = tensorize_marked(TailSplit(strategy="full")(workloads.dense_int8_vnni(m, n, k)), report=report)
     expected = (["tensorized"] if n >= 16 else []) + (["variable_length"] if n % 16 else [])
     assert [r.action for r in report] == expected, [str(r) for r in report]
     executable = tvm.compile(mod, target=TARGET)
@@ -321,7 +297,7 @@ def test_vnni_masked_tail_covers_the_reduction_tail():
 
     m, n, k = 3, 23, 11
     report = []
-    mod = tensorize_marked(TailSplit(strategy="full")(_int8_dense(m, n, k)), report=report)
+    mod = tensorize_marked(TailSplit(strategy="full")(workloads.dense_int8_vnni(m, n, k)), report=report)
     assert sorted(r.action for r in report) == ["tensorized", "variable_length", "variable_length",
                                                 "variable_length"], [str(r) for r in report]
     assert "T.Broadcast(T.uint8(0), 4)" in mod.script()  # the masked activation load's zeros

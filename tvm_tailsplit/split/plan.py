@@ -406,87 +406,94 @@ class Planner:
 
     def _whole(self, loop: tirx.For, mark: tirx.For | None):
         """``loop`` kept over its range, its body planned (``None`` when the body never runs)."""
-        self._enclosing.append(loop)
-        try:
-            body = self.plan(loop.body, mark)
-        finally:
-            self._enclosing.pop()
+        body = self._plan_body(loop, mark)
         return None if body is None else WholeLoopPlan(loop, body)
 
+    def _plan_body(self, loop: tirx.For, mark: tirx.For | None, lo=None, hi=None):
+        """The plan of ``loop``'s body inside ``loop``, with its variable narrowed to ``[lo, hi)`` when given."""
+        self._enclosing.append(loop)
+        try:
+            if lo is None:
+                return self.plan(loop.body, mark)
+            with self.context.narrowed(loop.loop_var, lo, hi):
+                return self.plan(loop.body, mark)
+        finally:
+            self._enclosing.pop()
+
+    def _outside(self, var) -> set:
+        """The variables of the loops enclosing the statement being planned, other than ``var``: the ranges a
+        proof about ``var``'s pieces may assume."""
+        return {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
+
     def _plan_symbolic_loop(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
-        """A loop whose range or atoms are symbolic: cut above the mark, range intersection at or below it."""
+        """A loop whose range or atoms are symbolic: range intersection at or below the mark, cut above it."""
         var = loop.loop_var
         low, extent = self.context.ranges[var]
-        lo, hi = low, self.context.analyzer.simplify(low + extent)
+        hi = self.context.analyzer.simplify(low + extent)
         if mark is not None:
-            if loop.kind == tirx.ForKind.THREAD_BINDING:
-                self._note(subject, "range kept: a thread-bound loop's extent is the launch configuration")
-                return self._whole(loop, mark)
-            outside = {enclosing.loop_var for enclosing in self._enclosing}
-            # Narrowing the range drops the iterations where an atom fails: only atoms that guard every
-            # statement of the body may narrow it (not one with an else branch, or that some block lacks).
-            guarding = [atom for atom in atoms if guards_everything(loop.body, atom)]
-            intersection = intersect_range(var, lo, hi, guarding, outside, self.context)
-            if intersection is None:
-                self._note(subject, "range kept: no condition that guards the whole body bounds it through this "
-                                    "loop alone")
-                return self._whole(loop, mark)
-            new_lo, new_hi, used = intersection
-            if not self._inside(var, new_lo, new_hi, lo, hi):
-                self._note(subject, f"range kept: [{new_lo}, {new_hi}) not proved inside [{lo}, {hi})")
-                return self._whole(loop, mark)
-            above = {enclosing.loop_var for enclosing in self._enclosing[: self._mark_depth]}
-            loop_vars = set(self.context.ranges)
-            bound_vars = free_vars(new_lo) | free_vars(new_hi)
-            hoisted = all(v in above or v not in loop_vars for v in bound_vars)
-            may_be_empty = not self.context.prove(new_lo <= new_hi, outside)
-            self._enclosing.append(loop)
-            try:
-                with self.context.narrowed(var, new_lo, new_hi):
-                    body = self.plan(loop.body, mark)
-            finally:
-                self._enclosing.pop()
-            self.changed = True
-            where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
-            self._note(subject, f"range intersected with {_describe(used)}: [{new_lo}, {new_hi}), computed "
-                                f"{where}")
-            if body is None:
-                return None
-            return LoopPlan(loop, [LoopPiece(new_lo, new_hi, body, rebased=True, hoisted=hoisted,
-                                             may_be_empty=may_be_empty)])
+            return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
         if not self._splits_as_loop(loop, False):
             return self._whole(loop, mark)
         blocker = copy_blocker(loop.body)
         if blocker is not None:
             self._note(subject, f"not split: {blocker}")
             return self._whole(loop, mark)
-        outside = {enclosing.loop_var for enclosing in self._enclosing}
-        intervals, unordered = self._symbolic_intervals(var, lo, hi, atoms, subject)
+        intervals, unordered = self._symbolic_intervals(var, low, hi, atoms, subject)
         if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
             return self._plan_cases(unordered, lambda: self._plan_symbolic_loop(loop, mark, atoms, subject), subject)
         if intervals is None:
             return self._whole(loop, mark)
+        outside = self._outside(var)
         self._split_loops.add(var)
-        self._enclosing.append(loop)
         pieces: list[LoopPiece] = []
         try:
             for interval in intervals:
-                with self.context.narrowed(var, interval.lo, interval.hi):
-                    body = self.plan(loop.body, mark)
+                body = self._plan_body(loop, mark, interval.lo, interval.hi)
                 if body is not None:
                     may_be_empty = not self.context.prove(interval.lo <= interval.hi, outside)
                     pieces.append(LoopPiece(interval.lo, interval.hi, body, may_be_empty=may_be_empty))
         finally:
-            self._enclosing.pop()
             self._split_loops.discard(var)
         self.changed = True
         self._log_split(subject, f"split by {_describe(atoms)}", pieces)
         return LoopPlan(loop, pieces) if pieces else None
 
+    def _intersect_below_mark(self, loop: tirx.For, mark: tirx.For, atoms: list, lo, hi, subject: str):
+        """A loop at or below the mark: its range intersected with the bounds its atoms imply (one piece)."""
+        var = loop.loop_var
+        if loop.kind == tirx.ForKind.THREAD_BINDING:
+            self._note(subject, "range kept: a thread-bound loop's extent is the launch configuration")
+            return self._whole(loop, mark)
+        outside = self._outside(var)
+        # Narrowing the range drops the iterations where an atom fails: only atoms that guard every statement of
+        # the body may narrow it (not one with an else branch, or that some block lacks).
+        guarding = [atom for atom in atoms if guards_everything(loop.body, atom)]
+        intersection = intersect_range(var, lo, hi, guarding, outside, self.context)
+        if intersection is None:
+            self._note(subject, "range kept: no condition that guards the whole body bounds it through this loop "
+                                "alone")
+            return self._whole(loop, mark)
+        new_lo, new_hi, used = intersection
+        if not self._inside(var, new_lo, new_hi, lo, hi):
+            self._note(subject, f"range kept: [{new_lo}, {new_hi}) not proved inside [{lo}, {hi})")
+            return self._whole(loop, mark)
+        above = {enclosing.loop_var for enclosing in self._enclosing[: self._mark_depth]}
+        loop_vars = set(self.context.ranges)
+        hoisted = all(v in above or v not in loop_vars for v in free_vars(new_lo) | free_vars(new_hi))
+        may_be_empty = not self.context.prove(new_lo <= new_hi, outside)
+        body = self._plan_body(loop, mark, new_lo, new_hi)
+        self.changed = True
+        where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
+        self._note(subject, f"range intersected with {_describe(used)}: [{new_lo}, {new_hi}), computed {where}")
+        if body is None:
+            return None
+        piece = LoopPiece(new_lo, new_hi, body, rebased=True, hoisted=hoisted, may_be_empty=may_be_empty)
+        return LoopPlan(loop, [piece])
+
     def _inside(self, var, new_lo, new_hi, lo, hi) -> bool:
         """Prove that ``[new_lo, new_hi)`` is empty or inside ``[lo, hi)`` for every value of the variables;
         the proved obligation is kept in ``range_proofs``."""
-        outside = {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
+        outside = self._outside(var)
         ranges = {v: r for v, r in self.context.ranges.items() if v in outside}
         proof = RangeProof(var.name, new_lo, new_hi, lo, hi, ranges)
         if not self.context.prove(proof.claim, outside):
@@ -498,8 +505,7 @@ class Planner:
     def _symbolic_intervals(self, var, lo, hi, atoms, subject: str) -> tuple[list[Interval] | None, tuple | None]:
         """The symbolic pieces of ``var``'s range (``None`` when cutting gains nothing or is not proved safe),
         and the first two split points whose order could not be proved."""
-        outside = {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
-        intervals, unordered = decompose_symbolic_range(var, lo, hi, atoms, self.context, outside)
+        intervals, unordered = decompose_symbolic_range(var, lo, hi, atoms, self.context, self._outside(var))
         if len(intervals) < 2:
             return None, unordered
         for interval in intervals:
