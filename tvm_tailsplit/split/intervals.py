@@ -46,6 +46,7 @@ __all__ = [
     "Interval",
     "RangeContext",
     "Status",
+    "as_expr",
     "decompose_range",
     "decompose_symbolic_range",
     "intersect_range",
@@ -118,8 +119,8 @@ class RangeContext:
         if isinstance(lo, int) and isinstance(hi, int):
             self.bind(var, tirx.const(lo, dtype), tirx.const(hi - lo, dtype))
         else:
-            low = _as_expr(lo, dtype)
-            self.bind(var, low, self.analyzer.simplify(_as_expr(hi, dtype) - low))
+            low = as_expr(lo, dtype)
+            self.bind(var, low, self.analyzer.simplify(as_expr(hi, dtype) - low))
         try:
             yield
         finally:
@@ -232,7 +233,8 @@ class RangeContext:
         return _finite(bounds.min_value), _finite(bounds.max_value)
 
 
-def _as_expr(value, dtype: str):
+def as_expr(value, dtype: str):
+    """An interval end as an expression (a Python integer becomes a constant of ``dtype``)."""
     return tirx.const(value, dtype) if isinstance(value, int) else value
 
 
@@ -423,7 +425,7 @@ def decompose_symbolic_range(
     enclosing loops) and the context's assumptions.
     """
     dtype = var.ty.dtype
-    lo, hi = _as_expr(lo, dtype), _as_expr(hi, dtype)
+    lo, hi = as_expr(lo, dtype), as_expr(hi, dtype)
     points: list = []
     unordered = None
     for atom in atoms:
@@ -444,7 +446,7 @@ def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: R
     ends)``. ``None`` when no atom can be used.
     """
     dtype = var.ty.dtype
-    new_lo, new_hi = _as_expr(lo, dtype), _as_expr(hi, dtype)
+    new_lo, new_hi = as_expr(lo, dtype), as_expr(hi, dtype)
     used = []
     loop_vars = set(context.ranges)
     for atom in atoms:

@@ -24,6 +24,7 @@ from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
 from .conditions import MARK_KEY, conjunction, is_mark, substitute
+from .intervals import as_expr
 from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
@@ -91,8 +92,7 @@ class Emitter:
         """``(start, extent, offset)`` of a piece with symbolic ends; hoisted ones are bound above the mark."""
         var = loop.loop_var
         dtype = var.ty.dtype
-        lo = substitute(piece.lo if not isinstance(piece.lo, int) else tirx.const(piece.lo, dtype), self.var_map)
-        hi = substitute(piece.hi if not isinstance(piece.hi, int) else tirx.const(piece.hi, dtype), self.var_map)
+        lo, hi = (substitute(as_expr(end, dtype), self.var_map) for end in (piece.lo, piece.hi))
         extent = hi - lo
         zero = tirx.const(0, dtype)
         if not piece.rebased:
