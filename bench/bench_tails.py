@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import pathlib
 import platform
@@ -154,6 +155,15 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
         row["variants"]["tailsplit, symbolic M"] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
                                                    "tir_lines": len(mod.script().splitlines()),
                                                    "object_bytes": object_bytes(executable)}
+    if name == "elementwise_nc1hwc0":  # the memory ceiling of the op: no tiling, no guard (see flat_elementwise)
+        mod = flat_elementwise(shape)
+        executable, compile_seconds = compile_module(mod, target)
+        args = arguments(mod)
+        executable["main"](*args)
+        np.testing.assert_array_equal(args[2].numpy(), args[0].numpy() * args[1].numpy())
+        built["ceiling"] = (executable, args)
+        row["variants"]["ceiling"] = {"compile_seconds": compile_seconds, "tir_lines": len(mod.script().splitlines()),
+                                      "object_bytes": object_bytes(executable)}
     times: dict = {variant: [] for variant in built}
     for _ in range(rounds):
         for variant, (executable, args) in built.items():
@@ -174,6 +184,25 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
                           "d/b": row["ratios"]["d/b"] >= TARGETS["d/b"],
                           "d/e": row["ratios"]["d/e"] <= TARGETS["d/e"]}
     return row
+
+
+def flat_elementwise(shape: dict):
+    """The element-wise multiply of ``shape`` as one flat loop over all its elements (the arrays are contiguous),
+    16 lanes, unrolled by 4: no tiling, no guard, nothing but the loads, the multiply and the store. Its time is
+    the ceiling of every schedule of the op on this machine (memory bound), so time(a) / time(ceiling) bounds
+    the speedup any tail handling can give over (a)."""
+    from tvm import s_tir, te
+
+    total = math.prod(shape.values())
+    a = te.placeholder((total,), "float32", name="A")
+    b = te.placeholder((total,), "float32", name="B")
+    c = te.compute((total,), lambda i: a[i] * b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
+    _, unrolled_loop, lanes = sch.split(loop, [None, 4, 16])
+    sch.unroll(unrolled_loop)
+    sch.vectorize(lanes)
+    return sch.mod
 
 
 def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
@@ -324,6 +353,19 @@ def markdown(report: dict) -> str:
             static, dynamic = (row["variants"][v]["seconds"] for v in ("tailsplit", "tailsplit, symbolic M"))
             lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {static * 1e6:.1f} | "
                          f"{dynamic * 1e6:.1f} | {dynamic / static:.2f} |")
+    ceilings = [row for row in report["rows"] if "ceiling" in row["variants"]]
+    if ceilings:
+        lines += ["", "The memory ceiling of the element-wise op: the same multiply as one flat 16-lane loop over all "
+                  "elements (no tiling, no guard). time(a) / time(ceiling) is the most any tail handling can gain "
+                  "over (a) on this machine:", "",
+                  "| workload | shape | guarded us | tailsplit us | ceiling us | GB/s at the ceiling | "
+                  "time(a) / time(ceiling) |", "|---|---|---|---|---|---|---|"]
+        for row in ceilings:
+            guarded, tailsplit, ceiling = (row["variants"][v]["seconds"] for v in ("guarded", "tailsplit", "ceiling"))
+            moved = 3 * 4 * math.prod(row["shape"].values())  # two float32 inputs read, one output written
+            lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {guarded * 1e6:.1f} | "
+                         f"{tailsplit * 1e6:.1f} | {ceiling * 1e6:.1f} | {moved / ceiling / 1e9:.1f} | "
+                         f"{guarded / ceiling:.2f} |")
     lines += ["", "Code size and compile time per variant (TIR lines of the scheduled module / object bytes / "
               "compile seconds), and issued instructions of the marked module:", "",
               "| workload | shape | " + " | ".join(VARIANTS) + " | issued before / after TailSplit / divisible |",

@@ -14,8 +14,8 @@ EXPECTED_OUTPUT = {
     "01_tailsplit": ["tensorize refused", "4608 -> 9 issued instructions", "tensorized main tiles + scalar tail"],
     "02_tensorize_tails": [
         "guards under marks after TailSplit: 0",
-        "tensorized with tailsplit_llvm_fp32_matmul_8x16x16",
-        "variable_length with tailsplit_llvm_fp32_matmul_8x16x16",
+        "instantiated with tailsplit_llvm_fp32_matmul_8x16xk",
+        "variable_length with tailsplit_llvm_fp32_matmul_8x16xk",
         "symbolic M: one kernel, equal to numpy",
         "speedup of tailsplit over guarded",
     ],

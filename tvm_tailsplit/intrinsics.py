@@ -23,6 +23,13 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   with ``i_1 < 4``); any other tail (``i <= 8``, ``j <= 16``, any ``k``, constant or symbolic) uses the
   variable-length form: one 16-lane accumulator per row masked over ``j`` (independent FMA chains, as in the
   micro-kernel).
+- ``"tailsplit_llvm_fp32_matmul_8x16xk"`` (``MATMUL_8x16_ANY_DEPTH``, tile ``MATMUL_PANEL_TILE = (8, 16)``): the
+  same micro-kernel over the whole reduction: its description's ``k`` loop has a free extent ``depth`` (any
+  depth; ``tensorize_marked`` binds it to the region's), the implementation loads the 8 rows of ``C`` once, runs
+  a serial ``k`` loop of 8 fused multiply-adds (LLVM keeps the accumulators in registers across it) and stores
+  the rows once. With the mark above an unsplit reduction loop there is no reduction tail, and ``C`` is read and
+  written once per tile instead of once per 16 steps of ``k``. Row and column tails (``i <= 8``, ``j <= 16``) use
+  the variable-length form of the 8x16x16 kernel above.
 - ``"tailsplit_avx512_vnni_dot_16x4"`` (``VNNI_DOT_16x4_LLVM22``): TVM's ``dot_16x4_vnni`` (``C int32[16] +=
   sum_4 A uint8[4] * B int8[16, 4]``, ``B`` packed ``[N/16, K/4, 16, 4]``) with the ``vpdpbusd`` signature of LLVM
   22: the built-in fails LLVM's module verification with this wheel ("Call parameter type does not match
@@ -60,6 +67,8 @@ __all__ = [
     "ADD_16",
     "LANES",
     "MATMUL_8x16x16",
+    "MATMUL_8x16_ANY_DEPTH",
+    "MATMUL_PANEL_TILE",
     "MATMUL_TAILS",
     "MATMUL_TILE",
     "MUL_16",
@@ -86,6 +95,8 @@ ADD_16 = "tailsplit_avx512_fp32_add_16"
 MATMUL_TILE = (8, 16, 16)
 MATMUL_8x16x16 = "tailsplit_llvm_fp32_matmul_8x16x16"
 MATMUL_TAILS = {rows: f"tailsplit_llvm_fp32_matmul_{rows}x16x16" for rows in (4, 2, 1)}
+MATMUL_8x16_ANY_DEPTH = "tailsplit_llvm_fp32_matmul_8x16xk"
+MATMUL_PANEL_TILE = MATMUL_TILE[:2]  # (m, n) of the any-depth micro-kernel; its k loop is the whole reduction
 
 # TVM's dot_16x4_vnni with the vpdpbusd signature of LLVM 22 (<16 x i32>, <64 x i8>, <64 x i8>): the built-in
 # passes <16 x i32> operands and fails LLVM's module verification with this wheel ("Call parameter type does not
@@ -142,7 +153,11 @@ def _elementwise_intrinsic(op: str):
     return description, implementation
 
 
-def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
+def _matmul_intrinsic(rows: int, cols: int = 16, depth: int | tirx.Var = 16):
+    """Description and implementation of the ``rows x cols x depth`` micro-kernel; ``depth`` a ``tirx.Var``: any
+    depth (a free extent, bound to the region's by ``tensorize_marked``), the ``k`` loop serial."""
+    k_loop = T.unroll if isinstance(depth, int) else T.serial
+
     @T.prim_func(s_tir=True)
     def description(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
@@ -171,7 +186,7 @@ def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
                 acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
                 for i in T.unroll(rows):
                     acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
-                for k in T.unroll(depth):
+                for k in k_loop(depth):
                     for i in T.unroll(rows):
                         acc[i, T.ramp(0, 1, cols)] = (
                             acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]
@@ -419,9 +434,11 @@ def _register_once() -> tuple[str, ...]:
     for rows, name in MATMUL_TAILS.items():
         _register(name, *_matmul_intrinsic(rows, MATMUL_TILE[1], MATMUL_TILE[2]))
     register_tail_intrinsics(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
+    _register(MATMUL_8x16_ANY_DEPTH, *_matmul_intrinsic(*MATMUL_PANEL_TILE, tirx.Var("depth", "int32")))
+    register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul)
     _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
     register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
-    return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), VNNI_DOT_16x4_LLVM22)
+    return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), MATMUL_8x16_ANY_DEPTH, VNNI_DOT_16x4_LLVM22)
 
 
 def register_intrinsics() -> list[str]:

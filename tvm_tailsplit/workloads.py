@@ -6,8 +6,9 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 - ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
   -> int32) tiled for AVX-512 VNNI (``intrinsics.VNNI_DOT_16x4_LLVM22``: the package's LLVM 22 form of TVM's
   ``dot_16x4_vnni``, with a masked tail form for both the output and the reduction tails);
-- ``matmul_fp32``: an fp32 matmul tiled for the 8x16x16 micro-kernel, ``B`` packed per 16-column panel, with a
-  static or a symbolic ``M``;
+- ``matmul_fp32``: an fp32 matmul tiled in 8 x 16 tiles of ``C`` for the any-depth micro-kernel
+  (``intrinsics.MATMUL_8x16_ANY_DEPTH``: accumulators in registers over the whole reduction), ``B`` packed per
+  16-column panel, with a static or a symbolic ``M``;
 - ``elementwise_nc1hwc0``: a 5-D ``C = A * B`` over ``N, C1, H, W, C0`` with an irregular ``h`` tiling and
   the 16-lane vector multiply on ``c0``;
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
@@ -35,6 +36,7 @@ from tvm.s_tir import SBlock
 from . import intrinsics
 from .intrinsics import llvm_target
 from .split.conditions import MARK_KEY
+from .split.tensorize import tensorize_marked
 
 __all__ = [
     "DENSE_TILE",
@@ -66,12 +68,12 @@ __all__ = [
 # their tail forms; the VNNI one covers both tails of the dense layer: fewer than 16 outputs and fewer than 4
 # reduction steps).
 VNNI_INTRINSIC = intrinsics.VNNI_DOT_16x4_LLVM22
-MATMUL_INTRINSIC = intrinsics.MATMUL_8x16x16
+MATMUL_INTRINSIC = intrinsics.MATMUL_8x16_ANY_DEPTH
 VECTOR_MUL_INTRINSIC = intrinsics.MUL_16
 WMMA_INTRINSIC = "wmma_sync_16x16x16_f16f16f32"
 # tile of each workload over its tiled axes
 DENSE_TILE = (16, 4)  # (n, k) of one dot_16x4
-MATMUL_TILE = intrinsics.MATMUL_TILE  # (m, n, k) of the micro-kernel
+MATMUL_TILE = intrinsics.MATMUL_PANEL_TILE  # (m, n) of the micro-kernel; its k loop is the whole reduction
 ELEMENTWISE_LANES = 16
 WMMA_TILE = (16, 16, 16)
 VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
@@ -166,7 +168,8 @@ def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.L
 
 
 def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: bool = False) -> s_tir.LoopRV:
-    """Loops ``i_0, j_0, r_0, i_1, j_1, r_1`` (the micro-kernel's ``i, j, k``), init split out at ``r_0``.
+    """Loops ``i_0, j_0, i_1, j_1, r`` (the micro-kernel's ``i, j, k``: tiles of 8 x 16 of ``C``, each over the
+    whole reduction), the init split out at ``i_1`` (one 8 x 16 tile of zeros, rows unrolled, 16 lanes).
 
     ``pack`` (the tensorized kernel of TailSplit and of the divisible shape): the classic GEMM panel layout. Loops
     ``j_0, i_0, ...``; per 16-column panel ``j_0`` the columns of ``B`` are first copied (``sch.cache_read``, laid
@@ -185,20 +188,22 @@ def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: boo
     i, j, r = sch.get_loops(block)
     i_0, i_1 = sch.split(i, [None, MATMUL_TILE[0]])
     j_0, j_1 = sch.split(j, [None, MATMUL_TILE[1]])
-    r_0, r_1 = sch.split(r, [None, MATMUL_TILE[2]])
     if vectorize:  # the same tiling, the 16 columns as vector lanes, the row loop unrolled
-        sch.reorder(i_0, j_0, r_0, r_1, i_1, j_1)
-        sch.decompose_reduction(block, r_0)
+        sch.reorder(i_0, j_0, r, i_1, j_1)
+        sch.decompose_reduction(block, r)
         sch.unroll(i_1)
         _vectorize_if_allowed(sch, j_1)
         return i_0
     if panel is not None:
-        sch.reorder(j_0, i_0, r_0, i_1, j_1, r_1)
+        sch.reorder(j_0, i_0, i_1, j_1, r)
         sch.compute_at(panel, j_0)
         sch.vectorize(sch.get_loops(panel)[-1])
     else:
-        sch.reorder(i_0, j_0, r_0, i_1, j_1, r_1)
-    sch.decompose_reduction(block, r_0)
+        sch.reorder(i_0, j_0, i_1, j_1, r)
+    init = sch.decompose_reduction(block, i_1)
+    init_rows, init_columns = sch.get_loops(init)[-2:]
+    sch.unroll(init_rows)
+    _vectorize_if_allowed(sch, init_columns)
     if mark:
         sch.annotate(i_1, MARK_KEY, MATMUL_INTRINSIC)
     return i_1
@@ -229,8 +234,8 @@ def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
 
 
 def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
-    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the 8x16x16 micro-kernel (loops ``j_0, i_0,
-    r_0, i_1, j_1, r_1``, ``B`` packed per 16-column panel at ``j_0``, the init block split out, the mark on
+    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the any-depth 8 x 16 micro-kernel (loops ``j_0,
+    i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the init block split out, the mark on
     ``i_1``). ``m=None``: ``M`` is symbolic."""
     sch = s_tir.Schedule(_matmul_func(m, n, k))
     _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
@@ -352,7 +357,7 @@ def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
 WORKLOADS: dict[str, Workload] = {
     "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
                                 _schedule_dense),
-    "matmul_fp32": Workload("matmul_fp32", ("m", "n", "k"), MATMUL_TILE, matmul_fp32, _matmul_func,
+    "matmul_fp32": Workload("matmul_fp32", ("m", "n"), MATMUL_TILE, matmul_fp32, _matmul_func,
                             _schedule_matmul),
     "elementwise_nc1hwc0": Workload("elementwise_nc1hwc0", ("h",), (8,), elementwise_nc1hwc0, _elementwise_func,
                                     _elementwise_schedule(8)),
@@ -388,10 +393,11 @@ def _pad_einsum(workload: str, shape: dict[str, int]) -> tvm.IRModule:
         # the packed weight is indexed by j // 16, r // 4: not an einsum; pad by hand the way a user would
         return _dense_padded_by_hand(**shape)
     sch = s_tir.Schedule(spec.compute(**shape))
-    if workload == "matmul_fp32":
-        sch.pad_einsum(sch.get_sblock("C"), list(MATMUL_TILE))
-        loop = spec.schedule(sch, mark=True, vectorize=False)
-        _unmark_and_tensorize(sch, loop, MATMUL_INTRINSIC)
+    if workload == "matmul_fp32":  # the any-depth kernel: whole tiles of C, the reduction not padded
+        sch.pad_einsum(sch.get_sblock("C"), [*MATMUL_TILE, 1])
+        spec.schedule(sch, mark=True, vectorize=False)
+        _vectorize_copies(sch, ("A_pad", "B_pad", "C_pad"))
+        return tensorize_marked(sch.mod)  # (sch.tensorize cannot bind the kernel's free depth)
     else:
         sch.pad_einsum(sch.get_sblock("C"), [1, 1, 8, 1, 1])
         loop = spec.schedule(sch, mark=True, vectorize=False)
@@ -454,7 +460,6 @@ def _vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
 
 
 def _tailsplit(workload: str, shape: dict[str, int]) -> tvm.IRModule:
-    from . import tensorize_marked
     from .split import TailSplit
 
     register_workload_intrinsics()

@@ -1,6 +1,6 @@
 """The intrinsics of ``tvm_tailsplit.intrinsics`` on llvm against numpy: the 16-lane vector operations, their
 masked variable-length tail forms (every extent 0..16, canary-guarded buffers, masked AVX-512 instructions in
-the assembly) and the 8x16x16 matmul micro-kernel (accumulators kept in registers)."""
+the assembly) and the 8x16x16 matmul micro-kernel and its any-depth form (accumulators kept in registers)."""
 
 import importlib.util
 import pathlib
@@ -15,7 +15,7 @@ from tvm.script import tirx as T
 from tvm_tailsplit import MARK_KEY, tensorize_marked, workloads
 from tvm_tailsplit import intrinsics as intr
 from tvm_tailsplit.examples import matmul
-from tvm_tailsplit.testing import guarded_array, to_tvm
+from tvm_tailsplit.testing import guarded_array, run_guarded, to_tvm
 
 TARGET = intr.llvm_target()
 OPS = {intr.MUL_16: np.multiply, intr.ADD_16: np.add}
@@ -25,11 +25,13 @@ def test_register_intrinsics_is_idempotent_and_registers_everything():
     names = intr.register_intrinsics()
     assert names == intr.register_intrinsics()
     assert set(names) == {
-        intr.MUL_16, intr.ADD_16, intr.MATMUL_8x16x16, *intr.MATMUL_TAILS.values(), intr.VNNI_DOT_16x4_LLVM22
+        intr.MUL_16, intr.ADD_16, intr.MATMUL_8x16x16, *intr.MATMUL_TAILS.values(), intr.MATMUL_8x16_ANY_DEPTH,
+        intr.VNNI_DOT_16x4_LLVM22,
     }
     for name in names:
         assert s_tir.TensorIntrin.get(name, allow_missing=True) is not None
     assert intr.MATMUL_TILE == (8, 16, 16)
+    assert intr.MATMUL_PANEL_TILE == (8, 16)
 
 
 def test_builtin_names_are_tvms():
@@ -166,6 +168,52 @@ def test_matmul_micro_kernel_keeps_accumulators_in_registers():
     for g, what in ((a, "A"), (b, "B"), (c, "C")):
         g.check_canaries(what)
     np.testing.assert_allclose(c.array, a.array @ b.array, rtol=1e-5, atol=1e-5)
+
+
+def _any_depth_tiles(m, n, k):
+    """``m x n x k`` matmul in 8 x 16 tiles of ``C``, each over the whole (unsplit) reduction, marked with the
+    any-depth kernel; ``k`` may be a symbolic variable."""
+    sch = s_tir.Schedule(matmul(m, n, k))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, ii, ji, r)
+    sch.decompose_reduction(block, ii)
+    sch.annotate(ii, MARK_KEY, intr.MATMUL_8x16_ANY_DEPTH)
+    return sch.mod
+
+
+def _check_matmul(executable, func, m, n, k, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(-1, 1, (m, k)).astype("float32"), rng.uniform(-1, 1, (k, n)).astype("float32")
+    _, _, got = run_guarded(executable, func, [a, b, np.zeros((m, n), "float32")], {})
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [1, 5, 16, 17, 100])
+def test_any_depth_micro_kernel_covers_the_whole_reduction(depth):
+    """Every 8 x 16 tile over a reduction of ``depth`` is a main tile of ``MATMUL_8x16_ANY_DEPTH`` (its free depth
+    bound to the region's), instantiated: one serial ``k`` loop, no accumulator spilled to the stack while it is a
+    loop, the result equal to numpy's on canary-guarded buffers."""
+    report = []
+    mod = tensorize_marked(_any_depth_tiles(16, 32, depth), report=report)
+    assert [(r.action, r.intrinsic) for r in report] == [("instantiated", intr.MATMUL_8x16_ANY_DEPTH)]
+    assert f"for k in range({depth}):" in mod.script()
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    assert re.search(r"vfmadd\d+ps\s[^\n]*zmm", asm)
+    if depth >= 16:  # (LLVM unrolls a shorter k loop completely and hoists B's rows, which may spill)
+        assert not re.search(r"vmov[au]ps\s+%zmm\d+, [^\n]*\(%rsp\)", asm)  # accumulators stay in registers
+    _check_matmul(executable, mod["main"], 16, 32, depth, seed=depth)
+
+
+def test_any_depth_micro_kernel_with_a_symbolic_depth():
+    """``K`` symbolic: the free depth is bound to ``k``; one compiled kernel for every K, including 0."""
+    mod = tensorize_marked(_any_depth_tiles(8, 16, tvm.te.var("k")))
+    executable = tvm.compile(mod, target=TARGET)
+    for k in (0, 1, 3, 16, 33):
+        _check_matmul(executable, mod["main"], 8, 16, k, seed=k)
 
 
 @pytest.mark.parametrize("rows", sorted(intr.MATMUL_TAILS))

@@ -409,3 +409,22 @@ def test_main_tiles_under_a_symbolic_start_are_instantiated():
     executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(after, target=intr.llvm_target()))
     for s_value, n_value in [(s, n) for s in range(-2, 40, 3) for n in range(-2, 67, 3)]:
         assert_same_results(mod, after, scalar_args={"s": s_value, "n": n_value}, trials=1, executables=executables)
+
+
+def test_free_extent_of_the_implementation_must_be_bound():
+    """``instantiate`` takes a free extent of the implementation (the any-depth kernel's ``depth``) from the
+    match; a match that does not bind it is refused with the variable's name, never instantiated unbound."""
+    from tvm_tailsplit.split.tensorize import TailMatch, TailMismatch, instantiate
+
+    intr.register_intrinsics()
+    kernel = s_tir.TensorIntrin.get(intr.MATMUL_8x16_ANY_DEPTH)
+    a, b, c = (tvm.tirx.decl_buffer(shape, "float32", name) for name, shape in
+               (("A", (8, 20)), ("B", (20, 16)), ("C", (8, 16))))
+    zero = tvm.tirx.const(0, "int32")
+    buffers = {"A": (a, (zero, zero)), "B": (b, (zero, zero)), "C": (c, (zero, zero))}
+    extents = (tvm.tirx.const(8, "int32"), tvm.tirx.const(16, "int32"), tvm.tirx.const(20, "int32"))
+    unbound = TailMatch(intr.MATMUL_8x16_ANY_DEPTH, "C_update", (), extents, buffers)
+    with pytest.raises(TailMismatch, match="extent depth is not bound"):
+        instantiate(unbound, kernel.impl)
+    bound = TailMatch(intr.MATMUL_8x16_ANY_DEPTH, "C_update", (), extents, buffers, free_extents={"depth": extents[2]})
+    assert "for k in range(20)" in str(instantiate(bound, kernel.impl))

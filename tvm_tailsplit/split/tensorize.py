@@ -8,7 +8,12 @@ bound by a ``tirx.Bind`` above the mark (symbolic shapes). ``tensorize_marked`` 
 first, one at a time, and removes it in every case:
 
 1. The mark's value must name a registered intrinsic (its description is the pattern of main tiles and of
-   variable-length tails), else ``ValueError`` naming the loop and the value. A block under the mark that still
+   variable-length tails), else ``ValueError`` naming the loop and the value. A description loop whose extent is
+   a free variable (``depth = T.int32()``; ``for k in range(depth)``) takes *any extent*: e.g. a matmul
+   micro-kernel that keeps its accumulators in registers over the whole reduction. Its main tiles are the regions
+   whose other extents equal the description's; they are matched as in 5, with the free variable bound to the
+   region's extent, and the implementation is instantiated with the same binding (``sch.tensorize`` compares a
+   free extent with the region's and never binds it, so it is not tried). A block under the mark that still
    has an init statement, when the description has none, is a ``ValueError`` naming the block
    (``sch.decompose_reduction`` first).
 2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free: it stays as code.
@@ -75,7 +80,8 @@ class TailMatch:
     ``buffers`` maps each description buffer name (e.g. ``"A"``) to the region's buffer and the start indices of
     the access (one per dimension of the region's buffer); ``extents`` are the region's loop extents, outermost
     first, paired with the description's loops; ``thread_bound`` says that a loop around or in the region is bound
-    to a GPU thread (an emitter of CPU code must refuse it)."""
+    to a GPU thread (an emitter of CPU code must refuse it); ``free_extents`` maps the name of each free extent
+    variable of the description (a loop of any extent) to the region's extent of that loop."""
 
     intrinsic: str
     block_name: str
@@ -83,6 +89,7 @@ class TailMatch:
     extents: tuple[tvm.ir.PrimExpr, ...]
     buffers: dict[str, tuple[tirx.Buffer, tuple[tvm.ir.PrimExpr, ...]]]
     thread_bound: bool = False
+    free_extents: dict[str, tvm.ir.PrimExpr] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -220,17 +227,20 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     desc_extents = _description_extents(intrinsic.desc)
     reasons: list[str] = []
 
-    if extents is None or desc_extents is None or _same_constants(extents, desc_extents):  # TVM decides
-        result, reason = _try_tensorize(func, mark, value)
-        if result is not None:
-            return result, record("tensorized", value)
+    if extents is None or desc_extents is None or _same_constants(extents, desc_extents):  # a main tile
+        reason = ""
+        if not _has_free_extent(desc_extents):  # TVM decides
+            result, reason = _try_tensorize(func, mark, value)
+            if result is not None:
+                return result, record("tensorized", value)
         if extents is not None and desc_extents is not None:
-            # A main tile under a loop with a symbolic start (a piece of a symbolic split) cannot be blockized:
-            # match it against the description and instantiate the implementation, as for fixed-size tails.
+            # A main tile under a loop with a symbolic start (a piece of a symbolic split) cannot be blockized, and
+            # sch.tensorize cannot bind a free extent: match the tile against the description and instantiate the
+            # implementation, as for fixed-size tails.
             try:
                 replacement = instantiate(_match_tail(func, mark, value, intrinsic.desc), intrinsic.impl)
             except TailMismatch as err:
-                reason = f"{reason}; not instantiated: {err}"
+                reason = "; ".join(filter(None, [reason, f"not instantiated: {err}"]))
             else:
                 return _replace_loop(func, mark.loop, replacement), record("instantiated", value, reason)
         return _unmark(func, mark.loop), record("left", reason=reason)
@@ -273,12 +283,17 @@ def _show(extents) -> str:
 
 
 def _same_constants(extents, desc_extents) -> bool:
+    """Every extent equals the description's constant (a free extent of the description matches any)."""
     if desc_extents is None or len(extents) != len(desc_extents):
         return False
     return all(
-        isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and a.value == b.value
+        isinstance(b, tirx.Var) or (isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and a.value == b.value)
         for a, b in zip(extents, desc_extents, strict=True)
     )
+
+
+def _has_free_extent(desc_extents) -> bool:
+    return desc_extents is not None and any(isinstance(e, tirx.Var) for e in desc_extents)
 
 
 def _check_decomposed(mark: Mark, desc: tirx.PrimFunc, value: str) -> None:
@@ -437,7 +452,11 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
     resolved_binds = {}
     for var, value in binds.items():  # later binds may use earlier ones
         resolved_binds[var] = substitute(value, resolved_binds)
+    free_extents = {}  # a free extent variable of the description -> the region's extent
     for loop, desc_loop in zip(loops, desc_loops, strict=True):
+        if isinstance(desc_loop.extent, tirx.Var):
+            free_extents[desc_loop.extent] = loop.extent
+            continue
         bound = substitute(loop.extent, resolved_binds)
         if not analyzer.can_prove(bound <= desc_loop.extent):
             raise TailMismatch(
@@ -450,7 +469,8 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
 
     desc_vars = [d.loop_var for d in desc_loops]
     for desc_loop in desc_loops:  # the region's loops run over a prefix of the description's ranges
-        analyzer.bind(desc_loop.loop_var, Range.from_min_extent(desc_loop.min, desc_loop.extent))
+        extent = substitute(desc_loop.extent, free_extents)
+        analyzer.bind(desc_loop.loop_var, Range.from_min_extent(desc_loop.min, extent))
     desc_body = body_of(desc_realize, {})
     renaming = {
         lp.loop_var: (d if d.ty.dtype == lp.loop_var.ty.dtype else tirx.Cast(lp.loop_var.ty.dtype, d)) + lp.min
@@ -477,15 +497,25 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
         extents=tuple(loop.extent for loop in loops),
         buffers={d.name: (r, starts) for d, (r, starts) in matcher.buffers.items()},
         thread_bound=thread_bound,
+        free_extents={var.name: extent for var, extent in free_extents.items()},
     )
 
 
 def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     """The body of ``implementation`` acting on the matched region: its buffer accesses are moved to the region's
     buffers at the match's start indices (trailing dimensions; a ``Ramp`` index keeps its lanes), nested blocks
-    without iter vars are inlined (their buffers become ``AllocBuffer`` statements). Raises ``TailMismatch`` when
-    the implementation uses its buffers otherwise (pointers, ``access_ptr``) or has blocks with iter vars."""
+    without iter vars are inlined (their buffers become ``AllocBuffer`` statements), and the free extent variables
+    of its buffer shapes take the region's extents (``match.free_extents``, by name). Raises ``TailMismatch``
+    when the implementation uses its buffers otherwise (pointers, ``access_ptr``), has blocks with iter vars, or
+    has a free extent the match does not bind."""
     params = {p.name: p for p in implementation.params if not isinstance(p.ty, tvm.ir.PrimType)}
+    extents = {}
+    for buffer in params.values():
+        for dim in buffer.shape:
+            if isinstance(dim, tirx.Var):
+                if dim.name not in match.free_extents:
+                    raise TailMismatch(f"the implementation's extent {dim.name} is not bound by the match")
+                extents[dim] = match.free_extents[dim.name]
     mapping = []
     for name, (buffer, starts) in match.buffers.items():
         if name not in params:
@@ -531,7 +561,7 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     tvm_ffi.structural_walk(body, (tvm.ir.Var, lambda v: left.append(v) if target(v) is not None else None))
     if left:
         raise TailMismatch(f"the implementation uses buffer {left[0].name} other than by loads and stores")
-    return body
+    return substitute(body, extents)
 
 
 class _Matcher:
