@@ -23,13 +23,13 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   with ``i_1 < 4``); any other tail (``i <= 8``, ``j <= 16``, any ``k``, constant or symbolic) uses the
   variable-length form: one 16-lane accumulator per row masked over ``j`` (independent FMA chains, as in the
   micro-kernel).
-- ``"tailsplit_llvm_fp32_matmul_8x16xk"`` (``MATMUL_8x16_ANY_DEPTH``, tile ``MATMUL_PANEL_TILE = (8, 16)``): the
-  same micro-kernel over the whole reduction: its description's ``k`` loop has a free extent ``depth`` (any
-  depth; ``tensorize_marked`` binds it to the region's), the implementation loads the 8 rows of ``C`` once, runs
-  a serial ``k`` loop of 8 fused multiply-adds (LLVM keeps the accumulators in registers across it) and stores
-  the rows once. With the mark above an unsplit reduction loop there is no reduction tail, and ``C`` is read and
-  written once per tile instead of once per 16 steps of ``k``. Row and column tails (``i <= 8``, ``j <= 16``) use
-  the variable-length form of the 8x16x16 kernel above.
+- ``"tailsplit_llvm_fp32_matmul_8x16xk"`` (``MATMUL_8x16_ANY_DEPTH``, tile ``MATMUL_PANEL_TILE = (8, 16)``): an
+  8 x 16 tile of ``C = A @ B`` over the whole reduction: the description's block keeps its init (``C = 0``; do
+  not ``decompose_reduction``) and its ``k`` loop has a free extent ``depth`` (any depth; ``tensorize_marked``
+  binds it to the region's). The implementation starts 8 accumulators at zero, runs a serial ``k`` loop of 8
+  fused multiply-adds (LLVM keeps the accumulators in registers across it) and stores the rows once: ``C`` is
+  never read, there is no reduction tail, and no init pass. Row and column tails (``i <= 8``, ``j <= 16``):
+  ``emit_masked_matmul_from_zero``, the variable-length form with zero-started accumulators.
 - ``"tailsplit_avx512_vnni_dot_16x4"`` (``VNNI_DOT_16x4_LLVM22``): TVM's ``dot_16x4_vnni`` (``C int32[16] +=
   sum_4 A uint8[4] * B int8[16, 4]``, ``B`` packed ``[N/16, K/4, 16, 4]``) with the ``vpdpbusd`` signature of LLVM
   22: the built-in fails LLVM's module verification with this wheel ("Call parameter type does not match
@@ -84,6 +84,7 @@ __all__ = [
     "emit_masked_elementwise",
     "ensure_builtin_registered",
     "emit_masked_matmul",
+    "emit_masked_matmul_from_zero",
     "emit_masked_vnni",
     "llvm_target",
     "register_intrinsics",
@@ -153,11 +154,7 @@ def _elementwise_intrinsic(op: str):
     return description, implementation
 
 
-def _matmul_intrinsic(rows: int, cols: int = 16, depth: int | tirx.Var = 16):
-    """Description and implementation of the ``rows x cols x depth`` micro-kernel; ``depth`` a ``tirx.Var``: any
-    depth (a free extent, bound to the region's by ``tensorize_marked``), the ``k`` loop serial."""
-    k_loop = T.unroll if isinstance(depth, int) else T.serial
-
+def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
     @T.prim_func(s_tir=True)
     def description(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
@@ -186,13 +183,61 @@ def _matmul_intrinsic(rows: int, cols: int = 16, depth: int | tirx.Var = 16):
                 acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
                 for i in T.unroll(rows):
                     acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
-                for k in k_loop(depth):
+                for k in T.unroll(depth):
                     for i in T.unroll(rows):
                         acc[i, T.ramp(0, 1, cols)] = (
                             acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]
                         )
                 for i in T.unroll(rows):
                     C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
+
+    return description, implementation
+
+
+def _matmul_any_depth_intrinsic(rows: int, cols: int):
+    """``C = A @ B`` on a ``rows x cols`` tile over a reduction of any depth: the description's block has the init
+    (``C = 0``) and its ``k`` loop the free extent ``depth``; the implementation starts the accumulators at zero
+    (``C`` is never read) and runs a serial ``k`` loop."""
+    depth = tirx.Var("depth", "int32")
+
+    @T.prim_func(s_tir=True)
+    def description(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
+        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1)
+        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+            T.writes(C[0:rows, 0:cols])
+            for i, j, k in T.grid(rows, cols, depth):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        C[vi, vj] = T.float32(0)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func(s_tir=True)
+    def implementation(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sb, sc = T.int32(), T.int32(), T.int32()
+        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1, strides=[sb, 1])
+        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+            T.writes(C[0:rows, 0:cols])
+            with T.sblock("accumulate"):
+                T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+                T.writes(C[0:rows, 0:cols])
+                acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
+                if depth > 0:  # (a block in a loop of extent 0 never runs, its init neither: C is not written)
+                    for i in T.unroll(rows):
+                        acc[i, T.ramp(0, 1, cols)] = T.broadcast(T.float32(0), cols)
+                    for k in T.serial(depth):
+                        for i in T.unroll(rows):
+                            acc[i, T.ramp(0, 1, cols)] = (
+                                acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]
+                            )
+                    for i in T.unroll(rows):
+                        C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
 
     return description, implementation
 
@@ -328,6 +373,16 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     every row, and the rows are stored with the mask (plain accesses when ``j`` is 16). With a
     symbolic row count all 8 rows are computed, rows past the extent repeating the last row (``A`` is read in
     bounds), and only the rows inside the extent are stored; nothing runs unless all three extents are positive."""
+    return _masked_matmul(match, from_zero=False)
+
+
+def emit_masked_matmul_from_zero(match: TailMatch) -> tirx.Stmt:
+    """The variable-length tail form of the any-depth kernel (``C = A @ B``, the block's init included): as
+    ``emit_masked_matmul``, but the accumulators start at zero and ``C`` is only stored."""
+    return _masked_matmul(match, from_zero=True)
+
+
+def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
     _check_float32(match)
     rows, cols, depth = (_as_int32(e) for e in match.extents)
     (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
@@ -355,10 +410,14 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     constant_depth = analyzer.simplify(depth)
     unroll_k = isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]
     k_kind = tirx.ForKind.UNROLLED if unroll_k else tirx.ForKind.SERIAL
+    if from_zero:
+        start = tirx.Broadcast(tirx.const(0, "float32"), LANES)
+    else:
+        start = _tail_load(c, _shifted(c_start, {-2: row}), cols)
     body = tirx.SeqStmt(
         [
             tirx.AllocBuffer(acc),
-            unrolled(tirx.BufferStore(acc, _tail_load(c, _shifted(c_start, {-2: row}), cols), [i, lanes])),
+            unrolled(tirx.BufferStore(acc, start, [i, lanes])),
             tirx.For(k, 0, depth, k_kind, unrolled(update)),
             unrolled(store if constant_rows else tirx.IfThenElse(i < rows, store, None)),
         ]
@@ -434,8 +493,8 @@ def _register_once() -> tuple[str, ...]:
     for rows, name in MATMUL_TAILS.items():
         _register(name, *_matmul_intrinsic(rows, MATMUL_TILE[1], MATMUL_TILE[2]))
     register_tail_intrinsics(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
-    _register(MATMUL_8x16_ANY_DEPTH, *_matmul_intrinsic(*MATMUL_PANEL_TILE, tirx.Var("depth", "int32")))
-    register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul)
+    _register(MATMUL_8x16_ANY_DEPTH, *_matmul_any_depth_intrinsic(*MATMUL_PANEL_TILE))
+    register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul_from_zero)
     _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
     register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
     return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), MATMUL_8x16_ANY_DEPTH, VNNI_DOT_16x4_LLVM22)

@@ -169,7 +169,8 @@ def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.L
 
 def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: bool = False) -> s_tir.LoopRV:
     """Loops ``i_0, j_0, i_1, j_1, r`` (the micro-kernel's ``i, j, k``: tiles of 8 x 16 of ``C``, each over the
-    whole reduction), the init split out at ``i_1`` (one 8 x 16 tile of zeros, rows unrolled, 16 lanes).
+    whole reduction, the block's init kept: the kernel starts from zero). The vectorized baseline splits the init
+    out above ``r`` instead (``decompose_reduction``), its 16 columns as vector lanes.
 
     ``pack`` (the tensorized kernel of TailSplit and of the divisible shape): the classic GEMM panel layout. Loops
     ``j_0, i_0, ...``; per 16-column panel ``j_0`` the columns of ``B`` are first copied (``sch.cache_read``, laid
@@ -200,10 +201,6 @@ def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: boo
         sch.vectorize(sch.get_loops(panel)[-1])
     else:
         sch.reorder(i_0, j_0, i_1, j_1, r)
-    init = sch.decompose_reduction(block, i_1)
-    init_rows, init_columns = sch.get_loops(init)[-2:]
-    sch.unroll(init_rows)
-    _vectorize_if_allowed(sch, init_columns)
     if mark:
         sch.annotate(i_1, MARK_KEY, MATMUL_INTRINSIC)
     return i_1
@@ -235,8 +232,8 @@ def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
 
 def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
     """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the any-depth 8 x 16 micro-kernel (loops ``j_0,
-    i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the init block split out, the mark on
-    ``i_1``). ``m=None``: ``M`` is symbolic."""
+    i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the block's init kept, the mark on ``i_1``).
+    ``m=None``: ``M`` is symbolic."""
     sch = s_tir.Schedule(_matmul_func(m, n, k))
     _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
     return sch.mod

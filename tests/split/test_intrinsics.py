@@ -170,16 +170,22 @@ def test_matmul_micro_kernel_keeps_accumulators_in_registers():
     np.testing.assert_allclose(c.array, a.array @ b.array, rtol=1e-5, atol=1e-5)
 
 
-def _any_depth_tiles(m, n, k):
-    """``m x n x k`` matmul in 8 x 16 tiles of ``C``, each over the whole (unsplit) reduction, marked with the
-    any-depth kernel; ``k`` may be a symbolic variable."""
+def _any_depth_tiles(m, n, k, split_reduction=None, decompose=False):
+    """``m x n x k`` matmul in 8 x 16 tiles of ``C``, each over the whole reduction (or its slices of
+    ``split_reduction``), the block's init kept (or split out at the tile), marked with the any-depth kernel; ``k``
+    may be a symbolic variable."""
     sch = s_tir.Schedule(matmul(m, n, k))
     block = sch.get_sblock("C")
     i, j, r = sch.get_loops(block)
     io, ii = sch.split(i, [None, 8])
     jo, ji = sch.split(j, [None, 16])
-    sch.reorder(io, jo, ii, ji, r)
-    sch.decompose_reduction(block, ii)
+    if split_reduction:
+        ro, r = sch.split(r, [None, split_reduction])
+        sch.reorder(io, jo, ro, ii, ji, r)
+    else:
+        sch.reorder(io, jo, ii, ji, r)
+    if decompose:
+        sch.decompose_reduction(block, ii)
     sch.annotate(ii, MARK_KEY, intr.MATMUL_8x16_ANY_DEPTH)
     return sch.mod
 
@@ -194,8 +200,8 @@ def _check_matmul(executable, func, m, n, k, seed):
 @pytest.mark.parametrize("depth", [1, 5, 16, 17, 100])
 def test_any_depth_micro_kernel_covers_the_whole_reduction(depth):
     """Every 8 x 16 tile over a reduction of ``depth`` is a main tile of ``MATMUL_8x16_ANY_DEPTH`` (its free depth
-    bound to the region's), instantiated: one serial ``k`` loop, no accumulator spilled to the stack while it is a
-    loop, the result equal to numpy's on canary-guarded buffers."""
+    bound to the region's), instantiated: accumulators from zero, one serial ``k`` loop, no accumulator spilled to
+    the stack while it is a loop, ``C`` only stored; the result equal to numpy's on canary-guarded buffers."""
     report = []
     mod = tensorize_marked(_any_depth_tiles(16, 32, depth), report=report)
     assert [(r.action, r.intrinsic) for r in report] == [("instantiated", intr.MATMUL_8x16_ANY_DEPTH)]
@@ -206,6 +212,19 @@ def test_any_depth_micro_kernel_covers_the_whole_reduction(depth):
     if depth >= 16:  # (LLVM unrolls a shorter k loop completely and hoists B's rows, which may spill)
         assert not re.search(r"vmov[au]ps\s+%zmm\d+, [^\n]*\(%rsp\)", asm)  # accumulators stay in registers
     _check_matmul(executable, mod["main"], 16, 32, depth, seed=depth)
+
+
+def test_any_depth_micro_kernel_needs_the_init_at_the_start_of_the_tile():
+    """The kernel computes ``C = A @ B`` from zero: a tile over one slice of the reduction (its init would run only
+    in the first slice) and a tile whose init was split out are refused with the reason and left as code, which
+    still computes the product."""
+    for mod, reason in ((_any_depth_tiles(16, 32, 40, split_reduction=8), "does not run at the start of the region"),
+                        (_any_depth_tiles(16, 32, 40, decompose=True), "has an init statement, the block has none")):
+        report = []
+        result = tensorize_marked(mod, report=report)
+        assert [r.action for r in report] == ["left"] and reason in report[0].reason, report
+        executable = tvm.compile(result, target=TARGET)
+        _check_matmul(executable, result["main"], 16, 32, 40, seed=0)
 
 
 def test_any_depth_micro_kernel_with_a_symbolic_depth():

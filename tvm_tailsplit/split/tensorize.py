@@ -33,7 +33,10 @@ first, one at a time, and removes it in every case:
    (outermost first), the region's block body (iter vars replaced by their bindings, region loop ``l`` written
    as ``min_l + l_desc``) must equal the description's block body node for node, where every buffer access
    must be the description's index plus a start that does not depend on the loops (trailing dimensions; extra
-   leading dimensions must not depend on the loops either). The extents must be provably at most the
+   leading dimensions must not depend on the loops either). A description whose block has an init (a kernel
+   that computes ``C = A @ B`` over the whole reduction) matches only blocks with an init, compared the same way,
+   whose reduction iter vars each run over their whole domain along one loop of the region, from its first
+   iteration (so the init runs once per region, at its start). The extents must be provably at most the
    description's (enclosing loop ranges and ``Bind`` values are known to the prover). The registered callable
    receives a ``TailMatch`` (buffers with start indices, extents) and returns the statement replacing the
    marked loop, e.g. masked AVX-512 loads and stores whose lane mask is ``ramp(0, 1, 16) < extent``.
@@ -441,8 +444,11 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
         raise TailMismatch(f"the description of {name!r} is not a perfect loop nest")
     if len(loops) != len(desc_loops):
         raise TailMismatch(f"{len(loops)} loops under the mark, the description of {name!r} has {len(desc_loops)}")
-    if realize.block.init is not None:
-        raise TailMismatch(f"block {realize.block.name_hint!r} has an init statement")
+    block, desc_block = realize.block, desc_realize.block
+    if (block.init is None) != (desc_block.init is None):
+        has, lacks = ("the block", "the description's") if block.init is not None else ("the description's",
+                                                                                        "the block")
+        raise TailMismatch(f"block {block.name_hint!r}: {has} has an init statement, {lacks} has none")
 
     enclosing, binds = _scope_of(func, mark.loop)
     analyzer = sym.Analyzer()
@@ -463,9 +469,9 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
                 f"extent {loop.extent} of loop {loop.loop_var.name} is not provably <= {desc_loop.extent}"
             )
 
-    def body_of(block_realize: SBlockRealize, renaming: dict):
+    def body_of(block_realize: SBlockRealize, renaming: dict, part: str = "body"):
         binding = {iv.var: v for iv, v in zip(block_realize.block.iter_vars, block_realize.iter_values, strict=True)}
-        return substitute(substitute(block_realize.block.body, binding), renaming)
+        return substitute(substitute(getattr(block_realize.block, part), binding), renaming)
 
     desc_vars = [d.loop_var for d in desc_loops]
     for desc_loop in desc_loops:  # the region's loops run over a prefix of the description's ranges
@@ -479,6 +485,9 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
     region_body = body_of(realize, renaming)
     matcher = _Matcher(desc_vars, analyzer)
     matcher.match(desc_body, region_body)
+    if block.init is not None:
+        _check_init_starts_the_region(realize, loops, renaming, desc_vars, analyzer)
+        matcher.match(body_of(desc_realize, {}, "init"), body_of(realize, renaming, "init"))
     entries = list(matcher.buffers.items())
     for position, (desc_a, (buffer_a, starts_a)) in enumerate(entries):
         for desc_b, (buffer_b, starts_b) in entries[position + 1 :]:
@@ -499,6 +508,28 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
         thread_bound=thread_bound,
         free_extents={var.name: extent for var, extent in free_extents.items()},
     )
+
+
+def _check_init_starts_the_region(realize: SBlockRealize, loops, renaming: dict, desc_vars: list, analyzer) -> None:
+    """A block's init runs at the first iteration of its reduction: the description's init runs once per tile at
+    its start, so the region's must too. Each reduction iter var must be bound to the start of its domain plus
+    one of the region's loops, and that loop must cover the whole domain (else the init would run in another
+    execution of the region, or in none)."""
+    for iter_var, value in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+        if iter_var.iter_type != tirx.IterVar.CommReduce:
+            continue
+        offset = substitute(value, renaming) - iter_var.dom.min
+        covering = [
+            loop
+            for loop, desc_var in zip(loops, desc_vars, strict=True)
+            if analyzer.can_prove_equal(offset, desc_var) and analyzer.can_prove_equal(loop.extent, iter_var.dom.extent)
+        ]
+        if not covering:
+            raise TailMismatch(
+                f"the init of block {realize.block.name_hint!r} does not run at the start of the region: its "
+                f"reduction {iter_var.var.name} = {value} does not cover [{iter_var.dom.min}, "
+                f"{iter_var.dom.min} + {iter_var.dom.extent}) with one of the region's loops"
+            )
 
 
 def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
@@ -561,7 +592,21 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     tvm_ffi.structural_walk(body, (tvm.ir.Var, lambda v: left.append(v) if target(v) is not None else None))
     if left:
         raise TailMismatch(f"the implementation uses buffer {left[0].name} other than by loads and stores")
-    return substitute(body, extents)
+    return _fold_decided_guards(substitute(body, extents)) if extents else body
+
+
+def _fold_decided_guards(body: tirx.Stmt) -> tirx.Stmt:
+    """Replace each ``if`` whose condition is a constant once the free extents are bound by the branch taken."""
+    analyzer = sym.Analyzer()
+
+    def on_if(node: tirx.IfThenElse):
+        condition = analyzer.simplify(node.condition)
+        if not isinstance(condition, tirx.IntImm):
+            return node
+        taken = node.then_case if condition.value else node.else_case
+        return taken if taken is not None else tirx.Evaluate(tirx.const(0, "int32"))
+
+    return tvm_ffi.structural_map(body, [(tirx.IfThenElse, on_if)], order="post")
 
 
 class _Matcher:
