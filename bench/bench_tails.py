@@ -261,7 +261,7 @@ def measure_strategies(name: str, shape: dict, target) -> dict:
     return result
 
 
-TAIL_BREAKDOWN = {"no tail": dict(m=128, n=256, k=128), "K tail": dict(m=128, n=256, k=129),
+TAIL_BREAKDOWN = {"no tail": dict(m=128, n=256, k=128), "K = 129 (K is not tiled)": dict(m=128, n=256, k=129),
                   "M tail": dict(m=127, n=256, k=128), "N tail": dict(m=128, n=255, k=128)}
 
 
