@@ -273,8 +273,9 @@ def _emit_prefetch(external, name, variant, group_loop, groups, width, first, ba
         with T.sblock(f"{PREFETCH_BLOCK}_{variant}_{name}"):
             group = T.axis.spatial(groups, group_loop)
             line = T.axis.spatial(lines, line_loop)
-            flat = (first + (group + ahead) * width) * floats + line * per_line
-            flat = T.min(flat, batch * floats - 1)
+            # the last groups prefetch the batch's last group again: the start is clamped once per group, so
+            # that the loop over lines is one prefetch instruction per line
+            flat = T.min(first + (group + ahead) * width, batch - width) * floats + line * per_line
             row, column = flat // floats, flat % floats
             index = [row, column // 2, column % 2] if layout.kind == "complex" else [row, column]
             rw = tirx.const(1 if name == "output" else 0, "int32")
