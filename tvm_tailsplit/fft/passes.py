@@ -181,6 +181,11 @@ class PassList:
         return np.stack([complex_table.real, complex_table.imag], axis=-1), indices
 
 
+# a pass's table of more than this many twiddle factors (32 KiB of complex64, the L1 data cache) stores only
+# the factors of the elements that are powers of two (`_PassTwiddles`)
+DERIVED_TWIDDLE_FACTORS = 4096
+
+
 class _PassTwiddles:
     """The twiddle factors of one codelet pass, as a table of their own in the concatenated constant table.
 
@@ -192,6 +197,10 @@ class _PassTwiddles:
     of ω_size it replaces (n per Cooley-Tukey level). Measured on
     AVX-512 (1 thread, medians of 5, old and new in one process): n = 4096 11.1 -> 13.3 GFLOP/s, n = 65536
     7.7 -> 8.5; batched sizes, whose factors are broadcast across the batch, unchanged (64 to 1024, 60, 1000).
+
+    A table of more than `DERIVED_TWIDDLE_FACTORS` factors whose exponent is `factor·step·e` (no base) holds
+    only the rows of the elements that are powers of two; the factor of another element is the product of
+    those of its binary digits (`ω^(a+b) = ω^a·ω^b`), so that the pass streams fewer table bytes.
     """
 
     def __init__(self, plan: PassList, twiddle: TwiddleAccess, loops: tuple[int, ...], n: int) -> None:
@@ -201,6 +210,8 @@ class _PassTwiddles:
         self.strides = [math.prod(extents[i + 1:]) for i in range(len(extents))]
         # elements whose exponent is identically 0 (element 0 of the left factor) are not multiplied
         self.unit = {e for e in range(n) if not twiddle.base.terms and twiddle.base.const + twiddle.step * e == 0}
+        self.derived = twiddle.base == Affine() and n * self.count > DERIVED_TWIDDLE_FACTORS
+        self.rows = [e for e in range(n) if not self.derived or (e and e & (e - 1) == 0)]
         grid = np.indices(extents).reshape(len(extents), -1) if extents else np.zeros((0, 1), np.int64)
         values = dict(zip(self.positions, grid, strict=True))
 
@@ -208,23 +219,27 @@ class _PassTwiddles:
             factor = twiddle.factor.const + sum(c * values[p] for p, c in twiddle.factor.terms)
             base = twiddle.base.const + sum(c * values[p] for p, c in twiddle.base.terms)
             roots = np.array([complex(*unit_root(t, twiddle.size, twiddle.sign)) for t in range(twiddle.size)])
-            table = np.empty((n, 2, self.count))
-            for e in range(n):
+            table = np.empty((len(self.rows), 2, self.count))
+            for row, e in enumerate(self.rows):
                 exponent = np.broadcast_to(factor * (base + twiddle.step * e), (self.count,)) % twiddle.size
-                table[e, 0], table[e, 1] = roots[exponent].real, roots[exponent].imag
+                table[row, 0], table[row, 1] = roots[exponent].real, roots[exponent].imag
             # consecutive float pairs are the table's complex rows
             return table.reshape(-1).view(np.complex128)
 
         key = ("pass_twiddles", twiddle.size, twiddle.sign, twiddle.factor, twiddle.base, twiddle.step,
-               tuple(extents), n)
+               tuple(extents), n, self.derived)
         self.offset = plan.table(key, make)
 
     def root(self, em, element: int, loop_vars):
-        """The factor of `element` as (re, im) loads, or None when its exponent is 0."""
+        """The factor of `element` as (re, im) loads (or a product of loaded factors), or None when its exponent
+        is 0."""
         if element in self.unit:
             return None
+        if element not in self.rows:
+            high = 1 << (element.bit_length() - 1)
+            return em.cmul(self.root(em, high, loop_vars), self.root(em, element - high, loop_vars))
         index = sum((loop_vars[p] * stride for p, stride in zip(self.positions, self.strides, strict=True)), 0)
-        real = 2 * self.offset + 2 * self.count * element + index
+        real = 2 * self.offset + 2 * self.count * self.rows.index(element) + index
         imag = real + self.count
         # float f of the table is row f // 2, column f % 2: TVM folds this back to f, a contiguous vector
         return em.tables[real // 2, real % 2], em.tables[imag // 2, imag % 2]
