@@ -182,7 +182,9 @@ class PassList:
 
 
 # a pass's table of more than this many twiddle factors (32 KiB of complex64, the L1 data cache) stores only
-# the factors of the elements that are powers of two (`_PassTwiddles`)
+# the factors of the elements that are powers of two (`_PassTwiddles`): AVX-512, 1 thread, 16 MiB batches, old
+# and new in one process, medians of 7: n = 65536 11.9 -> 12.9 GFLOP/s, 16384 14.4 -> 14.6; with every table
+# derived, n = 1024 and 4096 changed within the noise (+1-3%)
 DERIVED_TWIDDLE_FACTORS = 4096
 
 
