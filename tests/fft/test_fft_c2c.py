@@ -41,7 +41,7 @@ def test_batch_with_tails(batch, n):
     check_forward(n, batch)
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 16, 31, 32, 33, 64, 83, 97, 100, 1009, 4096])
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 31, 32, 33, 64, 83, 97, 100, 1009, 4096, 16384])
 def test_complex128(n):
     check_forward(n, batch=3, dtype="complex128")
 

@@ -26,7 +26,7 @@ def test_shapes_and_workspace_known_before_the_first_call():
     # two ping-pong scratch buffers of 1024 complex128 per lane
     assert physical_scratch_elements(plan.passes) == 2 * 1024
     assert plan.workspace_bytes == 2 * 1024 * 16 * plan.lanes
-    assert plan.table_bytes == (1024 + 128 + 16) * 16  # twiddle tables of the three Cooley-Tukey levels
+    assert plan.table_bytes == (1024 + 128 + 32) * 16  # twiddle tables of the three Cooley-Tukey levels
     small = tfft.plan(16, 40)
     assert small.workspace_bytes == 0  # one codelet: input to output, no scratch
     x = np.zeros((40, 1024), np.complex128)
@@ -39,12 +39,13 @@ def test_plans_are_cached():
 
 
 def test_first_pass_nests_the_unit_stride_loop_of_the_input_inside():
-    # 1024 = CT(8, CT(8, CT(4, 4))): the first pass reads input[i0 + 8·i1 + 64·i2 + 256·e]; i0 is vectorized
+    # 1024 = CT(8, CT(4, CT(4, 8))): the first pass reads input[i0 + 8·i1 + 32·i2 + 128·e]; i0 is vectorized
     first = tfft.plan(1024, 2).passes.passes[0]
-    assert first.loops == (8, 8, 4) and first.loop_order == (1, 2, 0)
-    # 65536: vectorized along i0, the lanes would write the scratch 8192 elements apart; i0 goes just outside
+    assert first.loops == (8, 4, 4) and first.loop_order == (1, 2, 0)
+    # 65536: vectorized along i0, the lanes would write the scratch 8192 elements apart; i0 goes just outside,
+    # the other loops outside it by decreasing input stride
     first = tfft.plan(65536, 1).passes.passes[0]
-    assert first.loops == (8, 8, 8, 8, 4) and first.loop_order == (1, 2, 3, 0, 4)
+    assert first.loops == (8, 8, 8, 4, 4) and first.loop_order == (3, 2, 1, 0, 4)
     # passes whose last loop already has a unit stride keep their order
     assert all(p.loop_order is None for p in tfft.plan(1024, 2).passes.passes[1:])
     x = (np.random.default_rng(1).standard_normal((2, 1024)) + 1j).astype(np.complex64)

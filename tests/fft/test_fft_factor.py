@@ -65,10 +65,10 @@ def test_radices_fit_the_limit_and_multiply_to_n(n):
 
 def test_radix_limit_below_the_codelet_limit():
     # sizes within the codelet limit stay one codelet; larger ones use radices within the radix limit
-    assert radices(1024, 8) == [8, 8, 4, 4]
+    assert radices(1024, 8) == [8, 4, 4, 8]  # the largest radix is the first pass
     assert radices(33, 8) == [3, 11]  # 11 is above the radix limit but within the codelet limit
     tree = breakdown(1024)
-    assert (tree.left, tree.right.left) == (Codelet(8), Codelet(8))
+    assert (tree.left, tree.right.left) == (Codelet(8), Codelet(4))
     with pytest.raises(ValueError, match="radix_limit must be between 2 and codelet_limit=32"):
         breakdown(100, 32, 64)
 

@@ -33,8 +33,8 @@ def test_cooley_tukey_prints_as_a_formula():
     formula = cooley_tukey(DFT(4), DFT(8))
     assert str(formula) == "(DFT_4 ⊗ I_8) · T^32_8 · (I_4 ⊗ DFT_8) · L^32_4"
     nested = formula_of(breakdown(96, 8))
-    assert str(nested) == ("(DFT_6 ⊗ I_16) · T^96_16 · (I_6 ⊗ ((DFT_4 ⊗ I_4) · T^16_4 · (I_4 ⊗ DFT_4) · L^16_4))"
-                           " · L^96_6")
+    assert str(nested) == ("(DFT_4 ⊗ I_24) · T^96_24 · (I_4 ⊗ ((DFT_4 ⊗ I_6) · T^24_6 · (I_4 ⊗ DFT_6) · L^24_4))"
+                           " · L^96_4")
 
 
 @pytest.mark.parametrize("n", [4, 6, 12, 16, 30, 64, 96, 100, 128])

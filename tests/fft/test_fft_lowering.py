@@ -79,3 +79,21 @@ def _blocks(func):
     blocks = []
     tvm_ffi.structural_walk(func.body, (s_tir.SBlock, blocks.append))
     return blocks
+
+
+@pytest.mark.parametrize("n", [1024, 4096])
+def test_scratch_stores_of_lane_tuples_are_contiguous(n):
+    # the first pass writes each instance's outputs contiguously, the instances far apart: the strided stores
+    # of its vector over instances become one contiguous store per instance after a transpose
+    func = _vectorized(tfft.plan(n, 2))
+    strided = []
+
+    def on_store(store):
+        ramp = store.indices[0] if len(store.indices) == 1 else None
+        if isinstance(ramp, tirx.Ramp) and not (isinstance(ramp.stride, tirx.IntImm) and ramp.stride.value == 1):
+            strided.append(store.buffer.name)
+
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, on_store))
+    assert strided == []
+    x = random_complex((2, n), "complex64", seed=n)
+    assert relative_error(tfft.plan(n, 2)(x), np.fft.fft(x.astype(np.complex128))) <= tolerance(n, "complex64")

@@ -181,6 +181,15 @@ class PassList:
         return np.stack([complex_table.real, complex_table.imag], axis=-1), indices
 
 
+# a pass's table of more than this many twiddle factors (32 KiB of complex64, the L1 data cache) stores only
+# the factors of element 1 (`_PassTwiddles`): AVX-512, 1 thread, 16 MiB batches, old and new in one process,
+# medians of 7: n = 65536 11.9 -> 12.9 GFLOP/s with the rows of the powers of two (1, 2, 4), -> 13.3-14.1
+# (+3-5% twice) with the row of 1 alone; 16384 14.4 -> 14.9. The relative error of n = 65536 (complex64)
+# grows from 1.36e-7 to 1.52e-7 (the issue's bound: 4e-7). With every table derived, n = 1024 and 4096
+# changed within the noise (+1-3%)
+DERIVED_TWIDDLE_FACTORS = 4096
+
+
 class _PassTwiddles:
     """The twiddle factors of one codelet pass, as a table of their own in the concatenated constant table.
 
@@ -192,6 +201,11 @@ class _PassTwiddles:
     of ω_size it replaces (n per Cooley-Tukey level). Measured on
     AVX-512 (1 thread, medians of 5, old and new in one process): n = 4096 11.1 -> 13.3 GFLOP/s, n = 65536
     7.7 -> 8.5; batched sizes, whose factors are broadcast across the batch, unchanged (64 to 1024, 60, 1000).
+
+    A table of more than `DERIVED_TWIDDLE_FACTORS` factors whose exponent is `factor·step·e` (no base) holds
+    only the row of element 1, so that the pass streams one row of table bytes instead of n: the factor
+    of a power of two is the square of its half's, that of another element the product of those of its
+    highest binary digit and the rest (`ω^(a+b) = ω^a·ω^b`).
     """
 
     def __init__(self, plan: PassList, twiddle: TwiddleAccess, loops: tuple[int, ...], n: int) -> None:
@@ -201,6 +215,8 @@ class _PassTwiddles:
         self.strides = [math.prod(extents[i + 1:]) for i in range(len(extents))]
         # elements whose exponent is identically 0 (element 0 of the left factor) are not multiplied
         self.unit = {e for e in range(n) if not twiddle.base.terms and twiddle.base.const + twiddle.step * e == 0}
+        self.derived = twiddle.base == Affine() and n * self.count > DERIVED_TWIDDLE_FACTORS
+        self.rows = [e for e in range(n) if not self.derived or e == 1]
         grid = np.indices(extents).reshape(len(extents), -1) if extents else np.zeros((0, 1), np.int64)
         values = dict(zip(self.positions, grid, strict=True))
 
@@ -208,23 +224,30 @@ class _PassTwiddles:
             factor = twiddle.factor.const + sum(c * values[p] for p, c in twiddle.factor.terms)
             base = twiddle.base.const + sum(c * values[p] for p, c in twiddle.base.terms)
             roots = np.array([complex(*unit_root(t, twiddle.size, twiddle.sign)) for t in range(twiddle.size)])
-            table = np.empty((n, 2, self.count))
-            for e in range(n):
+            table = np.empty((len(self.rows), 2, self.count))
+            for row, e in enumerate(self.rows):
                 exponent = np.broadcast_to(factor * (base + twiddle.step * e), (self.count,)) % twiddle.size
-                table[e, 0], table[e, 1] = roots[exponent].real, roots[exponent].imag
+                table[row, 0], table[row, 1] = roots[exponent].real, roots[exponent].imag
             # consecutive float pairs are the table's complex rows
             return table.reshape(-1).view(np.complex128)
 
         key = ("pass_twiddles", twiddle.size, twiddle.sign, twiddle.factor, twiddle.base, twiddle.step,
-               tuple(extents), n)
+               tuple(extents), n, self.derived)
         self.offset = plan.table(key, make)
 
     def root(self, em, element: int, loop_vars):
-        """The factor of `element` as (re, im) loads, or None when its exponent is 0."""
+        """The factor of `element` as (re, im) loads (or a product of loaded factors), or None when its exponent
+        is 0."""
         if element in self.unit:
             return None
+        if element not in self.rows:
+            high = 1 << (element.bit_length() - 1)
+            if high == element:
+                half = self.root(em, element // 2, loop_vars)
+                return em.cmul(half, half)
+            return em.cmul(self.root(em, high, loop_vars), self.root(em, element - high, loop_vars))
         index = sum((loop_vars[p] * stride for p, stride in zip(self.positions, self.strides, strict=True)), 0)
-        real = 2 * self.offset + 2 * self.count * element + index
+        real = 2 * self.offset + 2 * self.count * self.rows.index(element) + index
         imag = real + self.count
         # float f of the table is row f // 2, column f % 2: TVM folds this back to f, a contiguous vector
         return em.tables[real // 2, real % 2], em.tables[imag // 2, imag % 2]
@@ -248,7 +271,10 @@ def _loop_order(loops: tuple[int, ...], src: View, dst: View) -> tuple[int, ...]
     destination, a loop that has one (the source's first) is nested innermost (`VECTOR_LOOP_MAX_STRIDE`),
     or else the source's unit-stride loop is nested just outside the last one, so that the pass reads the
     source's cache lines one after the other (n = 65536, 1 thread, 16 MiB batches, both in one process:
-    10.9 -> 11.7 GFLOP/s). Groups of several lanes (the batch in the vector lanes) nest their loops in the
+    10.9 -> 11.7 GFLOP/s), with the other loops outside it by decreasing source stride, so that the loop just
+    outside steps each of the pass's read streams to the next cache line instead of the next page, which the
+    hardware prefetchers follow (n = 65536 10.7 -> 12.5 and 11.5 -> 13.0, n = 16384 14.5 -> 14.8). Groups of
+    several lanes (the batch in the vector lanes) nest their loops in the
     same order, which reads the input of a group in order (n = 1000: 12.0 -> 12.4 GFLOP/s, n = 60: 11.6 ->
     11.8, two pairs of runs in one process)."""
     if not loops:
@@ -267,7 +293,8 @@ def _loop_order(loops: tuple[int, ...], src: View, dst: View) -> tuple[int, ...]
             return tuple(p for p in range(len(loops)) if p != candidates[-1]) + (candidates[-1],)
     candidates = [p for p in range(last) if stride(src, p) == 1 and loops[p] > 1]
     if candidates:
-        return tuple(p for p in range(last) if p != candidates[-1]) + (candidates[-1], last)
+        others = sorted((p for p in range(last) if p != candidates[-1]), key=lambda p: -stride(src, p))
+        return tuple(others) + (candidates[-1], last)
     return None
 
 

@@ -10,9 +10,11 @@ group is a thread block and the other loops are threads.
 For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
 per pass over memory, see `multikernel`).
 
-On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) first prefetches the input
-and output cache lines of a group a little ahead (`prefetch_distance` bytes): within a group the passes visit
-the lanes' rows in an interleaved order that hardware prefetchers do not follow.
+On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) prefetches the input and
+output cache lines of a group a little ahead (`prefetch_distance` bytes), a share of the lines in each of
+its passes (spread over the iterations of the pass's outermost loop when they share it evenly, else before
+the pass): within a group the passes visit the lanes' rows in an interleaved order that hardware prefetchers
+do not follow.
 
 Memory: the input and output are the caller's float arrays with a trailing dimension of 2 for complex data
 (numpy's complex layout), with arbitrary constant element and batch strides (in elements). Scratch buffers
@@ -24,6 +26,7 @@ plan's precision) and the Rader permutations from the int32 argument `indices`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import tvm
@@ -207,8 +210,9 @@ def build_primfunc(
     With `kernel_per_pass`, every pass has its own group loop (one CUDA kernel per pass over memory, the
     passes exchanging data through global scratch) instead of one group loop around all passes.
     With `prefetch_bytes`, a lane group of compact input and output whose data is at most that many bytes
-    first prefetches the input (for reading) and output (for writing) of the group that comes at least
-    `prefetch_distance` bytes later, one cache line at a time (`PREFETCH_BLOCK`; see `_emit_prefetch`).
+    prefetches the input (for reading) and output (for writing) of the group that comes at least
+    `prefetch_distance` bytes later, one cache line at a time, an equal share of the lines in each pass
+    (`PREFETCH_BLOCK`; see `_emit_prefetch`).
     With `loop_orders`, the passes nest their loops in their `loop_order` (llvm).
     """
     assignment = assign_buffers(passes)
@@ -236,13 +240,14 @@ def build_primfunc(
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
                     with T.serial(groups) as group_loop:
-                        if prefetch_bytes and groups > 1 and not kernel_per_pass:
-                            for name in ("input", "output"):
-                                _emit_prefetch(external[name], name, variant, group_loop, groups, width, first, batch,
-                                               itemsize, prefetch_bytes, prefetch_distance)
                         for number, p in segment:
+                            prefetch = None
+                            if prefetch_bytes and groups > 1 and not kernel_per_pass:
+                                prefetch = functools.partial(_emit_prefetch, external, variant, group_loop, groups,
+                                                             width, first, batch, itemsize, prefetch_bytes,
+                                                             prefetch_distance, number, len(segment))
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                       external, scratch, tables, indices, loop_orders)
+                                       external, scratch, tables, indices, loop_orders, prefetch)
     return builder.get()
 
 
@@ -250,15 +255,30 @@ PREFETCH_BLOCK = "prefetch"
 CACHE_LINE = 64
 
 
-def _emit_prefetch(external, name, variant, group_loop, groups, width, first, batch, itemsize, limit,
-                   distance) -> None:
-    """Prefetch a later lane group's part of a compact external buffer, one cache line per iteration.
+def _emit_prefetch(external, variant, group_loop, groups, width, first, batch, itemsize, limit, distance, part,
+                   parts, outer, outer_extent) -> None:
+    """Prefetch share `part` of `parts` (the pass's share) of a later lane group's part of the compact input and
+    output, one cache line per iteration: inside the pass's outermost loop (`outer`, of `outer_extent`
+    iterations) when its iterations share the lines evenly, else before the pass (`outer` None).
 
     The transforms of a lane group are processed side by side, so that within a group the passes read and
     write the lanes' rows in an interleaved order, which the hardware prefetchers do not follow; the group's
     data is contiguous, so touching the next group's lines ahead of time keeps the memory system busy.
-    Measured on AVX-512, 16 MiB batches, 1 thread: see bench/results/fft.md.
+    Measured on AVX-512, 16 MiB batches, 1 thread: see bench/results/fft.md. The lines are prefetched in
+    shares before the passes rather than all before the first: a burst of prefetches fills the line-fill
+    buffers and stalls the pass after it (old and new in one process, medians of 7: n = 256 19.8 -> 27.9
+    GFLOP/s, 1024 16.1 -> 18.1, 60 12.4 -> 15.6, 64 23.0 -> 24.1; 1000 and 4096 unchanged), and spread over
+    the iterations of a pass's outermost loop rather than all before it (n = 1024 18.6 -> 21.8, 4096 16.3 ->
+    18.4, 1000 13.6 -> 14.8; 60, 64, 256 unchanged).
     """
+    for name in ("input", "output"):
+        _emit_prefetch_lines(external[name], name, variant, group_loop, groups, width, first, batch, itemsize,
+                             limit, distance, part, parts, outer, outer_extent)
+
+
+def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, first, batch, itemsize, limit,
+                         distance, part, parts, outer, outer_extent) -> None:
+    """`_emit_prefetch` for one external buffer."""
     buffer, layout = external
     if not layout.is_compact():
         return
@@ -269,12 +289,22 @@ def _emit_prefetch(external, name, variant, group_loop, groups, width, first, ba
     per_line = CACHE_LINE // itemsize
     lines = -(-width * floats // per_line)
     ahead = max(1, -(-distance // group_bytes))
-    with T.serial(lines) as line_loop:
-        with T.sblock(f"{PREFETCH_BLOCK}_{variant}_{name}"):
+    start, stop = lines * part // parts, lines * (part + 1) // parts
+    if stop == start:
+        return
+    # spread over the iterations of the pass's outermost loop when they share the lines evenly, else before it
+    spread = outer_extent > 1 and (stop - start) % outer_extent == 0
+    if spread != (outer is not None):
+        return
+    per_iteration = (stop - start) // (outer_extent if spread else 1)
+    with T.serial(per_iteration) as line_loop:
+        with T.sblock(f"{PREFETCH_BLOCK}_{variant}_{name}_{part}"):
             group = T.axis.spatial(groups, group_loop)
-            line = T.axis.spatial(lines, line_loop)
-            flat = (first + (group + ahead) * width) * floats + line * per_line
-            flat = T.min(flat, batch * floats - 1)
+            offset = outer * per_iteration + line_loop if spread else line_loop
+            line = T.axis.spatial(lines, offset + start)
+            # the last groups prefetch the batch's last group again: the start is clamped once per group, so
+            # that the loop over lines is one prefetch instruction per line
+            flat = T.min(first + (group + ahead) * width, batch - width) * floats + line * per_line
             row, column = flat // floats, flat % floats
             index = [row, column // 2, column % 2] if layout.kind == "complex" else [row, column]
             rw = tirx.const(1 if name == "output" else 0, "int32")
@@ -283,10 +313,19 @@ def _emit_prefetch(external, name, variant, group_loop, groups, width, first, ba
 
 
 def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices,
-               loop_order: bool = False) -> None:
+               loop_order: bool = False, prefetch=None) -> None:
     order = list(p.loop_order) if loop_order and p.loop_order is not None else list(range(len(p.loops)))
     frames = [T.serial(p.loops[position]) for position in order] + [T.serial(width)]
-    entered = [frame.__enter__() for frame in frames]
+    # the prefetches of a pass may go into its outermost loop when it has another one inside (the schedule
+    # fuses the innermost loop with the lanes), else before it (`_emit_prefetch` decides)
+    outer_extent = p.loops[order[0]] if len(order) >= 2 else 1
+    if prefetch is not None:
+        prefetch(None, outer_extent)
+    entered = []
+    for frame in frames:
+        entered.append(frame.__enter__())
+        if prefetch is not None and len(entered) == 1 and outer_extent > 1:
+            prefetch(entered[0], outer_extent)
     loop_vars = [None] * len(p.loops) + [entered[-1]]
     for position, var in zip(order, entered, strict=False):
         loop_vars[position] = var
