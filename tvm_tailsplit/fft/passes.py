@@ -182,11 +182,9 @@ class PassList:
 
 
 # a pass's table of more than this many twiddle factors (32 KiB of complex64, the L1 data cache) stores only
-# the factors of element 1 (`_PassTwiddles`): AVX-512, 1 thread, 16 MiB batches, old and new in one process,
-# medians of 7: n = 65536 11.9 -> 12.9 GFLOP/s with the rows of the powers of two (1, 2, 4), -> 13.3-14.1
-# (+3-5% twice) with the row of 1 alone; 16384 14.4 -> 14.9. The relative error of n = 65536 (complex64)
-# grows from 1.36e-7 to 1.52e-7 (the issue's bound: 4e-7). With every table derived, n = 1024 and 4096
-# changed within the noise (+1-3%)
+# the factors of the elements that are powers of two (`_PassTwiddles`): AVX-512, 1 thread, 16 MiB batches, old
+# and new in one process, medians of 7: n = 65536 11.9 -> 12.9 GFLOP/s, 16384 14.4 -> 14.6; with every table
+# derived, n = 1024 and 4096 changed within the noise (+1-3%)
 DERIVED_TWIDDLE_FACTORS = 4096
 
 
@@ -203,9 +201,8 @@ class _PassTwiddles:
     7.7 -> 8.5; batched sizes, whose factors are broadcast across the batch, unchanged (64 to 1024, 60, 1000).
 
     A table of more than `DERIVED_TWIDDLE_FACTORS` factors whose exponent is `factor·step·e` (no base) holds
-    only the row of element 1, so that the pass streams one row of table bytes instead of n: the factor
-    of a power of two is the square of its half's, that of another element the product of those of its
-    highest binary digit and the rest (`ω^(a+b) = ω^a·ω^b`).
+    only the rows of the elements that are powers of two; the factor of another element is the product of
+    those of its binary digits (`ω^(a+b) = ω^a·ω^b`), so that the pass streams fewer table bytes.
     """
 
     def __init__(self, plan: PassList, twiddle: TwiddleAccess, loops: tuple[int, ...], n: int) -> None:
@@ -216,7 +213,7 @@ class _PassTwiddles:
         # elements whose exponent is identically 0 (element 0 of the left factor) are not multiplied
         self.unit = {e for e in range(n) if not twiddle.base.terms and twiddle.base.const + twiddle.step * e == 0}
         self.derived = twiddle.base == Affine() and n * self.count > DERIVED_TWIDDLE_FACTORS
-        self.rows = [e for e in range(n) if not self.derived or e == 1]
+        self.rows = [e for e in range(n) if not self.derived or (e and e & (e - 1) == 0)]
         grid = np.indices(extents).reshape(len(extents), -1) if extents else np.zeros((0, 1), np.int64)
         values = dict(zip(self.positions, grid, strict=True))
 
@@ -242,9 +239,6 @@ class _PassTwiddles:
             return None
         if element not in self.rows:
             high = 1 << (element.bit_length() - 1)
-            if high == element:
-                half = self.root(em, element // 2, loop_vars)
-                return em.cmul(half, half)
             return em.cmul(self.root(em, high, loop_vars), self.root(em, element - high, loop_vars))
         index = sum((loop_vars[p] * stride for p, stride in zip(self.positions, self.strides, strict=True)), 0)
         real = 2 * self.offset + 2 * self.count * self.rows.index(element) + index
