@@ -226,22 +226,41 @@ def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
 
 
 def unrolled(name: str, shape: dict):
-    """Prior art: the guarded marked nest with every loop of the marked region unrolled completely and the tile
-    loops hinted for TVM's LoopPartition, so that lowering resolves each guard per unrolled instance."""
+    """Prior art: the guarded marked nest with every loop of the marked region unrolled completely (except a
+    reduction loop no guard depends on, such as the matmul's whole-K loop) and the tile loops hinted for TVM's
+    LoopPartition, so that lowering resolves each guard per unrolled instance."""
+    import tvm
+    import tvm_ffi
     from tvm import s_tir
+    from tvm.s_tir import SBlockRealize
 
     from tvm_tailsplit import MARK_KEY
     from tvm_tailsplit import workloads as wl
     from tvm_tailsplit.split.rewrite import remove_marks
 
     sch = s_tir.Schedule(wl.WORKLOADS[name].build(**shape))
-    block = sch.get_sblock("C_update" if name != "elementwise_nc1hwc0" else "C")
+    block_name = "C_update" if name == "dense_int8_vnni" else "C"
+    block = sch.get_sblock(block_name)
+    guard_vars: set = set()
+    reduction_vars: set = set()
+
+    def collect(realize: SBlockRealize) -> None:
+        if realize.block.name_hint != block_name:
+            return
+        tvm_ffi.structural_walk(realize.predicate, (tvm.ir.Var, lambda var: guard_vars.add(var.name)))
+        for iter_var, value in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+            if iter_var.iter_type == tvm.tirx.IterVar.CommReduce:
+                tvm_ffi.structural_walk(value, (tvm.ir.Var, lambda var: reduction_vars.add(var.name)))
+
+    tvm_ffi.structural_walk(sch.mod["main"].body, (SBlockRealize, collect))
     loops = sch.get_loops(block)
     marked = next(i for i, loop in enumerate(loops) if MARK_KEY in sch.get(loop).annotations)
     for loop in loops[:marked]:
         sch.annotate(loop, "pragma_loop_partition_hint", 1)
     for loop in loops[marked:]:
-        sch.unroll(loop)
+        name_of_loop = sch.get(loop).loop_var.name
+        if name_of_loop in guard_vars or name_of_loop not in reduction_vars:
+            sch.unroll(loop)
     return remove_marks(sch.mod)
 
 
