@@ -122,9 +122,7 @@ def llvm_target(mcpu: str | None = None) -> tvm.target.Target:
     return tvm.target.Target({"kind": "llvm", "mcpu": str(cpu)})
 
 
-def _elementwise_intrinsic(op: str):
-    lanes = LANES
-
+def _elementwise_intrinsic(op: str, lanes: int = LANES):
     def combine(x, y):
         return x * y if op == "mul" else x + y
 

@@ -182,40 +182,21 @@ def _vector_by_four(A: T.Buffer((24,), "float32"), B: T.Buffer((24,), "float32")
                 C[v] = A[v] * B[v]
 
 
-@T.prim_func(s_tir=True)
-def _mul4_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-    A = T.match_buffer(a, (4,), "float32", offset_factor=1)
-    B = T.match_buffer(b, (4,), "float32", offset_factor=1)
-    C = T.match_buffer(c, (4,), "float32", offset_factor=1)
-    with T.sblock("root"):
-        T.reads(A[0:4], B[0:4])
-        T.writes(C[0:4])
-        for i in T.serial(4):
-            with T.sblock("C"):
-                vi = T.axis.remap("S", [i])
-                C[vi] = A[vi] * B[vi]
-
-
-@T.prim_func(s_tir=True)
-def _mul4_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-    A = T.match_buffer(a, (4,), "float32", offset_factor=1)
-    B = T.match_buffer(b, (4,), "float32", offset_factor=1)
-    C = T.match_buffer(c, (4,), "float32", offset_factor=1)
-    with T.sblock("root"):
-        T.reads(A[0:4], B[0:4])
-        T.writes(C[0:4])
-        C[T.ramp(0, 1, 4)] = A[T.ramp(0, 1, 4)] * B[T.ramp(0, 1, 4)]
-
-
-def test_tail_intrinsic_by_extent():
-    """A mark whose region has extent 4 uses the intrinsic registered for extent 4 (through sch.tensorize)."""
+def _register_mul_16_with_4_tail() -> None:
+    """``tailsplit_test_mul_16_with_4``: the 16-lane multiply with a 4-lane multiply registered as its tail for
+    extent 4 (and no variable-length form)."""
     if s_tir.TensorIntrin.get("tailsplit_test_mul_4", allow_missing=True) is None:
-        s_tir.TensorIntrin.register("tailsplit_test_mul_4", _mul4_desc, _mul4_impl)
+        s_tir.TensorIntrin.register("tailsplit_test_mul_4", *intr._elementwise_intrinsic("mul", lanes=4))
     intr.register_intrinsics()
     mul16 = s_tir.TensorIntrin.get(intr.MUL_16)
     if s_tir.TensorIntrin.get("tailsplit_test_mul_16_with_4", allow_missing=True) is None:
         s_tir.TensorIntrin.register("tailsplit_test_mul_16_with_4", mul16.desc, mul16.impl)
     register_tail_intrinsics("tailsplit_test_mul_16_with_4", by_extent={4: "tailsplit_test_mul_4"})
+
+
+def test_tail_intrinsic_by_extent():
+    """A mark whose region has extent 4 uses the intrinsic registered for extent 4 (through sch.tensorize)."""
+    _register_mul_16_with_4_tail()
     report = []
     mod = tensorize_marked(tvm.IRModule({"main": _vector_by_four}), report=report)
     assert [(r.action, r.intrinsic) for r in report] == [("tail_intrinsic", "tailsplit_test_mul_4")]
@@ -230,13 +211,7 @@ def test_tail_intrinsic_by_extent_after_tailsplit_allocates_nothing():
     """TailSplit's tail (binding ``i_0 * 16 + i_1``, extent 4) cannot be blockized, so the by-extent intrinsic is
     instantiated; its implementation's root block allocates nothing (this used to build a SeqStmt of length 1,
     which TVM rejects)."""
-    if s_tir.TensorIntrin.get("tailsplit_test_mul_4", allow_missing=True) is None:
-        s_tir.TensorIntrin.register("tailsplit_test_mul_4", _mul4_desc, _mul4_impl)
-    intr.register_intrinsics()
-    mul16 = s_tir.TensorIntrin.get(intr.MUL_16)
-    if s_tir.TensorIntrin.get("tailsplit_test_mul_16_with_4", allow_missing=True) is None:
-        s_tir.TensorIntrin.register("tailsplit_test_mul_16_with_4", mul16.desc, mul16.impl)
-    register_tail_intrinsics("tailsplit_test_mul_16_with_4", by_extent={4: "tailsplit_test_mul_4"})
+    _register_mul_16_with_4_tail()
     mod = elementwise((100,), "tailsplit_test_mul_16_with_4")
     report = []
     out = tensorize_marked(TailSplit(strategy="full")(mod), report=report)
