@@ -377,30 +377,20 @@ def useful_work(workload: str, shape: dict[str, int]) -> float:
     return math.prod(shape.values()) / math.prod(divisible.values())
 
 
-def _unmark_and_tensorize(sch: s_tir.Schedule, loop: s_tir.LoopRV, intrinsic: str) -> None:
-    sch.unannotate(loop, MARK_KEY)
-    sch.tensorize(loop, intrinsic)
-
-
 def _pad_einsum(workload: str, shape: dict[str, int]) -> tvm.IRModule:
-    """``sch.pad_einsum`` to whole tiles, then the same schedule, tensorized directly (no tail is left)."""
+    """``sch.pad_einsum`` to whole tiles, then the same schedule and ``tensorize_marked`` (no tail is left)."""
     register_workload_intrinsics()
     spec = WORKLOADS[workload]
     if workload == "dense_int8_vnni":
         # the packed weight is indexed by j // 16, r // 4: not an einsum; pad by hand the way a user would
         return _dense_padded_by_hand(**shape)
     sch = s_tir.Schedule(spec.compute(**shape))
-    if workload == "matmul_fp32":  # the any-depth kernel: whole tiles of C, the reduction not padded
-        sch.pad_einsum(sch.get_sblock("C"), [*MATMUL_TILE, 1])
-        spec.schedule(sch, mark=True, vectorize=False)
-        _vectorize_copies(sch, ("A_pad", "B_pad", "C_pad"))
-        return tensorize_marked(sch.mod)  # (sch.tensorize cannot bind the kernel's free depth)
-    else:
-        sch.pad_einsum(sch.get_sblock("C"), [1, 1, 8, 1, 1])
-        loop = spec.schedule(sch, mark=True, vectorize=False)
-        _unmark_and_tensorize(sch, loop, VECTOR_MUL_INTRINSIC)
+    # whole tiles of the tiled axes (the matmul's reduction is not tiled: its kernel takes any depth)
+    tile = [*MATMUL_TILE, 1] if workload == "matmul_fp32" else [1, 1, 8, 1, 1]
+    sch.pad_einsum(sch.get_sblock("C"), tile)
+    spec.schedule(sch, mark=True, vectorize=False)
     _vectorize_copies(sch, ("A_pad", "B_pad", "C_pad"))
-    return sch.mod
+    return tensorize_marked(sch.mod)  # every marked region is a main tile
 
 
 def _dense_padded_by_hand(m: int, n: int, k: int) -> tvm.IRModule:
