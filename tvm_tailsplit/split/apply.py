@@ -18,6 +18,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from .conditions import find_marks, is_mark, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, RangeProof
+from .privatize import buffer_privacy, give_each_copy_its_buffer
 from .rewrite import Emitter, is_temporary_block_name, unique_block_names
 
 __all__ = ["NestReport", "SplitReport", "STRATEGIES", "nests_of", "plan_nest", "split_function", "validate_options"]
@@ -96,6 +97,29 @@ def plan_nest(
     return full_planner, full_plan, cost
 
 
+def _privatize(func: tirx.PrimFunc, nests: list, body: tirx.Stmt, loop_copies: dict,
+               report: SplitReport) -> tuple[tirx.Stmt, list]:
+    """One buffer per copy of a split loop for the buffers private to its iterations (``privatize.py``); the
+    decision for every buffer whose loop was copied goes to the report of the nest holding the loop."""
+    alloc_buffers = list(func.body.block.alloc_buffers)
+    for verdict in buffer_privacy(func):
+        copies = loop_copies.get(verdict.loop.loop_var, [])
+        if len(copies) < 2:
+            continue
+        loop_name = verdict.loop.loop_var.name
+        if verdict.private:
+            body, added = give_each_copy_its_buffer(body, verdict.buffer, copies)
+            alloc_buffers.extend(added)
+            text = (f"one buffer per copy of loop {loop_name} ({len(copies)} copies): each iteration writes what "
+                    "it reads first, so TVM shrinks each buffer to the region of one iteration")
+        else:
+            text = f"shared by the {len(copies)} copies of loop {loop_name}: {verdict.reason}"
+        note = Note(f"buffer {verdict.buffer.name}", text)
+        holder = next(i for i, nest in enumerate(nests) if any(l.same_as(verdict.loop) for l in loop_vars_in(nest)))
+        next(n for n in report.nests if n.index == holder).notes.append(note)
+    return body, alloc_buffers
+
+
 def nests_of(func: tirx.PrimFunc) -> list[tirx.Stmt]:
     """The top-level statements of the root block (the loop nests)."""
     body = func.body.block.body
@@ -148,12 +172,13 @@ def split_function(
     if not new_nests:
         new_nests = [tirx.Evaluate(tirx.const(0, "int32"))]
     new_body = new_nests[0] if len(new_nests) == 1 else tirx.SeqStmt(new_nests)
+    new_body, alloc_buffers = _privatize(func, nests, new_body, emitter.loop_copies, report)
     block = root.block
     new_root = SBlockRealize(
         root.iter_values,
         root.predicate,
         SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, new_body, block.init,
-               block.alloc_buffers, block.match_buffers, block.annotations),
+               alloc_buffers, block.match_buffers, block.annotations),
     )
     new_func = func.with_body(new_root)
     s_tir.analysis.verify_well_formed(new_func)

@@ -40,6 +40,7 @@ class Emitter:
     def __init__(self) -> None:
         self.var_map: dict = {}
         self.block_copies: dict[str, int] = {}
+        self.loop_copies: dict = {}  # original loop variable -> the loop variables of its copies, in order
         self._hoisted: list[tuple[list, list]] = []  # per mark being emitted: its Binds and emptiness guards
 
     def _fresh_var(self, var) -> tirx.Var:
@@ -148,6 +149,7 @@ class Emitter:
         return result
 
     def _copy_loop(self, loop: tirx.For, new_var, start, extent, body_plan) -> tirx.For:
+        self.loop_copies.setdefault(loop.loop_var, []).append(new_var)
         body = self.emit(body_plan)
         thread_binding = None
         if loop.thread_binding is not None:
