@@ -200,12 +200,15 @@ def _check_matmul(executable, func, m, n, k, seed):
 @pytest.mark.parametrize("depth", [1, 5, 16, 17, 100])
 def test_any_depth_micro_kernel_covers_the_whole_reduction(depth):
     """Every 8 x 16 tile over a reduction of ``depth`` is a main tile of ``MATMUL_8x16_ANY_DEPTH`` (its free depth
-    bound to the region's), instantiated: accumulators from zero, one serial ``k`` loop, no accumulator spilled to
-    the stack while it is a loop, ``C`` only stored; the result equal to numpy's on canary-guarded buffers."""
+    bound to the region's), instantiated: accumulators from zero, a serial ``k`` loop of ``K_UNROLL`` steps per
+    iteration and its remainder (extents folded), no accumulator spilled to the stack while it is a loop, ``C``
+    only stored; the result equal to numpy's on canary-guarded buffers."""
     report = []
     mod = tensorize_marked(_any_depth_tiles(16, 32, depth), report=report)
     assert [(r.action, r.intrinsic) for r in report] == [("instantiated", intr.MATMUL_8x16_ANY_DEPTH)]
-    assert f"for k in range({depth}):" in mod.script()
+    script = mod.script()
+    assert f"for k_outer in range({depth // intr.K_UNROLL}):" in script
+    assert f"for k_rest in range({depth % intr.K_UNROLL}):" in script
     executable = tvm.compile(mod, target=TARGET)
     asm = executable.mod.inspect_source("asm")
     assert re.search(r"vfmadd\d+ps\s[^\n]*zmm", asm)

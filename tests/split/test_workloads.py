@@ -185,7 +185,8 @@ def test_matmul_reads_b_from_a_packed_panel(target):
     script = mod.script()
     assert "B_global = T.sblock_alloc_buffer((3, 21, 16))" in script
     assert "B_global_1 = T.sblock_alloc_buffer((3, 21, 16))" in script
-    assert "* B_global[j_0, k, T.Ramp(0, 1, 16)]" in script  # the main tiles' B operand: a whole panel row
+    # the main tiles' B operand: a whole panel row
+    assert "* B_global[j_0, k_outer * 4 + k_inner, T.Ramp(0, 1, 16)]" in script
     reads_of_b = [line for line in script.splitlines() if "B[" in line]
     copies = ("T.reads(B[", "B_global[", "B_global_1[")
     assert reads_of_b and all(any(c in line for c in copies) for line in reads_of_b)  # only the copies read B

@@ -596,7 +596,8 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
 
 
 def _fold_decided_guards(body: tirx.Stmt) -> tirx.Stmt:
-    """Replace each ``if`` whose condition is a constant once the free extents are bound by the branch taken."""
+    """Once the free extents are bound: replace each ``if`` whose condition is a constant by the branch taken, and
+    fold loop extents and access indices that became constant (``depth // 4`` with ``depth = 17`` -> ``4``)."""
     analyzer = sym.Analyzer()
 
     def on_if(node: tirx.IfThenElse):
@@ -606,7 +607,23 @@ def _fold_decided_guards(body: tirx.Stmt) -> tirx.Stmt:
         taken = node.then_case if condition.value else node.else_case
         return taken if taken is not None else tirx.Evaluate(tirx.const(0, "int32"))
 
-    return tvm_ffi.structural_map(body, [(tirx.IfThenElse, on_if)], order="post")
+    def on_for(node: tirx.For):
+        extent = analyzer.simplify(node.extent)
+        if not isinstance(extent, tirx.IntImm) or isinstance(node.extent, tirx.IntImm):
+            return node
+        return tirx.For(node.loop_var, node.min, extent, node.kind, node.body, node.thread_binding,
+                        dict(node.annotations))
+
+    def on_load(node):
+        return tirx.BufferLoad(node.source, [analyzer.simplify(index) for index in node.indices])
+
+    def on_store(node: tirx.BufferStore):
+        return tirx.BufferStore(node.buffer, node.value, [analyzer.simplify(index) for index in node.indices])
+
+    return tvm_ffi.structural_map(
+        body, [(tirx.IfThenElse, on_if), (tirx.For, on_for), (tvm.ir.TensorLoad, on_load),
+               (tirx.BufferStore, on_store)], order="post"
+    )
 
 
 class _Matcher:
