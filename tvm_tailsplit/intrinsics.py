@@ -379,7 +379,8 @@ def emit_masked_matmul(match: TailMatch) -> tirx.Stmt:
     constants or expressions). Like the micro-kernel it keeps one 16-lane accumulator per row (independent FMA
     chains): the rows of ``C`` are loaded with the ``j`` mask, the ``k`` loop adds ``broadcast(A[i, k]) * B[k, :]``
     (a masked load of ``B`` shared by the rows; a plain one when ``B``'s rows are packed whole, or ``j`` is 16) to
-    every row, and the rows are stored with the mask (plain accesses when ``j`` is 16). With a
+    every row (fully unrolled up to 16 steps, else ``K_UNROLL`` steps per iteration and the remainder, as in the
+    any-depth kernel), and the rows are stored with the mask (plain accesses when ``j`` is 16). With a
     symbolic row count all 8 rows are computed, rows past the extent repeating the last row (``A`` is read in
     bounds), and only the rows inside the extent are stored; nothing runs unless all three extents are positive."""
     return _masked_matmul(match, from_zero=False)
@@ -409,16 +410,23 @@ def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
     def acc_row() -> tvm.ir.PrimExpr:
         return tirx.BufferLoad(acc, [i, lanes])
 
-    b_row = _tail_load(b, _shifted(b_start, {-2: k}), cols)
-    update = tirx.BufferStore(
-        acc,
-        acc_row() + tirx.Broadcast(tirx.BufferLoad(a, _shifted(a_start, {-2: row, -1: k})), LANES) * b_row,
-        [i, lanes],
-    )
+    def step(k: tvm.ir.PrimExpr) -> tirx.Stmt:  # one k step: every row's accumulator += A[row, k] * B[k, :]
+        b_row = _tail_load(b, _shifted(b_start, {-2: k}), cols)
+        a_value = tirx.BufferLoad(a, _shifted(a_start, {-2: row, -1: k}))
+        return unrolled(tirx.BufferStore(acc, acc_row() + tirx.Broadcast(a_value, LANES) * b_row, [i, lanes]))
+
     store = _tail_store(c, _shifted(c_start, {-2: i}), acc_row(), cols)
     constant_depth = analyzer.simplify(depth)
-    unroll_k = isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]
-    k_kind = tirx.ForKind.UNROLLED if unroll_k else tirx.ForKind.SERIAL
+    if isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]:
+        k_loop = tirx.For(k, 0, depth, tirx.ForKind.UNROLLED, step(k))
+    else:  # as the any-depth kernel: K_UNROLL steps per iteration, then the remainder
+        k_outer, k_inner = tirx.Var("k_tail_outer", "int32"), tirx.Var("k_tail_inner", "int32")
+        remainder = analyzer.simplify(depth % K_UNROLL)
+        k_loop = tirx.SeqStmt([
+            tirx.For(k_outer, 0, analyzer.simplify(depth // K_UNROLL), tirx.ForKind.SERIAL,
+                     tirx.For(k_inner, 0, K_UNROLL, tirx.ForKind.UNROLLED, step(k_outer * K_UNROLL + k_inner))),
+            tirx.For(k, 0, remainder, tirx.ForKind.SERIAL, step(analyzer.simplify(depth - remainder) + k)),
+        ])
     if from_zero:
         start = tirx.Broadcast(tirx.const(0, "float32"), LANES)
     else:
@@ -427,7 +435,7 @@ def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
         [
             tirx.AllocBuffer(acc),
             unrolled(tirx.BufferStore(acc, start, [i, lanes])),
-            tirx.For(k, 0, depth, k_kind, unrolled(update)),
+            k_loop,
             unrolled(store if constant_rows else tirx.IfThenElse(i < rows, store, None)),
         ]
     )
