@@ -15,7 +15,8 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
   ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop.
 
 ``build_variant(workload, variant, shape)`` gives the five ways to compile the same computation that the
-benchmark compares: ``guarded`` (TVM's default for the same tiling, inner loop vectorized, no tensorize),
+benchmark compares: ``guarded`` (TVM's default for the same tiling, inner loop vectorized, no tensorize; the
+reference ``guarded_unvectorized`` is the same schedule without ``sch.vectorize``),
 ``pad_einsum`` (padding + tensorize), ``loop_partition`` (the guarded schedule with TVM's loop-partition
 hints), ``tailsplit`` (TailSplit + ``tensorize_marked``) and ``divisible`` (the tensorized kernel on the
 nearest shape divisible by the tile; ``useful_work`` scales its time).
@@ -43,6 +44,7 @@ __all__ = [
     "ELEMENTWISE_LANES",
     "MATMUL_INTRINSIC",
     "MATMUL_TILE",
+    "REFERENCE_VARIANTS",
     "VARIANTS",
     "VECTOR_MUL_INTRINSIC",
     "VNNI_INTRINSIC",
@@ -77,6 +79,8 @@ MATMUL_TILE = intrinsics.MATMUL_PANEL_TILE  # (m, n) of the micro-kernel; its k 
 ELEMENTWISE_LANES = 16
 WMMA_TILE = (16, 16, 16)
 VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
+# also built by build_variant, timed by the benchmark as a reference: the guarded schedule without sch.vectorize
+REFERENCE_VARIANTS = ("guarded_unvectorized",)
 
 
 # ---------------------------------------------------------------------------------------------- intrinsics
@@ -433,6 +437,21 @@ def _guarded(workload: str, shape: dict[str, int], partition_hint: bool) -> tvm.
     return sch.mod
 
 
+def _without_vectorize(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every vectorized loop serial again: what TVM compiles when the user does not call
+    ``sch.vectorize`` (LLVM's own loop vectorizer may still vectorize it)."""
+
+    def serial(loop: tirx.For) -> tirx.For:
+        if loop.kind != tirx.ForKind.VECTORIZED:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, loop.thread_binding,
+                        dict(loop.annotations))
+
+    func = mod["main"]
+    return tvm.IRModule({"main": func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, serial),
+                                                                       order="post"))})
+
+
 def _vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
     """Vectorize the padding copies (16 lanes of their innermost loop) where TVM accepts it; a shape that needs no
     padding has no copies."""
@@ -460,6 +479,8 @@ def build_variant(workload: str, variant: str, shape: dict[str, int]) -> tvm.IRM
         raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)}")
     if variant == "guarded":
         return _guarded(workload, shape, partition_hint=False)
+    if variant == "guarded_unvectorized":
+        return _without_vectorize(_guarded(workload, shape, partition_hint=False))
     if variant == "loop_partition":
         return _guarded(workload, shape, partition_hint=True)
     if variant == "pad_einsum":
@@ -468,7 +489,7 @@ def build_variant(workload: str, variant: str, shape: dict[str, int]) -> tvm.IRM
         return _tailsplit(workload, shape)
     if variant == "divisible":
         return _tailsplit(workload, divisible_shape(workload, shape))
-    raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+    raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS + REFERENCE_VARIANTS}")
 
 
 def reference(workload: str, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
