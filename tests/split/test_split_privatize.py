@@ -80,6 +80,24 @@ def test_without_the_split_the_panel_buffer_is_already_one_panel():
 # --------------------------------------------------------------- values carried between iterations (shared)
 
 
+@T.macro
+def pack_tile(P, A, j_0):
+    for x in range(16):
+        with T.sblock("pack"):
+            vj, vx = T.axis.remap("SS", [j_0, x])
+            P[vx] = A[vj * 16 + vx]
+
+
+@T.macro
+def store_tile(C, P, j_0):
+    """The marked loop of every kernel below: the 16 elements of tile ``j_0`` of ``C`` (40 long) from ``P``."""
+    for x in T.serial(16, annotations=MARK):
+        with T.sblock("C"):
+            vj, vx = T.axis.remap("SS", [j_0, x])
+            T.where(j_0 * 16 + x < 40)
+            C[vj * 16 + vx] = P[vx]
+
+
 @T.prim_func(s_tir=True)
 def running_sum(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
     P = T.sblock_alloc_buffer((16,))
@@ -93,11 +111,7 @@ def running_sum(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
             with T.sblock("accumulate"):
                 vj, vx = T.axis.remap("SS", [j_0, x])
                 P[vx] = P[vx] + A[vj * 16 + vx]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 def test_buffer_carrying_values_between_iterations_stays_shared():
@@ -119,11 +133,7 @@ def accumulate_first(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32"
             with T.sblock("accumulate"):
                 vj, vx = T.axis.remap("SS", [j_0, x])
                 P[vx] = P[vx] + A[vj * 16 + vx]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
@@ -134,45 +144,27 @@ def half_written(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
             with T.sblock("pack"):
                 vj, vx = T.axis.remap("SS", [j_0, x])
                 P[vx] = A[vj * 16 + vx]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
 def pointer_taken(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
     P = T.sblock_alloc_buffer((16,))
     for j_0 in range(3):
-        for x in range(16):
-            with T.sblock("pack"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                P[vx] = A[vj * 16 + vx]
+        pack_tile(P, A, j_0)
         with T.sblock("peek"):
             T.reads(P[0:16])
             T.writes()
             T.evaluate(T.call_extern("int32", "inspect", P.data))
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
 def used_after_the_loop(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32"), D: T.Buffer((16,), "float32")):
     P = T.sblock_alloc_buffer((16,))
     for j_0 in range(3):
-        for x in range(16):
-            with T.sblock("pack"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                P[vx] = A[vj * 16 + vx]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        pack_tile(P, A, j_0)
+        store_tile(C, P, j_0)
     for x in range(16):
         with T.sblock("D"):
             vx = T.axis.remap("S", [x])
@@ -187,30 +179,19 @@ def fully_written(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
             with T.sblock("pack"):
                 vj, vx = T.axis.remap("SS", [j_0, x])
                 P[vx] = A[vj * 16 + vx] * T.float32(2)
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
 def address_taken(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
     P = T.sblock_alloc_buffer((16,))
     for j_0 in range(3):
-        for x in range(16):
-            with T.sblock("pack"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                P[vx] = A[vj * 16 + vx]
+        pack_tile(P, A, j_0)
         with T.sblock("peek"):
             T.reads(P[0:16])
             T.writes()
             T.evaluate(T.call_extern("int32", "inspect", T.address_of(P[0])))
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
@@ -224,11 +205,7 @@ def two_blocks_write_first(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "fl
             with T.sblock("pack_high"):
                 vj, vx = T.axis.remap("SS", [j_0, x])
                 P[vx + 8] = A[vj * 16 + vx + 8]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
@@ -240,30 +217,19 @@ def write_may_be_empty(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float3
                 vj = T.axis.spatial(3, j_0)
                 vx = T.axis.spatial(16, x)
                 P[vx] = A[vj * 16 + vx]
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @T.prim_func(s_tir=True)
 def matched_region(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32")):
     P = T.sblock_alloc_buffer((16,))
     for j_0 in range(3):
-        for x in range(16):
-            with T.sblock("pack"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                P[vx] = A[vj * 16 + vx]
+        pack_tile(P, A, j_0)
         with T.sblock("scale"):
             P_view = T.match_buffer(P[0:16], (16,))
             for x in range(16):
                 P_view[x] = P_view[x] * T.float32(2)
-        for x in T.serial(16, annotations=MARK):
-            with T.sblock("C"):
-                vj, vx = T.axis.remap("SS", [j_0, x])
-                T.where(j_0 * 16 + x < 40)
-                C[vj * 16 + vx] = P[vx]
+        store_tile(C, P, j_0)
 
 
 @pytest.mark.parametrize(
