@@ -4,6 +4,7 @@ stays shared, and the report says why. Every rewrite is compared with the origin
 
 import pytest
 import tvm
+import tvm_ffi
 from tvm import s_tir
 from tvm.script import tirx as T
 
@@ -13,6 +14,7 @@ from tvm_tailsplit.split.privatize import buffer_privacy
 from tvm_tailsplit.testing import assert_same_results
 
 MARK = {"pragma_emit_insn": "vector_op"}
+SHARED_P = tvm.tirx.decl_buffer((16,), "float32", "P", scope="shared")
 
 
 def verdicts(func) -> dict[str, tuple[str, bool, str]]:
@@ -209,6 +211,18 @@ def two_blocks_write_first(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "fl
 
 
 @T.prim_func(s_tir=True)
+def write_under_an_if(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32"), flag: T.int32):
+    P = T.sblock_alloc_buffer((16,))
+    for j_0 in range(3):
+        for x in range(16):
+            if flag > 0:
+                with T.sblock("pack"):
+                    vj, vx = T.axis.remap("SS", [j_0, x])
+                    P[vx] = A[vj * 16 + vx]
+        store_tile(C, P, j_0)
+
+
+@T.prim_func(s_tir=True)
 def write_may_be_empty(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32"), width: T.int32):
     P = T.sblock_alloc_buffer((16,))
     for j_0 in range(3):
@@ -235,19 +249,27 @@ def matched_region(A: T.Buffer((48,), "float32"), C: T.Buffer((40,), "float32"))
 @pytest.mark.parametrize(
     "func, reason",
     [
-        (accumulate_first, "the block accumulate writing it first also reads it"),
+        (accumulate_first, "the first statement touching it also reads it"),
         (half_written, "the load P[vx] is not provably inside the region its iteration writes first"),
         (pointer_taken, "its data pointer is used directly"),
         (address_taken, "its address is taken"),
-        (two_blocks_write_first, "the first statement touching it is not a loop nest around one block"),
+        (two_blocks_write_first, "the first statement touching it stores to it more than once"),
+        (write_under_an_if, "the first statement touching it is not a loop nest around one block"),
         (write_may_be_empty, "loop x of its first write may run no iteration"),
         (matched_region, "a block matches a region of it (match_buffer)"),
     ],
     ids=["reads-before-writing", "reads-outside-the-written-region", "pointer-taken", "address-taken",
-         "two-blocks-write-first", "write-may-be-empty", "match-buffer"],
+         "two-blocks-write-first", "write-under-an-if", "write-may-be-empty", "match-buffer"],
 )
 def test_refusals_name_the_reason(func, reason):
     assert verdicts(func)["P"] == ("j_0", False, reason)
+
+
+def test_only_global_buffers_get_copies():
+    shared = fully_written.with_body(tvm_ffi.structural_map(
+        fully_written.body, (tvm.tirx.Buffer, lambda b: SHARED_P if b.name == "P" else b), order="post"))
+    assert verdicts(shared)["P"] == ("j_0", False, "its scope is 'shared', not 'global' (a GPU kernel allocates "
+                                     "every such buffer statically: one per copy would add up)")
 
 
 def test_buffer_used_outside_the_loop_has_no_loop_to_be_private_to():

@@ -7,8 +7,9 @@ each iteration of a loop ``j`` becomes one panel, reused by every iteration and 
 the buffer keeps the size of the whole packed matrix: memory that grows with the problem, and a fresh panel per
 iteration. So each copy of such a loop gets its own buffer, and TVM shrinks each one inside its copy again.
 
-A buffer allocated by the root block is *private to the iterations* of the innermost loop ``L`` that holds all
-its accesses when, in ``L``'s body, the first statement that touches it
+A ``global``-scope buffer allocated by the root block (a GPU kernel allocates ``shared`` and ``local`` buffers
+statically, so copies of those would add up) is *private to the iterations* of the innermost loop ``L`` that holds
+all its accesses when, in ``L``'s body, the first statement that touches it
 
 - writes it without reading it, as a rectangular loop nest (bounds free of the nest's own loops, extents
   provably positive) around one unpredicated block whose body is a single store, each index of which is either
@@ -113,6 +114,11 @@ def _statements(stmt) -> list:
 def _written_box(stmt, buffer: tirx.Buffer) -> tuple[list | None, str]:
     """``[(low, high)]`` per dimension (``high`` exclusive) of the region a whole-region write statement writes,
     or ``None`` and why the statement is not one."""
+    loads, stores = _loads_and_stores(stmt, buffer)
+    if loads:
+        return None, "the first statement touching it also reads it"
+    if len(stores) != 1:
+        return None, "the first statement touching it stores to it more than once"
     nest = []
     while isinstance(stmt, tirx.For):
         nest.append(stmt)
@@ -125,8 +131,6 @@ def _written_box(stmt, buffer: tirx.Buffer) -> tuple[list | None, str]:
     store = block.body
     if block.init is not None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
         return None, f"the block {block.name_hint} writing it first is not a single store to it"
-    if _loads_and_stores(store.value, buffer)[0]:
-        return None, f"the block {block.name_hint} writing it first also reads it"
     nest_vars = {loop.loop_var for loop in nest}
     analyzer = tvm.sym.Analyzer()
     for loop in nest:
@@ -196,9 +200,11 @@ def buffer_privacy(func: tirx.PrimFunc) -> list[BufferPrivacy]:
         loop = _innermost_loop_holding(func, buffer)
         if loop is None:
             continue
-        reason = _pointer_use(func, buffer)
-        if not reason:
-            reason = _private_in(loop, buffer)
+        reason = ""
+        if buffer.scope() != "global":
+            reason = (f"its scope is {buffer.scope()!r}, not 'global' (a GPU kernel allocates every such buffer "
+                      "statically: one per copy would add up)")
+        reason = reason or _pointer_use(func, buffer) or _private_in(loop, buffer)
         verdicts.append(BufferPrivacy(buffer, loop, not reason, reason))
     return verdicts
 
