@@ -139,43 +139,34 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
     built = {}
     row: dict = {"workload": name, "shape": shape, "divisible_shape": wl.divisible_shape(name, shape),
                  "useful_work": wl.useful_work(name, shape), "variants": {}}
-    for variant in wl.VARIANTS:
+
+    def add(label: str, build, args_like=None) -> tuple:
+        """Build (timed), compile and record the code size of one kernel; it is timed with the others."""
         start = time.perf_counter()
-        mod = wl.build_variant(name, variant, shape)
+        mod = build()
         build_seconds = time.perf_counter() - start
         executable, compile_seconds = compile_module(mod, target)
-        built[variant] = (executable, arguments(mod))
-        row["variants"][variant] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
-                                    "tir_lines": len(mod.script().splitlines()),
-                                    "object_bytes": object_bytes(executable)}
+        built[label] = (executable, arguments(args_like or mod))
+        row["variants"][label] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
+                                  "tir_lines": len(mod.script().splitlines()),
+                                  "object_bytes": object_bytes(executable)}
+        return built[label]
+
+    for variant in wl.VARIANTS:
+        add(variant, lambda variant=variant: wl.build_variant(name, variant, shape))
     if name == "matmul_fp32":  # (d) with M symbolic: one kernel for every M, run with this shape's M
         from tvm_tailsplit import TailSplit, tensorize_marked
 
-        start = time.perf_counter()
-        mod = tensorize_marked(TailSplit()(wl.matmul_fp32(None, shape["n"], shape["k"])))
-        build_seconds = time.perf_counter() - start
-        executable, compile_seconds = compile_module(mod, target)
-        built["tailsplit, symbolic M"] = (executable, arguments(wl.build_variant(name, "tailsplit", shape)))
-        row["variants"]["tailsplit, symbolic M"] = {"build_seconds": build_seconds, "compile_seconds": compile_seconds,
-                                                   "tir_lines": len(mod.script().splitlines()),
-                                                   "object_bytes": object_bytes(executable)}
+        symbolic_m = wl.matmul_fp32(None, shape["n"], shape["k"])
+        add("tailsplit, symbolic M", lambda: tensorize_marked(TailSplit()(symbolic_m)),
+            args_like=wl.build_variant(name, "tailsplit", shape))
     if name == "elementwise_nc1hwc0":
         # (a) without sch.vectorize: the one workload whose lane loop TVM vectorizes (its guard is on h)
-        mod = wl.build_variant(name, "guarded_unvectorized", shape)
-        executable, compile_seconds = compile_module(mod, target)
-        built["guarded_unvectorized"] = (executable, arguments(mod))
-        row["variants"]["guarded_unvectorized"] = {"compile_seconds": compile_seconds,
-                                                   "tir_lines": len(mod.script().splitlines()),
-                                                   "object_bytes": object_bytes(executable)}
+        add("guarded_unvectorized", lambda: wl.build_variant(name, "guarded_unvectorized", shape))
         # the op with no tiling and no guard at all (see flat_elementwise)
-        mod = flat_elementwise(shape)
-        executable, compile_seconds = compile_module(mod, target)
-        args = arguments(mod)
+        executable, args = add("flat", lambda: flat_elementwise(shape))
         executable["main"](*args)
         np.testing.assert_array_equal(args[2].numpy(), args[0].numpy() * args[1].numpy())
-        built["flat"] = (executable, args)
-        row["variants"]["flat"] = {"compile_seconds": compile_seconds, "tir_lines": len(mod.script().splitlines()),
-                                      "object_bytes": object_bytes(executable)}
     times: dict = {variant: [] for variant in built}
     for _ in range(rounds):
         for variant, (executable, args) in built.items():

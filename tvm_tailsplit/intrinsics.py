@@ -156,6 +156,16 @@ def _elementwise_intrinsic(op: str, lanes: int = LANES):
     return description, implementation
 
 
+@T.macro(hygienic=False)
+def _multiply_add(k):
+    """One ``k`` step of the matmul kernels: every row's accumulator ``+= broadcast(A[i, k]) * B[k, 0:cols]``
+    (``acc``, ``A``, ``B``, ``rows`` and ``cols`` are the calling implementation's)."""
+    for i in T.unroll(rows):  # noqa: F821
+        acc[i, T.ramp(0, 1, cols)] = (  # noqa: F821
+            acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]  # noqa: F821
+        )
+
+
 def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
     @T.prim_func(s_tir=True)
     def description(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -186,10 +196,7 @@ def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
                 for i in T.unroll(rows):
                     acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
                 for k in T.unroll(depth):
-                    for i in T.unroll(rows):
-                        acc[i, T.ramp(0, 1, cols)] = (
-                            acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]
-                        )
+                    _multiply_add(k)
                 for i in T.unroll(rows):
                     C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
 
@@ -201,13 +208,6 @@ def _matmul_any_depth_intrinsic(rows: int, cols: int):
     (``C = 0``) and its ``k`` loop the free extent ``depth``; the implementation starts the accumulators at zero
     (``C`` is never read) and runs a serial ``k`` loop."""
     depth = tirx.Var("depth", "int32")
-
-    @T.macro(hygienic=False)
-    def multiply_add(k):
-        for i in T.unroll(rows):
-            acc[i, T.ramp(0, 1, cols)] = (  # noqa: F821 - acc, A, B: the implementation's buffers
-                acc[i, T.ramp(0, 1, cols)] + T.broadcast(A[i, k], cols) * B[k, T.ramp(0, 1, cols)]  # noqa: F821
-            )
 
     @T.prim_func(s_tir=True)
     def description(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -242,9 +242,9 @@ def _matmul_any_depth_intrinsic(rows: int, cols: int):
                         acc[i, T.ramp(0, 1, cols)] = T.broadcast(T.float32(0), cols)
                     for k_outer in T.serial(depth // K_UNROLL):
                         for k_inner in T.unroll(K_UNROLL):
-                            multiply_add(k_outer * K_UNROLL + k_inner)
+                            _multiply_add(k_outer * K_UNROLL + k_inner)
                     for k_rest in T.serial(depth % K_UNROLL):
-                        multiply_add(depth - depth % K_UNROLL + k_rest)
+                        _multiply_add(depth - depth % K_UNROLL + k_rest)
                     for i in T.unroll(rows):
                         C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
 

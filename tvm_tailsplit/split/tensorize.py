@@ -592,10 +592,10 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     tvm_ffi.structural_walk(body, (tvm.ir.Var, lambda v: left.append(v) if target(v) is not None else None))
     if left:
         raise TailMismatch(f"the implementation uses buffer {left[0].name} other than by loads and stores")
-    return _fold_decided_guards(substitute(body, extents)) if extents else body
+    return _fold_after_binding(substitute(body, extents)) if extents else body
 
 
-def _fold_decided_guards(body: tirx.Stmt) -> tirx.Stmt:
+def _fold_after_binding(body: tirx.Stmt) -> tirx.Stmt:
     """Once the free extents are bound: replace each ``if`` whose condition is a constant by the branch taken, and
     fold loop extents and access indices that became constant (``depth // 4`` with ``depth = 17`` -> ``4``)."""
     analyzer = sym.Analyzer()
