@@ -1,0 +1,52 @@
+"""Small TIR utilities shared by the three wings (a leaf module: it imports TVM only).
+
+- ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
+- ``with_loop``: a ``For`` rebuilt with some of its fields changed (the others, annotations included, kept).
+- ``map_loops``: every ``For`` of every PrimFunc of a module mapped by a function, innermost first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+__all__ = ["map_loops", "substitute", "with_loop"]
+
+_UNCHANGED = object()
+
+
+def substitute(node: tvm.ir.Node, mapping: Mapping) -> tvm.ir.Node:
+    """``node`` (an expression or a statement) with each variable that is a key of ``mapping`` replaced by its
+    value; other variables are kept. Keys are compared by identity (``Var.same_as``)."""
+    if not mapping:
+        return node
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: mapping.get(v, v)), order="post")
+
+
+def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002
+              kind=_UNCHANGED, body=_UNCHANGED, thread_binding=_UNCHANGED, annotations=_UNCHANGED) -> tirx.For:
+    """``loop`` rebuilt with the given fields changed; every field not given (annotations included) is kept."""
+
+    def pick(value, current):
+        return current if value is _UNCHANGED else value
+
+    return tirx.For(
+        pick(loop_var, loop.loop_var), pick(min, loop.min), pick(extent, loop.extent), pick(kind, loop.kind),
+        pick(body, loop.body), pick(thread_binding, loop.thread_binding),
+        dict(pick(annotations, loop.annotations)),
+    )
+
+
+def map_loops(mod: tvm.IRModule, fn: Callable[[tirx.For], tirx.Stmt]) -> tvm.IRModule:
+    """``mod`` with ``fn`` applied to every loop of every PrimFunc, innermost first (``fn`` sees its loop with
+    the inner loops already mapped, and returns it unchanged, rebuilt or replaced); other functions and the
+    module's attributes are kept."""
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, fn), order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs)
