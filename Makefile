@@ -21,7 +21,7 @@ lint:
 	$(VENV)/bin/ruff check tvm_tailsplit tests bench
 
 demo:
-	$(PY) -m tvm_tailsplit.demo
+	$(PY) -m tvm_tailsplit.split.demo
 
 bench:
 	-$(PY) -m pip install pyfftw mkl_fft

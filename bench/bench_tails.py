@@ -66,7 +66,7 @@ def machine() -> dict:
                 break
     import tvm
 
-    from tvm_tailsplit.workloads import llvm_target
+    from tvm_tailsplit.split.workloads import llvm_target
 
     return {"cpu": model, "cores": os.cpu_count(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "python": platform.python_version(), "numpy": np.__version__, "tvm": tvm.__version__,
@@ -134,11 +134,12 @@ def seconds_per_call(executable, args) -> float:
 
 def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
     """Every variant of one workload and shape: medians of side-by-side timings, code size, compile time."""
-    from tvm_tailsplit import workloads as wl
+    from bench import tail_variants as tv
+    from tvm_tailsplit.split import workloads as wl
 
     built = {}
-    row: dict = {"workload": name, "shape": shape, "divisible_shape": wl.divisible_shape(name, shape),
-                 "useful_work": wl.useful_work(name, shape), "variants": {}}
+    row: dict = {"workload": name, "shape": shape, "divisible_shape": tv.divisible_shape(name, shape),
+                 "useful_work": tv.useful_work(name, shape), "variants": {}}
 
     def add(label: str, build, args_like=None) -> tuple:
         """Build (timed), compile and record the code size of one kernel; it is timed with the others."""
@@ -152,17 +153,17 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
                                   "object_bytes": object_bytes(executable)}
         return built[label]
 
-    for variant in wl.VARIANTS:
-        add(variant, lambda variant=variant: wl.build_variant(name, variant, shape))
+    for variant in tv.VARIANTS:
+        add(variant, lambda variant=variant: tv.build_variant(name, variant, shape))
     if name == "matmul_fp32":  # (d) with M symbolic: one kernel for every M, run with this shape's M
         from tvm_tailsplit import TailSplit, tensorize_marked
 
         symbolic_m = wl.matmul_fp32(None, shape["n"], shape["k"])
         add("tailsplit, symbolic M", lambda: tensorize_marked(TailSplit()(symbolic_m)),
-            args_like=wl.build_variant(name, "tailsplit", shape))
+            args_like=tv.build_variant(name, "tailsplit", shape))
     if name == "elementwise_nc1hwc0":
         # (a) without sch.vectorize: the one workload whose lane loop TVM vectorizes (its guard is on h)
-        add("guarded_unvectorized", lambda: wl.build_variant(name, "guarded_unvectorized", shape))
+        add("guarded_unvectorized", lambda: tv.build_variant(name, "guarded_unvectorized", shape))
         # the op with no tiling and no guard at all (see flat_elementwise)
         executable, args = add("flat", lambda: flat_elementwise(shape))
         executable["main"](*args)
@@ -215,8 +216,9 @@ def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
     the divisible shape. ``instruction_count`` enumerates the loops above each mark in Python; the dense layer's
     row loop ``i`` (above its mark, in no guard, every iteration identical) is counted for one row and
     multiplied by ``m``."""
-    from tvm_tailsplit import TailSplit, analysis
-    from tvm_tailsplit import workloads as wl
+    from tvm_tailsplit import TailSplit
+    from tvm_tailsplit.split import analysis
+    from tvm_tailsplit.split import workloads as wl
 
     rows = 1
     if name == "dense_int8_vnni":
@@ -237,7 +239,7 @@ def unrolled(name: str, shape: dict):
     from tvm.s_tir import SBlockRealize
 
     from tvm_tailsplit import MARK_KEY
-    from tvm_tailsplit import workloads as wl
+    from tvm_tailsplit.split import workloads as wl
     from tvm_tailsplit.split.rewrite import remove_marks
 
     sch = s_tir.Schedule(wl.WORKLOADS[name].build(**shape))
@@ -269,7 +271,7 @@ def unrolled(name: str, shape: dict):
 def measure_strategies(name: str, shape: dict, target) -> dict:
     """Full split, partial split and full unrolling: lowered TIR lines, object bytes, compile time."""
     from tvm_tailsplit import TailSplit, tensorize_marked
-    from tvm_tailsplit import workloads as wl
+    from tvm_tailsplit.split import workloads as wl
 
     modules = {strategy: tensorize_marked(TailSplit(strategy=strategy)(wl.WORKLOADS[name].build(**shape)))
                for strategy in ("full", "partial")}
@@ -292,12 +294,13 @@ def measure_tail_breakdown(rounds: int, target) -> dict:
     main tiles' 16-float rows of C straddle cache lines in (d) but not in (b)'s padded copies ((d) reads B from
     its packed panels); the aligned (vmovaps) and unaligned (vmovups) vector moves of the object code are counted
     alongside."""
-    from tvm_tailsplit import workloads as wl
+
+    from bench import tail_variants as tv
 
     built = {}
     for label, shape in TAIL_BREAKDOWN.items():
         for variant in ("tailsplit", "pad_einsum"):
-            mod = wl.build_variant("matmul_fp32", variant, shape)
+            mod = tv.build_variant("matmul_fp32", variant, shape)
             executable, _ = compile_module(mod, target)
             built[(label, variant)] = (executable, arguments(mod))
     times: dict = {key: [] for key in built}
@@ -315,7 +318,8 @@ def measure_tail_breakdown(rounds: int, target) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    from tvm_tailsplit import workloads as wl
+    from bench import tail_variants as tv
+    from tvm_tailsplit.split import workloads as wl
 
     wl.register_workload_intrinsics()
     target = wl.llvm_target()
@@ -328,7 +332,7 @@ def run(quick: bool = False) -> dict:
         for shape in cases:
             row = measure_case(name, shape, rounds, target)
             rows.append(row)
-            us = " ".join(f"{v}={row['variants'][v]['seconds'] * 1e6:.1f}us" for v in wl.VARIANTS)
+            us = " ".join(f"{v}={row['variants'][v]['seconds'] * 1e6:.1f}us" for v in tv.VARIANTS)
             print(f"{name} {shape}: {us} ratios {row['ratios']}", flush=True)
             strategies.append({"workload": name, "shape": shape, **measure_strategies(name, shape, target)})
     breakdown = measure_tail_breakdown(rounds, target)
@@ -342,7 +346,7 @@ def shape_text(shape: dict) -> str:
 
 
 def markdown(report: dict) -> str:
-    from tvm_tailsplit.workloads import VARIANTS
+    from bench.tail_variants import VARIANTS
 
     info = report["machine"]
     lines = [

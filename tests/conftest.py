@@ -1,17 +1,34 @@
-"""Shared pytest set-up: GPU and nvcc markers skip with the precise reason where the tool is absent."""
+"""Shared pytest set-up: the GPU, nvcc and CPU-feature markers skip with the precise reason where the tool or the
+instruction set is absent."""
+
+import pathlib
 
 import pytest
 
 from tvm_tailsplit.cuda import gpu_available, nvcc_available
 
 
+def cpu_flags() -> set[str]:
+    """The host CPU's feature flags as Linux reports them (empty where /proc/cpuinfo is absent)."""
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
 def pytest_collection_modifyitems(config, items):
-    no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a CUDA driver; none on this machine")
-    no_nvcc = pytest.mark.skip(reason="needs nvcc on PATH to compile the generated CUDA; not installed here")
-    has_gpu = gpu_available()
-    has_nvcc = nvcc_available()
+    flags = cpu_flags()
+    requirements = {
+        "gpu": (gpu_available(), "needs an NVIDIA GPU with a CUDA driver; none on this machine"),
+        "nvcc": (nvcc_available(), "needs nvcc on PATH to compile the generated CUDA; not installed here"),
+        "avx512": ("avx512f" in flags, "asserts AVX-512 code (zmm registers, k masks); this CPU has no AVX-512F"),
+        "vnni": ({"avx512f", "avx512_vnni"} <= flags, "runs AVX-512 VNNI (vpdpbusd); this CPU has no AVX512_VNNI"),
+    }
     for item in items:
-        if "gpu" in item.keywords and not has_gpu:
-            item.add_marker(no_gpu)
-        if "nvcc" in item.keywords and not has_nvcc:
-            item.add_marker(no_nvcc)
+        for marker, (available, reason) in requirements.items():
+            if marker in item.keywords and not available:
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,7 +1,7 @@
 """``make demo`` runs: the headline (4608 -> 9 issued instructions) and the symbolic-length flow (TailSplit +
 tensorize_marked, one instruction per tile, checked on llvm)."""
 
-from tvm_tailsplit import demo
+from tvm_tailsplit.split import demo
 
 
 def test_demo_shows_the_headline_and_the_symbolic_flow(capsys):

@@ -1,16 +1,20 @@
 """tvm-tailsplit: TVM 0.27 passes and generators for irregular tiles.
 
-- ``TailSplit``: split loop ranges by the guards below ``pragma_emit_insn`` marks so that tensorize applies.
+- ``TailSplit``: split loop ranges by the guards below ``pragma_emit_insn`` marks so that tensorize applies;
+  ``tensorize_marked`` / ``TensorizeMarked`` then tensorize the main and tail tiles (``split`` holds the rest:
+  ``split.analysis``, ``split.intrinsics``, ``split.workloads``, ``split.examples``).
 - ``WarpSpecialize``: producer/consumer warp specialization of blocks annotated ``warp_role`` (llvm threads +
   atomics, CUDA mbarriers / named barriers); ``warpspec.analyze`` / ``warpspec.check``.
 - ``fft``: an FFT operator generator (formula tree, derived codelets, TIR for llvm and CUDA) with numpy-like
   ``fft.plan`` / ``fft.fft`` / ``fft.ifft`` / ``fft.rfft`` / ``fft.irfft``.
-- ``analysis``: instruction counts, conditions under marks, mapping-cost estimates.
+
+Layering (who may import whom): this facade imports the wings; a wing (``split``, ``fft``, ``warpspec``) imports
+its own modules and the shared leaf modules (``ir_utils``, ``cuda``, ``testing``), never another wing or the facade;
+the shared modules import TVM and numpy only.
 """
 
-from . import analysis, fft, warpspec
-from .split import MARK_KEY, TailSplit
-from .split.tensorize import TensorizeMarked, register_tail_intrinsics, tensorize_marked
+from . import fft, split, warpspec
+from .split import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
 from .warpspec import WarpSpecialize
 
 __all__ = [
@@ -18,9 +22,9 @@ __all__ = [
     "TailSplit",
     "TensorizeMarked",
     "WarpSpecialize",
-    "analysis",
     "fft",
     "register_tail_intrinsics",
+    "split",
     "tensorize_marked",
     "warpspec",
 ]

@@ -3,6 +3,7 @@
 - ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
 - ``with_loop``: a ``For`` rebuilt with some of its fields changed (the others, annotations included, kept).
 - ``map_loops``: every ``For`` of every PrimFunc of a module mapped by a function, innermost first.
+- ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-__all__ = ["map_loops", "substitute", "with_loop"]
+__all__ = ["EMIT_INSN_PRAGMA", "drop_loop_annotation", "map_loops", "substitute", "with_loop"]
+
+# The loop annotation that maps the loop nest below it to one instruction (TVM's emit_insn pragma; TailSplit's mark).
+EMIT_INSN_PRAGMA = "pragma_emit_insn"
 
 _UNCHANGED = object()
 
@@ -50,3 +54,15 @@ def map_loops(mod: tvm.IRModule, fn: Callable[[tirx.For], tirx.Stmt]) -> tvm.IRM
             func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, fn), order="post"))
         functions[global_var] = func
     return tvm.IRModule(functions, attrs=mod.attrs)
+
+
+def drop_loop_annotation(mod: tvm.IRModule, key: str) -> tvm.IRModule:
+    """``mod`` without the loop annotation ``key`` (e.g. the marks, once no instruction is mapped: llvm codegen
+    would otherwise warn about an unknown pragma on every marked loop)."""
+
+    def drop(loop: tirx.For) -> tirx.For:
+        if key not in loop.annotations:
+            return loop
+        return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
+
+    return map_loops(mod, drop)

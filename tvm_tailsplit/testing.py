@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
-from .split.rewrite import remove_marks
+from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
 
 __all__ = [
     "GuardedArray",
@@ -161,8 +161,8 @@ def assert_same_results(
     Marks are removed before compiling (they only name instructions)."""
     scalar_args = dict(scalar_args or {})
     built_before, built_after = executables or (
-        tvm.compile(remove_marks(before), target=target),
-        tvm.compile(remove_marks(after), target=target),
+        tvm.compile(drop_loop_annotation(before, EMIT_INSN_PRAGMA), target=target),
+        tvm.compile(drop_loop_annotation(after, EMIT_INSN_PRAGMA), target=target),
     )
     func = before[func_name]
     rng = np.random.default_rng(seed)
@@ -183,12 +183,6 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
     def unbind(loop: tvm.tirx.For) -> tvm.tirx.For:
         if loop.kind != tvm.tirx.ForKind.THREAD_BINDING:
             return loop
-        return tvm.tirx.For(loop.loop_var, loop.min, loop.extent, tvm.tirx.ForKind.SERIAL, loop.body, None,
-                            dict(loop.annotations))
+        return with_loop(loop, kind=tvm.tirx.ForKind.SERIAL, thread_binding=None)
 
-    functions = {}
-    for global_var, func in mod.functions.items():
-        if isinstance(func, tvm.tirx.PrimFunc):
-            func = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, unbind), order="post"))
-        functions[global_var] = func
-    return tvm.IRModule(functions)
+    return map_loops(mod, unbind)

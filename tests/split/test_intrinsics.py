@@ -12,9 +12,10 @@ import tvm
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from tvm_tailsplit import MARK_KEY, tensorize_marked, workloads
-from tvm_tailsplit import intrinsics as intr
-from tvm_tailsplit.examples import matmul
+from tvm_tailsplit import MARK_KEY, tensorize_marked
+from tvm_tailsplit.split import intrinsics as intr
+from tvm_tailsplit.split import workloads
+from tvm_tailsplit.split.examples import matmul
 from tvm_tailsplit.testing import guarded_array, run_guarded, to_tvm
 
 TARGET = intr.llvm_target()
@@ -72,6 +73,7 @@ def _vector_function(n, name):
 
 
 @pytest.mark.parametrize("name", [intr.MUL_16, intr.ADD_16])
+@pytest.mark.avx512
 def test_vector_intrinsic_is_one_16_lane_operation(name):
     intr.register_intrinsics()
     mod = _vector_function(64, name)
@@ -112,6 +114,7 @@ def _tail_module(name):
 
 
 @pytest.mark.parametrize("name", [intr.MUL_16, intr.ADD_16])
+@pytest.mark.avx512
 def test_masked_tail_every_extent(name):
     report = []
     mod = tensorize_marked(_tail_module(name), report=report)
@@ -152,15 +155,27 @@ def _matmul_tile(m, n, k, rows=8):
     return sch, ii
 
 
+@pytest.mark.avx512
 def test_matmul_micro_kernel_keeps_accumulators_in_registers():
     intr.register_intrinsics()
     sch, ii = _matmul_tile(8, 16, 16)
     sch.tensorize(ii, intr.MATMUL_8x16x16)
     executable = tvm.compile(sch.mod, target=TARGET)
     asm = executable.mod.inspect_source("asm")
-    assert len(re.findall(r"vfmadd\d+ps\s[^\n]*zmm", asm)) == 128  # 8 rows x 16 k, one 16-lane FMA each
-    stores = re.findall(r"vmov[au]ps\s+%zmm\d+, [^\n]*\(", asm)
-    assert len(stores) == 16  # 8 rows of the init block, 8 rows of the result: C is stored once per row
+    # Properties, not one CPU's schedule (LLVM may emit more than one version of the kernel, e.g. for aligned and
+    # unaligned C, as it does on AMD Zen 5): every version issues 8 rows x 16 k 16-lane FMAs, keeps the
+    # accumulators in registers (no vector register stored to or loaded from the stack) and stores each row of C
+    # twice, once for the init block and once for the result.
+    fmas = len(re.findall(r"vfmadd\d+ps\s[^\n]*zmm", asm))
+    assert fmas and fmas % 128 == 0, fmas
+    assert not re.search(r"vmov[au]ps\s+[^\n]*\(%rsp\)[^\n]*%zmm|vmov[au]ps\s+%zmm\d+, [^\n]*\(%rsp\)", asm)
+    stores = re.findall(r"vmov[au]ps\s+%zmm\d+, (-?\d*)\((%r\w+)\)", asm)
+    offsets_by_base: dict[str, list[int]] = {}
+    for offset, base in stores:
+        offsets_by_base.setdefault(base, []).append(int(offset or 0))
+    assert offsets_by_base, "no 16-lane store of C"
+    for base, offsets in offsets_by_base.items():
+        assert sorted(offsets) == sorted(list(range(0, 512, 64)) * 2), (base, offsets)  # each row of C twice
     rng = np.random.default_rng(2)
     a, b, c = guarded_array((8, 16), "float32"), guarded_array((16, 16), "float32"), guarded_array((8, 16), "float32")
     a.array[:], b.array[:] = rng.uniform(-1, 1, (8, 16)), rng.uniform(-1, 1, (16, 16))
@@ -198,6 +213,7 @@ def _check_matmul(executable, func, m, n, k, seed):
 
 
 @pytest.mark.parametrize("depth", [1, 5, 16, 17, 100])
+@pytest.mark.avx512
 def test_any_depth_micro_kernel_covers_the_whole_reduction(depth):
     """Every 8 x 16 tile over a reduction of ``depth`` is a main tile of ``MATMUL_8x16_ANY_DEPTH`` (its free depth
     bound to the region's), instantiated: accumulators from zero, a serial ``k`` loop of ``K_UNROLL`` steps per
@@ -239,6 +255,7 @@ def test_any_depth_micro_kernel_with_a_symbolic_depth():
 
 
 @pytest.mark.parametrize("rows", sorted(intr.MATMUL_TAILS))
+@pytest.mark.avx512
 def test_matmul_row_tail_intrinsics(rows):
     """The fixed-size row tails (rows x 16 x 16) on a 2 rows by 32 by 32 matmul tiled by (rows, 16, 16) and marked
     with the 8-row kernel: every tile is a row tail (sch.tensorize for 4 and 2 rows; it refuses the unit loop of
@@ -275,6 +292,7 @@ def _matmul_variable_tail(a: T.handle, b: T.handle, c: T.handle, rows: T.int32, 
                 C[vi, vj] = C[vi, vj] + A[vi, vr] * B[vr, vj]
 
 
+@pytest.mark.avx512
 def test_matmul_variable_tail_every_shape_class():
     report = []
     mod = tensorize_marked(tvm.IRModule({"main": _matmul_variable_tail}), report=report)
@@ -298,6 +316,7 @@ def test_matmul_variable_tail_every_shape_class():
 
 
 @pytest.mark.parametrize("n", [7, 16, 40])
+@pytest.mark.vnni
 def test_vnni_dot_and_its_masked_tail(n):
     from tvm_tailsplit import TailSplit
 
@@ -360,6 +379,7 @@ def test_frozen_frames_answer_no_module_while_builtins_import():
     assert inspect.getmodule is original
 
 
+@pytest.mark.vnni
 def test_vnni_masked_tail_covers_the_reduction_tail():
     """Weights packed in whole 16 x 4 tiles: the tails of 3 reduction steps (and of 7 outputs) are one masked
     vpdpbusd each, read 4 activation bytes under a 3-byte mask, and compute what numpy computes."""

@@ -5,8 +5,9 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.examples import elementwise_multiply_nc1hwc0
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split.examples import elementwise_multiply_nc1hwc0
 
 
 def test_headline_4608_instructions_become_9():

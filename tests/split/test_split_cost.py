@@ -4,7 +4,8 @@ deterministic full / partial choice of ``strategy="auto"``."""
 import tvm
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis
 from tvm_tailsplit.testing import assert_same_results
 
 

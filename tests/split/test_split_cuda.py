@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import tvm
 
-from tvm_tailsplit import TailSplit, analysis
+from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
-from tvm_tailsplit.examples import gpu_vector_add_one
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split.examples import gpu_vector_add_one
 from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
 
 SIZES = [1000, 256, 255, 257, 7]

@@ -7,8 +7,8 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.split import split_function
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis, split_function
 from tvm_tailsplit.testing import assert_same_results
 
 

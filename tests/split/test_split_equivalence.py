@@ -7,8 +7,9 @@ import tvm
 from tvm import s_tir, te
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.examples import elementwise_multiply_nc1hwc0, matmul, vector_scale_1d
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split.examples import elementwise_multiply_nc1hwc0, matmul, vector_scale_1d
 from tvm_tailsplit.testing import assert_same_results
 
 STRATEGIES = ["full", "partial", "auto"]

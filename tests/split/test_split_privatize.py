@@ -9,7 +9,7 @@ from tvm import s_tir
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit import workloads as wl
+from tvm_tailsplit.split import workloads as wl
 from tvm_tailsplit.split.privatize import buffer_privacy
 from tvm_tailsplit.testing import assert_same_results
 

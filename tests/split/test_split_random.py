@@ -10,7 +10,8 @@ from tvm import s_tir, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from tvm_tailsplit import MARK_KEY, TailSplit, analysis
+from tvm_tailsplit import MARK_KEY, TailSplit
+from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import assert_same_results
 

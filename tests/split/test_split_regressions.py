@@ -7,8 +7,9 @@ import tvm
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.examples import matmul
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split.examples import matmul
 from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
 
 STRATEGIES = ["full", "partial", "auto"]

@@ -6,8 +6,8 @@ mark on ``b``. Full split: ``a`` in [0,4] with ``b`` in [0,5] and no condition, 
 import tvm
 from tvm.script import tirx as T
 
-from tvm_tailsplit import TailSplit, analysis
-from tvm_tailsplit.split import split_function
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split import analysis, split_function
 
 
 @T.prim_func(s_tir=True)

@@ -15,7 +15,8 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.script import tirx as T
 
-from tvm_tailsplit import MARK_KEY, TailSplit, analysis
+from tvm_tailsplit import MARK_KEY, TailSplit
+from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split.apply import split_function
 from tvm_tailsplit.split.conditions import find_marks, substitute
 from tvm_tailsplit.split.rewrite import remove_marks
@@ -215,7 +216,7 @@ def test_bound_depending_on_a_loop_below_the_mark_stays_in_the_loop_header():
 
 def test_symbolic_tail_tensorizes_its_main_tiles():
     """The main copies of the symbolic split have the shape of the instruction: ``sch.tensorize`` accepts them."""
-    from tvm_tailsplit.examples import register_vector_scale_intrinsic
+    from tvm_tailsplit.split.examples import register_vector_scale_intrinsic
 
     intrinsic = register_vector_scale_intrinsic(16)
     after = TailSplit(strategy="full")(tvm.IRModule({"main": scale_1d.with_attr("global_symbol", "main")}))

@@ -6,8 +6,9 @@ import pytest
 import tvm
 from tvm import s_tir
 
-from tvm_tailsplit import MARK_KEY, TailSplit, analysis
-from tvm_tailsplit.examples import register_vector_scale_intrinsic, vector_scale_1d
+from tvm_tailsplit import MARK_KEY, TailSplit
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split.examples import register_vector_scale_intrinsic, vector_scale_1d
 from tvm_tailsplit.testing import guarded_array, to_tvm
 
 

@@ -11,8 +11,8 @@ from tvm import s_tir, te
 from tvm.script import tirx as T
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
-from tvm_tailsplit import intrinsics as intr
-from tvm_tailsplit.examples import (
+from tvm_tailsplit.split import intrinsics as intr
+from tvm_tailsplit.split.examples import (
     elementwise_multiply_nc1hwc0,
     matmul,
     register_vector_scale_intrinsic,
@@ -243,6 +243,7 @@ def _dynamic_split(a: T.handle, b: T.handle, c: T.handle, n: T.int32):
                 C[v] = A[v] * B[v]
 
 
+@pytest.mark.avx512
 def test_symbolic_dynamic_split():
     report = []
     mod = tensorize_marked(tvm.IRModule({"main": _dynamic_split}), report=report)
@@ -389,7 +390,8 @@ def test_main_tiles_under_a_symbolic_start_are_instantiated():
 def test_free_extent_of_the_implementation_must_be_bound():
     """``instantiate`` takes a free extent of the implementation (the any-depth kernel's ``depth``) from the
     match; a match that does not bind it is refused with the variable's name, never instantiated unbound."""
-    from tvm_tailsplit.split.tensorize import TailMatch, TailMismatch, instantiate
+    from tvm_tailsplit.split.tail_forms import TailMatch, TailMismatch
+    from tvm_tailsplit.split.tensorize import instantiate
 
     intr.register_intrinsics()
     kernel = s_tir.TensorIntrin.get(intr.MATMUL_8x16_ANY_DEPTH)

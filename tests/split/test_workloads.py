@@ -1,15 +1,15 @@
 """The end-to-end workloads (tvm_tailsplit.workloads): after TailSplit + tensorize_marked each one compiles on
 llvm, its main tiles carry the intrinsic, and it computes what numpy computes, on canary-guarded buffers;
-every benchmark variant computes the same; the symbolic-M matmul runs for several M with one compiled kernel."""
+the symbolic-M matmul runs for several M with one compiled kernel."""
 
 import numpy as np
 import pytest
 import tvm
 
-from tvm_tailsplit import TailSplit, analysis, tensorize_marked
-from tvm_tailsplit import workloads as wl
+from tvm_tailsplit import TailSplit, tensorize_marked
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
-from tvm_tailsplit.split.conditions import loop_vars_in
+from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split import workloads as wl
 from tvm_tailsplit.testing import random_like, run_guarded
 
 SHAPES = {
@@ -28,17 +28,18 @@ IMPLEMENTATION = {"dense_int8_vnni": "llvm.x86.avx512.vpdpbusd.512",
 MAIN_TILE_ACTION = {"dense_int8_vnni": "tensorized", "matmul_fp32": "instantiated",
                     "elementwise_nc1hwc0": "tensorized"}
 CASES = [(name, shape) for name, shapes in SHAPES.items() for shape in shapes]
+# the workloads whose code needs an instruction set beyond AVX-512F to run
+NEEDS = {"dense_int8_vnni": pytest.mark.vnni}
+
+
+def workload_params(names) -> list:
+    """``names`` as parameters, each marked with the instruction set its code needs."""
+    return [pytest.param(name, marks=NEEDS.get(name, ()), id=name) for name in names]
 
 
 def case_id(case) -> str:
     name, shape = case
     return name + "-" + "x".join(str(v) for v in shape.values())
-
-
-@pytest.fixture(scope="module")
-def target():
-    wl.register_workload_intrinsics()
-    return wl.llvm_target()
 
 
 def random_inputs(func, rng) -> list[np.ndarray]:
@@ -65,7 +66,7 @@ def check_against_numpy(name, mod, shape, target, seed=0):
         np.testing.assert_array_equal(outputs[-1], want)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=NEEDS.get(c[0], ()), id=case_id(c)) for c in CASES])
 def test_tailsplit_and_tensorize_match_numpy(case, target):
     name, shape = case
     marked = wl.WORKLOADS[name].build(**shape)
@@ -83,37 +84,6 @@ def test_tailsplit_and_tensorize_match_numpy(case, target):
         assert report[0].intrinsic == MARKS[name]
         assert IMPLEMENTATION[name] in mod.script()
     check_against_numpy(name, mod, shape, target)
-
-
-@pytest.mark.parametrize("variant", wl.VARIANTS + wl.REFERENCE_VARIANTS)
-@pytest.mark.parametrize("name", list(SHAPES))
-def test_benchmark_variants_match_numpy(name, variant, target):
-    shape = SHAPES[name][0]
-    mod = wl.build_variant(name, variant, shape)
-    computed = wl.divisible_shape(name, shape) if variant == "divisible" else shape
-    check_against_numpy(name, mod, computed, target, seed=1)
-
-
-@pytest.mark.parametrize("name", list(SHAPES))
-def test_unvectorized_reference_is_the_guarded_schedule_without_vectorize(name):
-    def loop_kinds(mod):
-        return [loop.kind for loop in loop_vars_in(mod["main"].body)]
-
-    shape = SHAPES[name][0]
-    guarded = loop_kinds(wl.build_variant(name, "guarded", shape))
-    unvectorized = loop_kinds(wl.build_variant(name, "guarded_unvectorized", shape))
-    vectorized = tvm.tirx.ForKind.VECTORIZED
-    # the lane loops of the dense layer and the matmul carry a guard: sch.vectorize refuses them (LLVM's vectorizer
-    # is left with them), so the two variants are the same there; the element-wise op's guard is on h
-    assert (vectorized in guarded) == (name == "elementwise_nc1hwc0") and vectorized not in unvectorized
-    assert [tvm.tirx.ForKind.SERIAL if kind == vectorized else kind for kind in guarded] == unvectorized
-
-
-def test_divisible_shape_and_useful_work():
-    # the matmul kernel covers the whole reduction: only M and N are tiled
-    assert wl.divisible_shape("matmul_fp32", dict(m=127, n=255, k=129)) == dict(m=128, n=256, k=129)
-    assert wl.useful_work("matmul_fp32", dict(m=128, n=256, k=129)) == 1.0
-    assert wl.divisible_shape("dense_int8_vnni", dict(m=127, n=1000, k=255)) == dict(m=127, n=1008, k=256)
 
 
 def test_tailsplit_leaves_no_guard_and_tensorizes_every_main_tile(target):

@@ -1,7 +1,33 @@
-"""TailSplit: condition-driven loop splitting below instruction-mapping marks, before tensorize."""
+"""TailSplit: condition-driven loop splitting below instruction-mapping marks, before tensorize.
 
+Stages, in the order data flows: ``conditions`` (marks and guards) → ``intervals`` (always-true / fuzzy /
+always-false intervals per loop variable) → ``plan`` (the split plan of a nest) → ``cost`` (mapping cost, the
+full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffer per copy of a split loop) → ``apply``
+(one PrimFunc) → ``pass_`` (the Pass) → ``tensorize`` (main and tail tiles, with the tail forms of
+``tail_forms`` and the catalog ``intrinsics``). Around them: ``analysis`` (metrics and explanations),
+``examples``, ``workloads`` and ``demo``.
+"""
+
+from . import analysis, intrinsics
 from .apply import NestReport, SplitReport, split_function
 from .conditions import MARK_KEY, find_marks
 from .pass_ import TailSplit
+from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
+from .tensorize import TensorizeMarked, TensorizeRecord, tensorize_marked
 
-__all__ = ["MARK_KEY", "NestReport", "SplitReport", "TailSplit", "find_marks", "split_function"]
+__all__ = [
+    "MARK_KEY",
+    "NestReport",
+    "SplitReport",
+    "TailMatch",
+    "TailMismatch",
+    "TailSplit",
+    "TensorizeMarked",
+    "TensorizeRecord",
+    "analysis",
+    "find_marks",
+    "intrinsics",
+    "register_tail_intrinsics",
+    "split_function",
+    "tensorize_marked",
+]

@@ -49,7 +49,7 @@ first, one at a time, and removes it in every case:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -57,50 +57,12 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, Mark, find_marks, substitute
+from ..ir_utils import substitute, with_loop
+from .conditions import MARK_KEY, Mark, find_marks
+from .intrinsics import ensure_builtin_registered, register_intrinsics
+from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
 
-__all__ = [
-    "TailForms",
-    "TailMatch",
-    "TailMismatch",
-    "TensorizeMarked",
-    "TensorizeRecord",
-    "instantiate",
-    "register_tail_intrinsics",
-    "tail_intrinsics",
-    "tensorize_marked",
-]
-
-
-class TailMismatch(ValueError):
-    """Raised by a variable-length emitter (or the matcher) when a tail does not fit; the message is the reason."""
-
-
-@dataclass(frozen=True)
-class TailMatch:
-    """A tail region matched against an intrinsic's description.
-
-    ``buffers`` maps each description buffer name (e.g. ``"A"``) to the region's buffer and the start indices of
-    the access (one per dimension of the region's buffer); ``extents`` are the region's loop extents, outermost
-    first, paired with the description's loops; ``thread_bound`` says that a loop around or in the region is bound
-    to a GPU thread (an emitter of CPU code must refuse it); ``free_extents`` maps the name of each free extent
-    variable of the description (a loop of any extent) to the region's extent of that loop."""
-
-    intrinsic: str
-    block_name: str
-    loops: tuple[tirx.For, ...]
-    extents: tuple[tvm.ir.PrimExpr, ...]
-    buffers: dict[str, tuple[tirx.Buffer, tuple[tvm.ir.PrimExpr, ...]]]
-    thread_bound: bool = False
-    free_extents: dict[str, tvm.ir.PrimExpr] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TailForms:
-    """The tail forms of one mark value: fixed-size intrinsics by the marked loop's extent, and an emitter."""
-
-    by_extent: dict[int, str] = field(default_factory=dict)
-    variable_length: Callable[[TailMatch], tirx.Stmt] | None = None
+__all__ = ["TensorizeMarked", "TensorizeRecord", "instantiate", "tensorize_marked"]
 
 
 @dataclass(frozen=True)
@@ -125,43 +87,11 @@ class TensorizeRecord:
         return f"{where} {self.action}{used}{why}"
 
 
-_TAIL_FORMS: dict[str, TailForms] = {}
-
-
-def register_tail_intrinsics(
-    mark_value: str,
-    by_extent: dict[int, str] | None = None,
-    variable_length: Callable[[TailMatch], tirx.Stmt] | None = None,
-) -> None:
-    """Register the tail forms of the intrinsic a mark names (replaces an earlier registration); ``mark_value``
-    must also be a registered ``TensorIntrin`` when ``tensorize_marked`` meets the mark.
-
-    ``by_extent`` maps an extent of the marked loop to a registered ``TensorIntrin`` covering tails of that size;
-    ``variable_length(match: TailMatch) -> tirx.Stmt`` builds the replacement of a tail of any extent up to the
-    description's (raise ``TailMismatch`` to refuse one)."""
-    by_extent = dict(by_extent or {})
-    for extent, name in by_extent.items():
-        if not isinstance(extent, int) or extent <= 0:
-            raise ValueError(f"by_extent keys are positive loop extents, got {extent!r} for {mark_value!r}")
-        if not isinstance(name, str):
-            raise ValueError(f"by_extent[{extent}] must name a TensorIntrin, got {name!r}")
-    if variable_length is not None and not callable(variable_length):
-        raise ValueError(f"variable_length must be callable, got {variable_length!r}")
-    _TAIL_FORMS[mark_value] = TailForms(by_extent, variable_length)
-
-
-def tail_intrinsics(mark_value: str) -> TailForms | None:
-    """The tail forms registered for ``mark_value`` (``None`` when there are none)."""
-    return _TAIL_FORMS.get(mark_value)
-
-
 def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IRModule:
     """Tensorize every condition-free marked region whose shape matches the intrinsic its mark names; tails use
     a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
 
     When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
-    from ..intrinsics import ensure_builtin_registered, register_intrinsics  # (import cycle otherwise)
-
     register_intrinsics()
     for func in mod.functions.values():
         if isinstance(func, tirx.PrimFunc):
@@ -210,7 +140,7 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     blocks = mark.blocks()
     block_name = blocks[0] if blocks else "?"
     intrinsic = s_tir.TensorIntrin.get(value, allow_missing=True)
-    forms = _TAIL_FORMS.get(value, TailForms())
+    forms = tail_intrinsics(value) or TailForms()
     if intrinsic is None:
         raise ValueError(
             f"the mark on loop {loop_name!r} (block {block_name!r}) names {value!r}, which is not a registered "
@@ -389,7 +319,7 @@ def _map_loop(func: tirx.PrimFunc, loop: tirx.For, make: Callable[[tirx.For], ti
 def _unmark(func: tirx.PrimFunc, loop: tirx.For) -> tirx.PrimFunc:
     def unmark(node: tirx.For) -> tirx.For:
         annotations = {k: v for k, v in node.annotations.items() if k != MARK_KEY}
-        return tirx.For(node.loop_var, node.min, node.extent, node.kind, node.body, node.thread_binding, annotations)
+        return with_loop(node, annotations=annotations)
 
     return _map_loop(func, loop, unmark)
 
@@ -611,8 +541,7 @@ def _fold_after_binding(body: tirx.Stmt) -> tirx.Stmt:
         extent = analyzer.simplify(node.extent)
         if not isinstance(extent, tirx.IntImm) or isinstance(node.extent, tirx.IntImm):
             return node
-        return tirx.For(node.loop_var, node.min, extent, node.kind, node.body, node.thread_binding,
-                        dict(node.annotations))
+        return with_loop(node, extent=extent)
 
     def on_load(node):
         return tirx.BufferLoad(node.source, [analyzer.simplify(index) for index in node.indices])

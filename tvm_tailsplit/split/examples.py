@@ -6,7 +6,7 @@ import tvm
 from tvm import s_tir, te
 from tvm.script import tirx as T
 
-from .split.conditions import MARK_KEY
+from .conditions import MARK_KEY
 
 __all__ = [
     "elementwise_multiply_nc1hwc0",

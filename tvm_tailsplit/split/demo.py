@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import tvm
 
+from ..testing import assert_same_results
 from . import analysis, intrinsics
 from .examples import elementwise_multiply_nc1hwc0, symbolic_vector_multiply
-from .split import TailSplit
-from .split.rewrite import remove_marks
-from .split.tensorize import tensorize_marked
-from .testing import assert_same_results
+from .pass_ import TailSplit
+from .rewrite import remove_marks
+from .tensorize import tensorize_marked
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
-"""End-to-end TailSplit workloads a TVM user recognizes, and the variants the tail benchmark compares.
+"""End-to-end TailSplit workloads a TVM user recognizes, on shapes that are not multiples of the tile.
 
 Each workload builds a scheduled TensorIR module whose instruction-sized loop carries the mark
-(``MARK_KEY`` naming a registered ``TensorIntrin``), on shapes that are not multiples of the tile:
+(``MARK_KEY`` naming a registered ``TensorIntrin``):
 
 - ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
   -> int32) tiled for AVX-512 VNNI (``intrinsics.VNNI_DOT_16x4_LLVM22``: the package's LLVM 22 form of TVM's
@@ -14,17 +14,14 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
   ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop.
 
-``build_variant(workload, variant, shape)`` gives the five ways to compile the same computation that the
-benchmark compares: ``guarded`` (TVM's default for the same tiling, inner loop vectorized, no tensorize; the
-reference ``guarded_unvectorized`` is the same schedule without ``sch.vectorize``),
-``pad_einsum`` (padding + tensorize), ``loop_partition`` (the guarded schedule with TVM's loop-partition
-hints), ``tailsplit`` (TailSplit + ``tensorize_marked``) and ``divisible`` (the tensorized kernel on the
-nearest shape divisible by the tile; ``useful_work`` scales its time).
+``WORKLOADS`` describes the CPU workloads as data (``Workload``): the tiled axes and the tile, the computation,
+the schedule (marked, or vectorized the way TVM users tile without the instruction), the block that carries the
+update, how to pad it to whole tiles, and its numpy oracle. The tail benchmark (``bench/tail_variants.py``) builds
+its variants from these fields alone.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,17 +32,13 @@ from tvm import s_tir, te, tirx
 from tvm.s_tir import SBlock
 
 from . import intrinsics
-from .intrinsics import llvm_target
-from .split.conditions import MARK_KEY
-from .split.tensorize import tensorize_marked
+from .conditions import MARK_KEY
+from .intrinsics import MATMUL_PANEL_TILE, llvm_target
 
 __all__ = [
     "DENSE_TILE",
     "ELEMENTWISE_LANES",
     "MATMUL_INTRINSIC",
-    "MATMUL_TILE",
-    "REFERENCE_VARIANTS",
-    "VARIANTS",
     "VECTOR_MUL_INTRINSIC",
     "VNNI_INTRINSIC",
     "WMMA_INTRINSIC",
@@ -54,16 +47,14 @@ __all__ = [
     "WMMA_WARPS",
     "WORKLOADS",
     "Workload",
-    "build_variant",
     "dense_int8_vnni",
-    "divisible_shape",
     "elementwise_nc1hwc0",
     "llvm_target",
     "matmul_fp32",
     "matmul_wmma_cuda",
     "reference",
     "register_workload_intrinsics",
-    "useful_work",
+    "vectorize_if_allowed",
 ]
 
 # The marks of the workloads: the package's intrinsics (``intrinsics.register_intrinsics`` registers them with
@@ -75,12 +66,8 @@ VECTOR_MUL_INTRINSIC = intrinsics.MUL_16
 WMMA_INTRINSIC = "wmma_sync_16x16x16_f16f16f32"
 # tile of each workload over its tiled axes
 DENSE_TILE = (16, 4)  # (n, k) of one dot_16x4
-MATMUL_TILE = intrinsics.MATMUL_PANEL_TILE  # (m, n) of the micro-kernel; its k loop is the whole reduction
 ELEMENTWISE_LANES = 16
 WMMA_TILE = (16, 16, 16)
-VARIANTS = ("guarded", "pad_einsum", "loop_partition", "tailsplit", "divisible")
-# also built by build_variant, timed by the benchmark as a reference: the guarded schedule without sch.vectorize
-REFERENCE_VARIANTS = ("guarded_unvectorized",)
 
 
 # ---------------------------------------------------------------------------------------------- intrinsics
@@ -141,7 +128,7 @@ def _matmul_fp16_func(m: int, n: int, k: int) -> tirx.PrimFunc:
 # ------------------------------------------------------------------------------------------------- schedules
 
 
-def _vectorize_if_allowed(sch: s_tir.Schedule, loop: s_tir.LoopRV) -> bool:
+def vectorize_if_allowed(sch: s_tir.Schedule, loop: s_tir.LoopRV) -> bool:
     """``sch.vectorize`` where TVM accepts it; a loop a guard depends on is refused (it stays serial, and
     LLVM's own vectorizer may still handle it)."""
     try:
@@ -162,7 +149,7 @@ def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.L
     if vectorize:  # what TVM gives without the instruction: the 16 outputs as the vector lanes
         sch.reorder(j_0, r_0, i, r_1, j_1)
         sch.decompose_reduction(block, r_0)
-        _vectorize_if_allowed(sch, j_1)
+        vectorize_if_allowed(sch, j_1)
         return j_0
     sch.reorder(j_0, r_0, i, j_1, r_1)
     sch.decompose_reduction(block, r_0)
@@ -188,16 +175,16 @@ def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: boo
     panel = None
     if pack:
         panel = sch.cache_read(block, 1, "global")
-        sch.transform_layout(block, ("read", 1), lambda r, j: (j // MATMUL_TILE[1], r, j % MATMUL_TILE[1]),
+        sch.transform_layout(block, ("read", 1), lambda r, j: (j // MATMUL_PANEL_TILE[1], r, j % MATMUL_PANEL_TILE[1]),
                              pad_value=0.0)
     i, j, r = sch.get_loops(block)
-    i_0, i_1 = sch.split(i, [None, MATMUL_TILE[0]])
-    j_0, j_1 = sch.split(j, [None, MATMUL_TILE[1]])
+    i_0, i_1 = sch.split(i, [None, MATMUL_PANEL_TILE[0]])
+    j_0, j_1 = sch.split(j, [None, MATMUL_PANEL_TILE[1]])
     if vectorize:  # the same tiling, the 16 columns as vector lanes, the row loop unrolled
         sch.reorder(i_0, j_0, r, i_1, j_1)
         sch.decompose_reduction(block, r)
         sch.unroll(i_1)
-        _vectorize_if_allowed(sch, j_1)
+        vectorize_if_allowed(sch, j_1)
         return i_0
     if panel is not None:
         sch.reorder(j_0, i_0, i_1, j_1, r)
@@ -216,7 +203,7 @@ def _schedule_elementwise(sch: s_tir.Schedule, mark: bool, vectorize: bool, h_ti
     n, c1, h, w, c0 = sch.get_loops(block)
     h_o, h_i = sch.split(h, [None, h_tile])
     if vectorize:
-        _vectorize_if_allowed(sch, c0)
+        vectorize_if_allowed(sch, c0)
         return h_o
     if mark:
         sch.annotate(c0, MARK_KEY, VECTOR_MUL_INTRINSIC)
@@ -333,68 +320,7 @@ def _schedule_wmma(func: tirx.PrimFunc) -> tvm.IRModule:
     return sch.mod
 
 
-# -------------------------------------------------------------------------------------- benchmark variants
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One benchmark workload: its shape parameters, the tiled ones and the tile, and how to build it."""
-
-    name: str
-    tiled: tuple[str, ...]
-    tile: tuple[int, ...]
-    build: Callable[..., tvm.IRModule]
-    compute: Callable[..., tirx.PrimFunc]
-    schedule: Callable[..., s_tir.LoopRV]
-
-
-def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
-    def schedule(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
-        return _schedule_elementwise(sch, mark, vectorize, h_tile)
-
-    return schedule
-
-
-WORKLOADS: dict[str, Workload] = {
-    "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
-                                _schedule_dense),
-    "matmul_fp32": Workload("matmul_fp32", ("m", "n"), MATMUL_TILE, matmul_fp32, _matmul_func,
-                            _schedule_matmul),
-    "elementwise_nc1hwc0": Workload("elementwise_nc1hwc0", ("h",), (8,), elementwise_nc1hwc0, _elementwise_func,
-                                    _elementwise_schedule(8)),
-}
-
-
-def divisible_shape(workload: str, shape: dict[str, int]) -> dict[str, int]:
-    """The nearest shape whose tiled extents are multiples of the tile (ties round up)."""
-    spec = WORKLOADS[workload]
-    result = dict(shape)
-    for axis, tile in zip(spec.tiled, spec.tile, strict=True):
-        result[axis] = max(tile, tile * math.floor(shape[axis] / tile + 0.5))
-    return result
-
-
-def useful_work(workload: str, shape: dict[str, int]) -> float:
-    """Points of ``shape`` over points of ``divisible_shape``: multiply the divisible kernel's time by this to
-    compare it with kernels on ``shape``."""
-    divisible = divisible_shape(workload, shape)
-    return math.prod(shape.values()) / math.prod(divisible.values())
-
-
-def _pad_einsum(workload: str, shape: dict[str, int]) -> tvm.IRModule:
-    """``sch.pad_einsum`` to whole tiles, then the same schedule and ``tensorize_marked`` (no tail is left)."""
-    register_workload_intrinsics()
-    spec = WORKLOADS[workload]
-    if workload == "dense_int8_vnni":
-        # the packed weight is indexed by j // 16, r // 4: not an einsum; pad by hand the way a user would
-        return _dense_padded_by_hand(**shape)
-    sch = s_tir.Schedule(spec.compute(**shape))
-    # whole tiles of the tiled axes (the matmul's reduction is not tiled: its kernel takes any depth)
-    tile = [*MATMUL_TILE, 1] if workload == "matmul_fp32" else [1, 1, 8, 1, 1]
-    sch.pad_einsum(sch.get_sblock("C"), tile)
-    spec.schedule(sch, mark=True, vectorize=False)
-    _vectorize_copies(sch, ("A_pad", "B_pad", "C_pad"))
-    return tensorize_marked(sch.mod)  # every marked region is a main tile
+# ---------------------------------------------------------------------------------------- padding helpers
 
 
 def _dense_padded_by_hand(m: int, n: int, k: int) -> tvm.IRModule:
@@ -421,38 +347,11 @@ def _dense_padded_by_hand(m: int, n: int, k: int) -> tvm.IRModule:
     sch.reorder(j_0, r_0, i, j_1, r_1)
     sch.decompose_reduction(block, r_0)
     sch.tensorize(j_1, VNNI_INTRINSIC)
-    _vectorize_copies(sch, ("A_pad", "C"))
+    vectorize_copies(sch, ("A_pad", "C"))
     return sch.mod
 
 
-def _guarded(workload: str, shape: dict[str, int], partition_hint: bool) -> tvm.IRModule:
-    spec = WORKLOADS[workload]
-    sch = s_tir.Schedule(spec.compute(**shape))
-    spec.schedule(sch, mark=False, vectorize=True)
-    if partition_hint:
-        # TVM's LoopPartition (in the default pipeline) splits hinted loops by the conditions in their body
-        for loop in sch.get_loops(sch.get_sblock("C_update" if workload != "elementwise_nc1hwc0" else "C")):
-            if sch.get(loop).kind == tirx.ForKind.SERIAL and sch.get(loop).extent.value > 1:
-                sch.annotate(loop, "pragma_loop_partition_hint", 1)
-    return sch.mod
-
-
-def _without_vectorize(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with every vectorized loop serial again: what TVM compiles when the user does not call
-    ``sch.vectorize`` (LLVM's own loop vectorizer may still vectorize it)."""
-
-    def serial(loop: tirx.For) -> tirx.For:
-        if loop.kind != tirx.ForKind.VECTORIZED:
-            return loop
-        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, loop.thread_binding,
-                        dict(loop.annotations))
-
-    func = mod["main"]
-    return tvm.IRModule({"main": func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, serial),
-                                                                       order="post"))})
-
-
-def _vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
+def vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
     """Vectorize the padding copies (16 lanes of their innermost loop) where TVM accepts it; a shape that needs no
     padding has no copies."""
     existing = set()
@@ -462,46 +361,78 @@ def _vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
             continue
         inner = sch.get_loops(sch.get_sblock(name))[-1]
         _, lanes = sch.split(inner, [None, 16])
-        _vectorize_if_allowed(sch, lanes)
+        vectorize_if_allowed(sch, lanes)
 
 
-def _tailsplit(workload: str, shape: dict[str, int]) -> tvm.IRModule:
-    from .split import TailSplit
-
-    register_workload_intrinsics()
-    return tensorize_marked(TailSplit()(WORKLOADS[workload].build(**shape)))
+# ------------------------------------------------------------------------------------------- the workloads
 
 
-def build_variant(workload: str, variant: str, shape: dict[str, int]) -> tvm.IRModule:
-    """The module of one benchmark variant, ready for ``tvm.compile`` (see the module docstring). For
-    ``divisible`` the module computes ``divisible_shape(workload, shape)``."""
-    if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)}")
-    if variant == "guarded":
-        return _guarded(workload, shape, partition_hint=False)
-    if variant == "guarded_unvectorized":
-        return _without_vectorize(_guarded(workload, shape, partition_hint=False))
-    if variant == "loop_partition":
-        return _guarded(workload, shape, partition_hint=True)
-    if variant == "pad_einsum":
-        return _pad_einsum(workload, shape)
-    if variant == "tailsplit":
-        return _tailsplit(workload, shape)
-    if variant == "divisible":
-        return _tailsplit(workload, divisible_shape(workload, shape))
-    raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS + REFERENCE_VARIANTS}")
+def _reference_dense(inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
+    a, w = inputs[:2]
+    n, k = shape["n"], shape["k"]
+    unpacked = w.transpose(0, 2, 1, 3).reshape(w.shape[0] * 16, w.shape[1] * 4)[:n, :k]
+    return a.astype(np.int32) @ unpacked.astype(np.int32).T
+
+
+def _reference_matmul(inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
+    a, b = inputs[:2]
+    return a.astype(np.float32) @ b.astype(np.float32)
+
+
+def _reference_elementwise(inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
+    return inputs[0] * inputs[1]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One CPU workload as data.
+
+    ``tiled`` names the shape parameters the tile covers (``tile``, in the same order); ``build(**shape)`` is the
+    marked module; ``compute(**shape)`` the unscheduled PrimFunc and ``schedule(sch, mark, vectorize)`` its tiling
+    (marked for the instruction, or with the lanes vectorized the way a user tiles without it); ``update_block``
+    is the block that carries the computation once scheduled (``C_update`` after ``decompose_reduction``);
+    ``pad_tile`` is the tile ``sch.pad_einsum`` pads the block's iteration space to (1 on axes that need no
+    padding), or ``None`` for a block that is not an einsum, padded by ``pad_by_hand(**shape)`` instead;
+    ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters)."""
+
+    name: str
+    tiled: tuple[str, ...]
+    tile: tuple[int, ...]
+    build: Callable[..., tvm.IRModule]
+    compute: Callable[..., tirx.PrimFunc]
+    schedule: Callable[..., s_tir.LoopRV]
+    update_block: str
+    reference: Callable[[list[np.ndarray], dict[str, int]], np.ndarray]
+    pad_tile: tuple[int, ...] | None = None
+    pad_by_hand: Callable[..., tvm.IRModule] | None = None
+
+
+def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
+    def schedule(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
+        return _schedule_elementwise(sch, mark, vectorize, h_tile)
+
+    return schedule
+
+
+WORKLOADS: dict[str, Workload] = {
+    "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
+                                _schedule_dense, "C_update", _reference_dense,
+                                pad_by_hand=_dense_padded_by_hand),
+    "matmul_fp32": Workload("matmul_fp32", ("m", "n"), MATMUL_PANEL_TILE, matmul_fp32, _matmul_func,
+                            _schedule_matmul, "C_update", _reference_matmul,
+                            # whole tiles of M and N; the reduction is not tiled (the kernel takes any depth)
+                            pad_tile=(*MATMUL_PANEL_TILE, 1)),
+    "elementwise_nc1hwc0": Workload("elementwise_nc1hwc0", ("h",), (8,), elementwise_nc1hwc0, _elementwise_func,
+                                    _elementwise_schedule(8), "C", _reference_elementwise,
+                                    pad_tile=(1, 1, 8, 1, 1)),
+}
 
 
 def reference(workload: str, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
-    """The numpy result of a workload on its inputs (in the order of the function's buffer parameters)."""
-    if workload == "dense_int8_vnni":
-        a, w = inputs[:2]
-        n, k = shape["n"], shape["k"]
-        unpacked = w.transpose(0, 2, 1, 3).reshape(w.shape[0] * 16, w.shape[1] * 4)[:n, :k]
-        return a.astype(np.int32) @ unpacked.astype(np.int32).T
-    if workload in ("matmul_fp32", "matmul_wmma_cuda"):
-        a, b = inputs[:2]
-        return a.astype(np.float32) @ b.astype(np.float32)
-    if workload == "elementwise_nc1hwc0":
-        return inputs[0] * inputs[1]
-    raise ValueError(f"unknown workload {workload!r}")
+    """The numpy result of a workload on its inputs (in the order of the function's buffer parameters); also
+    ``matmul_wmma_cuda``, whose result is the fp32 matmul's."""
+    if workload == "matmul_wmma_cuda":
+        return _reference_matmul(inputs, shape)
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)} and 'matmul_wmma_cuda'")
+    return WORKLOADS[workload].reference(inputs, shape)

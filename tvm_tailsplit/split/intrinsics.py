@@ -63,7 +63,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from .split.tensorize import TailMatch, TailMismatch, register_tail_intrinsics
+from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
 
 __all__ = [
     "ADD_16",

@@ -20,9 +20,10 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from .split.apply import SplitReport, nests_of, plan_nest, split_function, validate_options
-from .split.conditions import find_marks, guards_under, is_mark, loop_vars_in, substitute
-from .split.cost import MappingCost
+from ..ir_utils import substitute
+from .apply import SplitReport, nests_of, plan_nest, split_function, validate_options
+from .conditions import find_marks, guards_under, is_mark, loop_vars_in
+from .cost import MappingCost
 
 __all__ = [
     "InstructionCount",
