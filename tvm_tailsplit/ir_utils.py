@@ -4,6 +4,8 @@
 - ``with_loop``: a ``For`` rebuilt with some of its fields changed (the others, annotations included, kept).
 - ``map_loops``: every ``For`` of every PrimFunc of a module mapped by a function, innermost first.
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
+- ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
+- ``require_module``: the same check for functions that take a module.
 """
 
 from __future__ import annotations
@@ -13,8 +15,17 @@ from collections.abc import Callable, Mapping
 import tvm
 import tvm_ffi
 from tvm import tirx
+from tvm.ir import _ffi_transform_api
 
-__all__ = ["EMIT_INSN_PRAGMA", "drop_loop_annotation", "map_loops", "substitute", "with_loop"]
+__all__ = [
+    "EMIT_INSN_PRAGMA",
+    "checked_module_pass",
+    "drop_loop_annotation",
+    "map_loops",
+    "require_module",
+    "substitute",
+    "with_loop",
+]
 
 # The loop annotation that maps the loop nest below it to one instruction (TVM's emit_insn pragma; TailSplit's mark).
 EMIT_INSN_PRAGMA = "pragma_emit_insn"
@@ -66,3 +77,31 @@ def drop_loop_annotation(mod: tvm.IRModule, key: str) -> tvm.IRModule:
         return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
 
     return map_loops(mod, drop)
+
+
+def require_module(mod: object, who: str, argument: str = "mod") -> None:
+    """Raise ``TypeError`` naming ``who`` and ``argument`` unless ``mod`` is a ``tvm.IRModule``."""
+    if isinstance(mod, tvm.IRModule):
+        return
+    hint = " (wrap it: tvm.IRModule({'main': func}))" if isinstance(mod, tirx.PrimFunc) else ""
+    raise TypeError(f"{who}: {argument} must be a tvm.IRModule, got {type(mod).__name__}{hint}")
+
+
+class _CheckedModulePass(tvm.transform.ModulePass):
+    """A module pass whose direct call checks its argument (TVM's own call passes anything to C++, which fails
+    with a raw FFI error for a PrimFunc or ``None``)."""
+
+    def __init__(self, transform: Callable[[tvm.IRModule, tvm.transform.PassContext], tvm.IRModule], name: str):
+        info = tvm.transform.PassInfo(0, name, [], False)
+        self.__init_handle_by_constructor__(_ffi_transform_api.MakeModulePass, transform, info)
+
+    def __call__(self, mod: tvm.IRModule) -> tvm.IRModule:
+        require_module(mod, self.info.name)
+        return super().__call__(mod)
+
+
+def checked_module_pass(transform: Callable[[tvm.IRModule, tvm.transform.PassContext], tvm.IRModule],
+                        name: str) -> tvm.transform.Pass:
+    """``transform`` as a ``tvm.transform.ModulePass`` named ``name`` (opt level 0) that, called directly on
+    anything but an ``IRModule``, raises a ``TypeError`` naming the pass; in a ``Sequential`` it is TVM's pass."""
+    return _CheckedModulePass(transform, name)

@@ -2,16 +2,17 @@
 
 Stages, in the order data flows: ``conditions`` (marks and guards) → ``intervals`` (always-true / fuzzy /
 always-false intervals per loop variable) → ``plan`` (the split plan of a nest) → ``cost`` (mapping cost, the
-full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffer per copy of a split loop) → ``apply``
-(one PrimFunc) → ``pass_`` (the Pass) → ``tensorize`` (main and tail tiles, with the tail forms of
-``tail_forms`` and the catalog ``intrinsics``). Around them: ``analysis`` (metrics and explanations),
-``examples``, ``workloads`` and ``demo``.
+full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffer per copy of a split loop) →
+``apply`` (one PrimFunc) → ``pass_`` (the Pass) → ``tensorize`` (main and tail tiles, with the tail forms of
+``tail_forms`` and the catalog ``intrinsics``) → ``pipeline`` (the ``"tailsplit"`` TIR pipeline). Around them:
+``analysis`` (metrics and explanations), ``examples``, ``workloads`` and ``demo``.
 """
 
 from . import analysis, intrinsics
 from .apply import NestReport, SplitReport, split_function
 from .conditions import MARK_KEY, find_marks
 from .pass_ import TailSplit
+from .pipeline import TAILSPLIT_PIPELINE, tailsplit_pipeline
 from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
 from .tensorize import TensorizeMarked, TensorizeRecord, tensorize_marked
 
@@ -19,6 +20,7 @@ __all__ = [
     "MARK_KEY",
     "NestReport",
     "SplitReport",
+    "TAILSPLIT_PIPELINE",
     "TailMatch",
     "TailMismatch",
     "TailSplit",
@@ -29,5 +31,6 @@ __all__ = [
     "intrinsics",
     "register_tail_intrinsics",
     "split_function",
+    "tailsplit_pipeline",
     "tensorize_marked",
 ]

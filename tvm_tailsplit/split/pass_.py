@@ -1,13 +1,19 @@
-"""The ``TailSplit`` pass: a thin ``prim_func_pass`` around ``apply.split_function``."""
+"""The ``TailSplit`` pass: a thin module pass around ``apply.split_function``, one call per PrimFunc (named by its
+GlobalVar); reports go to the caller's list and, with ``verbose``, to the ``tvm_tailsplit`` logger."""
 
 from __future__ import annotations
+
+import logging
 
 import tvm
 from tvm import tirx
 
+from ..ir_utils import checked_module_pass
 from .apply import SplitReport, split_function, validate_options
 
 __all__ = ["TailSplit"]
+
+logger = logging.getLogger("tvm_tailsplit")
 
 
 def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
@@ -32,24 +38,29 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
     max_fuzzy_expansion:
         The longest fuzzy interval expanded element by element; a longer one keeps its condition.
     verbose:
-        Print, per function and mark, what was split, what was kept and why.
+        Log (logger ``tvm_tailsplit``, level INFO; shown by ``logging.basicConfig(level=logging.INFO)``), per
+        function and mark, what was split, what was kept and why; without it the reports go to DEBUG.
     reports:
         When a list is given, the ``SplitReport`` of every function is appended to it.
 
     Returns
     -------
-    A ``tvm.transform.Pass`` named ``TailSplit`` working on s_tir PrimFuncs; functions without marks pass
-    through unchanged.
+    A ``tvm.transform.Pass`` (a module pass) named ``TailSplit`` working on the s_tir PrimFuncs of a module
+    (reports are named by each function's GlobalVar); functions without marks and other functions pass through
+    unchanged. Called directly on anything but an ``IRModule`` it raises ``TypeError``.
     """
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
 
-    def transform(func: tirx.PrimFunc, mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tirx.PrimFunc:
-        name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "main"
-        new_func, report = split_function(func, name, strategy, max_mapping_cost, max_fuzzy_expansion)
-        if verbose:
-            print(report)
-        if reports is not None:
-            reports.append(report)
-        return new_func
+    def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        functions = {}
+        for global_var, func in mod.functions.items():
+            if isinstance(func, tirx.PrimFunc):
+                func, report = split_function(func, global_var.name_hint, strategy, max_mapping_cost,
+                                              max_fuzzy_expansion)
+                logger.log(logging.INFO if verbose else logging.DEBUG, "%s", report)
+                if reports is not None:
+                    reports.append(report)
+            functions[global_var] = func
+        return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
-    return tirx.transform.prim_func_pass(transform, opt_level=0, name="TailSplit")
+    return checked_module_pass(transform, "TailSplit")

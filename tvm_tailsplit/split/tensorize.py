@@ -57,7 +57,7 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import substitute, with_loop
+from ..ir_utils import checked_module_pass, require_module, substitute, with_loop
 from .conditions import MARK_KEY, Mark, find_marks
 from .intrinsics import ensure_builtin_registered, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
@@ -92,6 +92,9 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
     a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
 
     When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
+    require_module(mod, "tensorize_marked")
+    if report is not None and not isinstance(report, list):
+        raise TypeError(f"tensorize_marked: report must be a list (or None), got {type(report).__name__}")
     register_intrinsics()
     for func in mod.functions.values():
         if isinstance(func, tirx.PrimFunc):
@@ -111,7 +114,7 @@ def TensorizeMarked(report: list | None = None) -> tvm.transform.Pass:  # noqa: 
     def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         return tensorize_marked(mod, report=report)
 
-    return tvm.transform.module_pass(transform, opt_level=0, name="TensorizeMarked")
+    return checked_module_pass(transform, "TensorizeMarked")
 
 
 def _tensorize_function(func: tirx.PrimFunc, name: str, report: list | None) -> tirx.PrimFunc:

@@ -1,0 +1,140 @@
+"""TailSplit's entry points as a TVM user meets them: the registered ``"tailsplit"`` TIR pipeline (composed from
+TVM's default, compiled and run), reports named by GlobalVar, logging, and clear errors for wrong arguments."""
+
+import logging
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir, te, tirx
+from tvm.ir.instrument import pass_instrument
+
+from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
+from tvm_tailsplit.split import TAILSPLIT_PIPELINE, intrinsics, tailsplit_pipeline
+from tvm_tailsplit.testing import run_guarded
+
+WRAPPERS = {"sequential", "_pipeline", "TailSplitPipeline"}
+
+
+def marked_multiply() -> tvm.IRModule:
+    """``C = A * B`` over a symbolic ``n`` in tiles of 16, the lanes marked with the 16-lane multiply."""
+    n = te.var("n")
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.placeholder((n,), "float32", name="B")
+    c = te.compute((n,), lambda i: a[i] * b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (i,) = sch.get_loops(sch.get_sblock("C"))
+    _, lanes = sch.split(i, [None, 16])
+    sch.annotate(lanes, MARK_KEY, intrinsics.MUL_16)
+    return sch.mod
+
+
+@pass_instrument
+class RecordPasses:
+    def __init__(self):
+        self.names = []
+
+    def run_before_pass(self, mod, info):
+        if info.name not in WRAPPERS:
+            self.names.append(info.name)
+
+
+def passes_run(compile_fn) -> list[str]:
+    recorder = RecordPasses()
+    with tvm.transform.PassContext(opt_level=3, instruments=[recorder]):
+        compile_fn()
+    return recorder.names
+
+
+def test_tailsplit_pipeline_is_registered_and_runs_correctly():
+    intrinsics.register_intrinsics()
+    mod = marked_multiply()
+    executable = tvm.compile(mod, target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 15, 16, 17, 50):
+        a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
+        _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
+        np.testing.assert_array_equal(c, a * b)
+
+
+def test_tailsplit_pipeline_is_tvms_default_after_the_two_passes():
+    """Composed, not copied: once tvm.compile has bound the target, the pipeline runs TailSplit, TensorizeMarked,
+    then exactly the passes TVM's default pipeline runs on the same module (this fails if TVM's default changes
+    under a copy)."""
+    intrinsics.register_intrinsics()
+    target = intrinsics.llvm_target()
+    mod = marked_multiply()
+    ours = passes_run(lambda: tvm.compile(mod, target=target, tir_pipeline=TAILSPLIT_PIPELINE))
+    prepared = TensorizeMarked()(TailSplit()(mod))
+    default = passes_run(lambda: tvm.compile(prepared, target=target))
+    assert ours[0] == default[0] == "tirx.BindTarget"
+    assert ours[1:3] == ["TailSplit", "TensorizeMarked"]
+    assert ours[3:] == default[1:] and len(default) > 20
+
+
+def test_tailsplit_pipeline_takes_tailsplit_options():
+    pipeline, finalize_host, finalize_device = tailsplit_pipeline(strategy="partial")
+    assert isinstance(pipeline, tvm.transform.Pass) and callable(finalize_host) and callable(finalize_device)
+    with pytest.raises(ValueError, match="strategy"):
+        tailsplit_pipeline(strategy="everything")
+
+
+def test_reports_are_named_by_the_global_var(caplog):
+    """A PrimFunc without ``global_symbol`` (as Relax's legalization makes them) is reported under its
+    GlobalVar's name, and the report goes to the ``tvm_tailsplit`` logger (INFO with verbose)."""
+    func = marked_multiply()["main"].without_attr("global_symbol")
+    reports = []
+    caplog.set_level(logging.INFO, logger="tvm_tailsplit")
+    TailSplit(verbose=True, reports=reports)(tvm.IRModule({"multiply_0": func}))
+    assert [r.function for r in reports] == ["multiply_0"]
+    assert "TailSplit multiply_0:" in caplog.text
+
+
+def test_without_verbose_reports_go_to_debug(caplog):
+    caplog.set_level(logging.INFO, logger="tvm_tailsplit")
+    TailSplit()(marked_multiply())
+    assert "TailSplit main:" not in caplog.text
+    caplog.set_level(logging.DEBUG, logger="tvm_tailsplit")
+    TailSplit()(marked_multiply())
+    assert "TailSplit main:" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [None, "main", 3])
+def test_passes_refuse_what_is_not_a_module(bad):
+    for entry, name in ((TailSplit(), "TailSplit"), (TensorizeMarked(), "TensorizeMarked")):
+        with pytest.raises(TypeError, match=f"{name}: mod must be a tvm.IRModule, got {type(bad).__name__}"):
+            entry(bad)
+    with pytest.raises(TypeError, match="tensorize_marked: mod must be a tvm.IRModule"):
+        tensorize_marked(bad)
+
+
+def test_a_prim_func_gets_a_hint_to_wrap_it():
+    func = marked_multiply()["main"]
+    with pytest.raises(TypeError, match=r"got PrimFunc \(wrap it: tvm.IRModule"):
+        TailSplit()(func)
+    with pytest.raises(TypeError, match=r"got PrimFunc \(wrap it"):
+        tensorize_marked(func)
+
+
+def test_report_argument_must_be_a_list():
+    with pytest.raises(TypeError, match="report must be a list"):
+        tensorize_marked(marked_multiply(), report="yes")
+
+
+def test_register_tail_intrinsics_refuses_unknown_names():
+    with pytest.raises(ValueError, match=r"by_extent\[4\] names 'also_nope', which is not a registered TensorIntrin"):
+        register_tail_intrinsics("nope", by_extent={4: "also_nope"})
+    with pytest.raises(TypeError, match="mark_value must be the name of a TensorIntrin"):
+        register_tail_intrinsics(None, variable_length=lambda match: None)
+    with pytest.raises(TypeError, match="by_extent must be a dict"):
+        register_tail_intrinsics("nope", by_extent=[4])
+    with pytest.raises(ValueError, match="give by_extent, variable_length or both"):
+        register_tail_intrinsics("nope")
+
+
+def test_the_pass_is_tvms_module_pass_in_a_sequential():
+    intrinsics.register_intrinsics()
+    seq = tvm.transform.Sequential([TailSplit(), TensorizeMarked()])
+    assert isinstance(TailSplit(), tvm.transform.ModulePass) and TailSplit().info.name == "TailSplit"
+    out = seq(marked_multiply())
+    assert isinstance(out["main"], tirx.PrimFunc) and MARK_KEY not in out.script()
