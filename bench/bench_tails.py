@@ -26,7 +26,8 @@ Also per variant: compile time (`tvm.compile` + JIT), TIR lines (the scheduled m
 TIR lines, object bytes and compile time.
 
 Run: `make bench` (all benchmarks), `python -m bench.bench_tails` or `python -m bench.bench_tails --quick`
-(fewer shapes and rounds, for development); results: bench/results/tails.json and tails.md.
+(fewer shapes and rounds, for development, written under bench/results/quick/); results: bench/results/tails.json
+and tails.md.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ import os
 import pathlib
 import platform
 import statistics
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-RESULTS = pathlib.Path(__file__).parent / "results"
+from bench import cli
+
 ROUNDS = 7
 QUICK_ROUNDS = 3
 SHAPES = {
@@ -425,13 +426,13 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
-    report = run(quick=quick)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tails.json").write_text(json.dumps(report, indent=2))
-    (RESULTS / "tails.md").write_text(markdown(report))
-    print(f"wrote {RESULTS / 'tails.json'} and {RESULTS / 'tails.md'}")
+def main(argv: list[str] | None = None) -> None:
+    args = cli.parser("bench_tails", (__doc__ or "").split("\n\n")[0]).parse_args(argv)
+    report = run(quick=args.quick)
+    json_path, md_path = cli.result_paths("tails", args.quick)
+    json_path.write_text(json.dumps(report, indent=2))
+    md_path.write_text(markdown(report))
+    print(f"wrote {json_path} and {md_path}")
 
 
 if __name__ == "__main__":

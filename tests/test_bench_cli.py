@@ -1,0 +1,44 @@
+"""The benchmark command lines: `--help` answers without running anything, unknown names are refused with a
+non-zero exit, and a quick run writes under bench/results/quick/, never over the committed full results."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("module", ["bench.run_all", "bench.bench_tails"])
+def test_help_answers_without_running(module):
+    result = run(module, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: python -m " in result.stdout and "--quick" in result.stdout
+    assert "machine:" not in result.stdout  # the benchmark did not start
+
+
+def test_run_all_refuses_unknown_benchmarks():
+    result = run("bench.run_all", "bench_nope")
+    assert result.returncode == 2
+    assert "unknown benchmark(s) ['bench_nope']" in result.stderr
+
+
+def test_unknown_flags_are_refused():
+    result = run("bench.bench_tails", "--quik")
+    assert result.returncode == 2 and "unrecognized arguments: --quik" in result.stderr
+
+
+def test_quick_results_never_overwrite_full_results():
+    sys.path.insert(0, str(ROOT))
+    from bench import cli
+
+    full = cli.result_paths("tails", quick=False)
+    quick = cli.result_paths("tails", quick=True)
+    assert full[0] == ROOT / "bench" / "results" / "tails.json"
+    assert quick[0] == ROOT / "bench" / "results" / "quick" / "tails.json"
+    assert "bench/results/quick/" in (ROOT / ".gitignore").read_text()
