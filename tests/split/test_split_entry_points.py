@@ -6,27 +6,15 @@ import logging
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te, tirx
+from tvm import tirx
 from tvm.ir.instrument import pass_instrument
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
 from tvm_tailsplit.split import TAILSPLIT_PIPELINE, intrinsics, tailsplit_pipeline
+from tvm_tailsplit.split.examples import symbolic_vector_multiply
 from tvm_tailsplit.testing import run_guarded
 
 WRAPPERS = {"sequential", "_pipeline", "TailSplitPipeline"}
-
-
-def marked_multiply() -> tvm.IRModule:
-    """``C = A * B`` over a symbolic ``n`` in tiles of 16, the lanes marked with the 16-lane multiply."""
-    n = te.var("n")
-    a = te.placeholder((n,), "float32", name="A")
-    b = te.placeholder((n,), "float32", name="B")
-    c = te.compute((n,), lambda i: a[i] * b[i], name="C")
-    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
-    (i,) = sch.get_loops(sch.get_sblock("C"))
-    _, lanes = sch.split(i, [None, 16])
-    sch.annotate(lanes, MARK_KEY, intrinsics.MUL_16)
-    return sch.mod
 
 
 @pass_instrument
@@ -48,7 +36,7 @@ def passes_run(compile_fn) -> list[str]:
 
 def test_tailsplit_pipeline_is_registered_and_runs_correctly():
     intrinsics.register_intrinsics()
-    mod = marked_multiply()
+    mod = symbolic_vector_multiply()
     executable = tvm.compile(mod, target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
     rng = np.random.default_rng(0)
     for n in (0, 1, 15, 16, 17, 50):
@@ -63,7 +51,7 @@ def test_tailsplit_pipeline_is_tvms_default_after_the_two_passes():
     under a copy)."""
     intrinsics.register_intrinsics()
     target = intrinsics.llvm_target()
-    mod = marked_multiply()
+    mod = symbolic_vector_multiply()
     ours = passes_run(lambda: tvm.compile(mod, target=target, tir_pipeline=TAILSPLIT_PIPELINE))
     prepared = TensorizeMarked()(TailSplit()(mod))
     default = passes_run(lambda: tvm.compile(prepared, target=target))
@@ -82,7 +70,7 @@ def test_tailsplit_pipeline_takes_tailsplit_options():
 def test_reports_are_named_by_the_global_var(caplog):
     """A PrimFunc without ``global_symbol`` (as Relax's legalization makes them) is reported under its
     GlobalVar's name, and the report goes to the ``tvm_tailsplit`` logger (INFO with verbose)."""
-    func = marked_multiply()["main"].without_attr("global_symbol")
+    func = symbolic_vector_multiply()["main"].without_attr("global_symbol")
     reports = []
     caplog.set_level(logging.INFO, logger="tvm_tailsplit")
     TailSplit(verbose=True, reports=reports)(tvm.IRModule({"multiply_0": func}))
@@ -92,10 +80,10 @@ def test_reports_are_named_by_the_global_var(caplog):
 
 def test_without_verbose_reports_go_to_debug(caplog):
     caplog.set_level(logging.INFO, logger="tvm_tailsplit")
-    TailSplit()(marked_multiply())
+    TailSplit()(symbolic_vector_multiply())
     assert "TailSplit main:" not in caplog.text
     caplog.set_level(logging.DEBUG, logger="tvm_tailsplit")
-    TailSplit()(marked_multiply())
+    TailSplit()(symbolic_vector_multiply())
     assert "TailSplit main:" in caplog.text
 
 
@@ -109,7 +97,7 @@ def test_passes_refuse_what_is_not_a_module(bad):
 
 
 def test_a_prim_func_gets_a_hint_to_wrap_it():
-    func = marked_multiply()["main"]
+    func = symbolic_vector_multiply()["main"]
     with pytest.raises(TypeError, match=r"got PrimFunc \(wrap it: tvm.IRModule"):
         TailSplit()(func)
     with pytest.raises(TypeError, match=r"got PrimFunc \(wrap it"):
@@ -118,7 +106,7 @@ def test_a_prim_func_gets_a_hint_to_wrap_it():
 
 def test_report_argument_must_be_a_list():
     with pytest.raises(TypeError, match="report must be a list"):
-        tensorize_marked(marked_multiply(), report="yes")
+        tensorize_marked(symbolic_vector_multiply(), report="yes")
 
 
 def test_register_tail_intrinsics_refuses_unknown_names():
@@ -136,5 +124,5 @@ def test_the_pass_is_tvms_module_pass_in_a_sequential():
     intrinsics.register_intrinsics()
     seq = tvm.transform.Sequential([TailSplit(), TensorizeMarked()])
     assert isinstance(TailSplit(), tvm.transform.ModulePass) and TailSplit().info.name == "TailSplit"
-    out = seq(marked_multiply())
+    out = seq(symbolic_vector_multiply())
     assert isinstance(out["main"], tirx.PrimFunc) and MARK_KEY not in out.script()
