@@ -135,8 +135,11 @@ def seconds_per_call(executable, args) -> float:
 
 def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
     """Every variant of one workload and shape: medians of side-by-side timings, code size, compile time."""
+    import tvm
+
     from bench import tail_variants as tv
     from tvm_tailsplit.split import workloads as wl
+    from tvm_tailsplit.split.conditions import loop_vars_in
 
     built = {}
     row: dict = {"workload": name, "shape": shape, "divisible_shape": tv.divisible_shape(name, shape),
@@ -156,17 +159,20 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
 
     for variant in tv.VARIANTS:
         add(variant, lambda variant=variant: tv.build_variant(name, variant, shape))
-    if name == "matmul_fp32":  # (d) with M symbolic: one kernel for every M, run with this shape's M
+    spec = wl.WORKLOADS[name]
+    if spec.symbolic_axis:  # (d) with that extent symbolic: one kernel for every extent, run with this shape's
         from tvm_tailsplit import TailSplit, tensorize_marked
 
-        symbolic_m = wl.matmul_fp32(None, shape["n"], shape["k"])
-        add("tailsplit, symbolic M", lambda: tensorize_marked(TailSplit()(symbolic_m)),
+        symbolic = spec.build(**{**shape, spec.symbolic_axis: None})
+        add(f"tailsplit, symbolic {spec.symbolic_axis.upper()}", lambda: tensorize_marked(TailSplit()(symbolic)),
             args_like=tv.build_variant(name, "tailsplit", shape))
-    if name == "elementwise_nc1hwc0":
-        # (a) without sch.vectorize: the one workload whose lane loop TVM vectorizes (its guard is on h)
+    guarded = tv.build_variant(name, "guarded", shape)
+    if any(loop.kind == tvm.tirx.ForKind.VECTORIZED for loop in loop_vars_in(guarded["main"].body)):
+        # (a) without sch.vectorize, where TVM vectorized the lane loop (the element-wise op: its guard is on h)
         add("guarded_unvectorized", lambda: tv.build_variant(name, "guarded_unvectorized", shape))
+    if name in FLAT:
         # the op with no tiling and no guard at all (see flat_elementwise)
-        executable, args = add("flat", lambda: flat_elementwise(shape))
+        executable, args = add("flat", lambda: FLAT[name](shape))
         executable["main"](*args)
         np.testing.assert_array_equal(args[2].numpy(), args[0].numpy() * args[1].numpy())
     times: dict = {variant: [] for variant in built}
@@ -212,18 +218,22 @@ def flat_elementwise(shape: dict):
     return sch.mod
 
 
+# kernels timed beside the variants of one workload: the same op with no tiling and no guard
+FLAT = {"elementwise_nc1hwc0": flat_elementwise}
+
+
 def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
     """Issued instructions (``analysis.instruction_count``) of the marked module before and after TailSplit and of
-    the divisible shape. ``instruction_count`` enumerates the loops above each mark in Python; the dense layer's
-    row loop ``i`` (above its mark, in no guard, every iteration identical) is counted for one row and
-    multiplied by ``m``."""
+    the divisible shape. ``instruction_count`` enumerates the loops above each mark in Python; a workload's
+    ``uniform_axis`` (above its mark, in no guard, every iteration identical: the dense layer's rows) is counted
+    for one iteration and multiplied by its extent."""
     from tvm_tailsplit import TailSplit
     from tvm_tailsplit.split import analysis
     from tvm_tailsplit.split import workloads as wl
 
-    rows = 1
-    if name == "dense_int8_vnni":
-        rows, shape, divisible = shape["m"], {**shape, "m": 1}, {**divisible, "m": 1}
+    rows, axis = 1, wl.WORKLOADS[name].uniform_axis
+    if axis:
+        rows, shape, divisible = shape[axis], {**shape, axis: 1}, {**divisible, axis: 1}
     marked = wl.WORKLOADS[name].build(**shape)
     return {"marked, before TailSplit": rows * analysis.instruction_count(marked).issued,
             "after TailSplit": rows * analysis.instruction_count(TailSplit()(marked)).issued,
@@ -244,7 +254,7 @@ def unrolled(name: str, shape: dict):
     from tvm_tailsplit.split.rewrite import remove_marks
 
     sch = s_tir.Schedule(wl.WORKLOADS[name].build(**shape))
-    block_name = "C_update" if name == "dense_int8_vnni" else "C"
+    block_name = wl.WORKLOADS[name].marked_block
     block = sch.get_sblock(block_name)
     guard_vars: set = set()
     reduction_vars: set = set()

@@ -393,7 +393,10 @@ class Workload:
     is the block that carries the computation once scheduled (``C_update`` after ``decompose_reduction``);
     ``pad_tile`` is the tile ``sch.pad_einsum`` pads the block's iteration space to (1 on axes that need no
     padding), or ``None`` for a block that is not an einsum, padded by ``pad_by_hand(**shape)`` instead;
-    ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters)."""
+    ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters);
+    ``marked_block`` is the block under the mark in ``build``'s module; ``symbolic_axis`` names the shape
+    parameter ``build`` also takes as ``None`` (symbolic: one compiled kernel for every extent); ``uniform_axis``
+    names an axis above the mark that no guard depends on (every iteration issues the same instructions)."""
 
     name: str
     tiled: tuple[str, ...]
@@ -403,8 +406,11 @@ class Workload:
     schedule: Callable[..., s_tir.LoopRV]
     update_block: str
     reference: Callable[[list[np.ndarray], dict[str, int]], np.ndarray]
+    marked_block: str
     pad_tile: tuple[int, ...] | None = None
     pad_by_hand: Callable[..., tvm.IRModule] | None = None
+    symbolic_axis: str | None = None
+    uniform_axis: str | None = None
 
 
 def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
@@ -416,14 +422,14 @@ def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
 
 WORKLOADS: dict[str, Workload] = {
     "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
-                                _schedule_dense, "C_update", _reference_dense,
-                                pad_by_hand=_dense_padded_by_hand),
+                                _schedule_dense, "C_update", _reference_dense, "C_update",
+                                pad_by_hand=_dense_padded_by_hand, uniform_axis="m"),
     "matmul_fp32": Workload("matmul_fp32", ("m", "n"), MATMUL_PANEL_TILE, matmul_fp32, _matmul_func,
-                            _schedule_matmul, "C_update", _reference_matmul,
+                            _schedule_matmul, "C_update", _reference_matmul, "C",
                             # whole tiles of M and N; the reduction is not tiled (the kernel takes any depth)
-                            pad_tile=(*MATMUL_PANEL_TILE, 1)),
+                            pad_tile=(*MATMUL_PANEL_TILE, 1), symbolic_axis="m"),
     "elementwise_nc1hwc0": Workload("elementwise_nc1hwc0", ("h",), (8,), elementwise_nc1hwc0, _elementwise_func,
-                                    _elementwise_schedule(8), "C", _reference_elementwise,
+                                    _elementwise_schedule(8), "C", _reference_elementwise, "C",
                                     pad_tile=(1, 1, 8, 1, 1)),
 }
 
