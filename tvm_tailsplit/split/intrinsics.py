@@ -166,18 +166,33 @@ def _multiply_add(k):
         )
 
 
-def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
+def _matmul_intrinsic(rows: int, cols: int = 16, depth: int | None = 16):
+    """``C += A @ B`` on a ``rows x cols x depth`` tile, the init block separate (``C`` loaded into the accumulators,
+    the ``k`` loop unrolled); or, with ``depth=None``, ``C = A @ B`` over a reduction of any depth: the
+    description's block has the init (``C = 0``) and its ``k`` loop the free extent ``depth``; the implementation
+    starts the accumulators at zero (``C`` is never read) and runs a serial ``k`` loop of ``K_UNROLL`` steps per
+    iteration, then the remainder."""
+    from_zero = depth is None
+    if from_zero:
+        depth = tirx.Var("depth", "int32")
+
     @T.prim_func(s_tir=True)
     def description(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
         B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1)
         C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1)
         with T.sblock("root"):
-            T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+            if from_zero:
+                T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+            else:
+                T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
             T.writes(C[0:rows, 0:cols])
             for i, j, k in T.grid(rows, cols, depth):
                 with T.sblock("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    if from_zero:
+                        with T.init():
+                            C[vi, vj] = T.float32(0)
                     C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
 
     @T.prim_func(s_tir=True)
@@ -187,64 +202,34 @@ def _matmul_intrinsic(rows: int, cols: int = 16, depth: int = 16):
         B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1, strides=[sb, 1])
         C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1, strides=[sc, 1])
         with T.sblock("root"):
-            T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+            if from_zero:
+                T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+            else:
+                T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
             T.writes(C[0:rows, 0:cols])
             with T.sblock("accumulate"):  # a nested block: tensorize keeps its buffers (not the root's)
-                T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
+                if from_zero:
+                    T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
+                else:
+                    T.reads(C[0:rows, 0:cols], A[0:rows, 0:depth], B[0:depth, 0:cols])
                 T.writes(C[0:rows, 0:cols])
                 acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
-                for i in T.unroll(rows):
-                    acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
-                for k in T.unroll(depth):
-                    _multiply_add(k)
-                for i in T.unroll(rows):
-                    C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
-
-    return description, implementation
-
-
-def _matmul_any_depth_intrinsic(rows: int, cols: int):
-    """``C = A @ B`` on a ``rows x cols`` tile over a reduction of any depth: the description's block has the init
-    (``C = 0``) and its ``k`` loop the free extent ``depth``; the implementation starts the accumulators at zero
-    (``C`` is never read) and runs a serial ``k`` loop."""
-    depth = tirx.Var("depth", "int32")
-
-    @T.prim_func(s_tir=True)
-    def description(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1)
-        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1)
-        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1)
-        with T.sblock("root"):
-            T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
-            T.writes(C[0:rows, 0:cols])
-            for i, j, k in T.grid(rows, cols, depth):
-                with T.sblock("update"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    with T.init():
-                        C[vi, vj] = T.float32(0)
-                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-    @T.prim_func(s_tir=True)
-    def implementation(a: T.handle, b: T.handle, c: T.handle) -> None:
-        sa, sb, sc = T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, (rows, depth), "float32", offset_factor=1, strides=[sa, 1])
-        B = T.match_buffer(b, (depth, cols), "float32", offset_factor=1, strides=[sb, 1])
-        C = T.match_buffer(c, (rows, cols), "float32", offset_factor=1, strides=[sc, 1])
-        with T.sblock("root"):
-            T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
-            T.writes(C[0:rows, 0:cols])
-            with T.sblock("accumulate"):
-                T.reads(A[0:rows, 0:depth], B[0:depth, 0:cols])
-                T.writes(C[0:rows, 0:cols])
-                acc = T.sblock_alloc_buffer((rows, cols), "float32", scope="local")
-                if depth > 0:  # (a block in a loop of extent 0 never runs, its init neither: C is not written)
+                if from_zero:
+                    if depth > 0:  # (a block in a loop of extent 0 never runs, its init neither: C is not written)
+                        for i in T.unroll(rows):
+                            acc[i, T.ramp(0, 1, cols)] = T.broadcast(T.float32(0), cols)
+                        for k_outer in T.serial(depth // K_UNROLL):
+                            for k_inner in T.unroll(K_UNROLL):
+                                _multiply_add(k_outer * K_UNROLL + k_inner)
+                        for k_rest in T.serial(depth % K_UNROLL):
+                            _multiply_add(depth - depth % K_UNROLL + k_rest)
+                        for i in T.unroll(rows):
+                            C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
+                else:
                     for i in T.unroll(rows):
-                        acc[i, T.ramp(0, 1, cols)] = T.broadcast(T.float32(0), cols)
-                    for k_outer in T.serial(depth // K_UNROLL):
-                        for k_inner in T.unroll(K_UNROLL):
-                            _multiply_add(k_outer * K_UNROLL + k_inner)
-                    for k_rest in T.serial(depth % K_UNROLL):
-                        _multiply_add(depth - depth % K_UNROLL + k_rest)
+                        acc[i, T.ramp(0, 1, cols)] = C[i, T.ramp(0, 1, cols)]
+                    for k in T.unroll(depth):
+                        _multiply_add(k)
                     for i in T.unroll(rows):
                         C[i, T.ramp(0, 1, cols)] = acc[i, T.ramp(0, 1, cols)]
 
@@ -510,7 +495,7 @@ def _register_once() -> tuple[str, ...]:
     for rows, name in MATMUL_TAILS.items():
         _register(name, *_matmul_intrinsic(rows, MATMUL_TILE[1], MATMUL_TILE[2]))
     register_tail_intrinsics(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
-    _register(MATMUL_8x16_ANY_DEPTH, *_matmul_any_depth_intrinsic(*MATMUL_PANEL_TILE))
+    _register(MATMUL_8x16_ANY_DEPTH, *_matmul_intrinsic(*MATMUL_PANEL_TILE, depth=None))
     register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul_from_zero)
     _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
     register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
