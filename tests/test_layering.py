@@ -1,8 +1,9 @@
 """The package's layering, read from the source: no import cycle between modules, and no import that runs back up.
 
 Layers, bottom to top: ``ir_utils`` imports nothing of the package; the other shared modules (``cuda``,
-``testing``) import ``ir_utils`` at most; a wing (``split``, ``fft``, ``warpspec``) imports its own modules and the shared ones, never another wing or the
-facade; the facade (``tvm_tailsplit/__init__.py``) imports the wings. Lazy imports inside functions count too."""
+``testing``) import ``ir_utils`` at most; a wing (``split``, ``fft``, ``warpspec``) imports its own modules and the
+shared ones, never another wing or the facade; the facade (``tvm_tailsplit/__init__.py``) imports the wings. Lazy
+imports inside functions count too."""
 
 import ast
 import pathlib

@@ -2,9 +2,9 @@
 decide are kept (and the program stays correct), invalid options raise ValueError, and the report explains
 per mark what was split and what was kept and why."""
 
-import numpy as np
 import logging
 
+import numpy as np
 import pytest
 import tvm
 from tvm.script import tirx as T
