@@ -6,7 +6,9 @@ their bindings, and so are the blocks nested in it, e.g. by `blockize`) and surr
 operations. For instance `index` of a task (the linear index of its enclosing pipeline loops) and a group with
 `first`, `distance`, `count`, `stages`, `base`, `phase_offset` (ints, or expressions of symbolic trip counts):
 `edge = index - first` (minus `distance` on the waiting side), active when `0 <= edge < count`, channel
-`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`. Guards that are always true are dropped. A
+`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`, computed by the same functions the checker
+uses (`SyncOp.edge_number`, `ChannelGroup.channel`, `SyncOp.parity`) on TIR expressions. Guards that are always
+true are dropped. A
 symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool (run with
@@ -157,11 +159,10 @@ class _RoleProgram:
     def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt:
         g = op.group
         simplify = self.analyzer.simplify
-        edge = simplify(index - g.first - (g.distance if op.action == WAIT else 0))
-        channel = simplify(g.base + tirx.floormod(edge, g.stages))
+        edge = simplify(op.edge_number(index))
+        channel = simplify(g.channel(edge))
         if op.action == WAIT:
-            parity = tirx.floormod(g.phase_offset + tirx.floordiv(edge, g.stages) + int(op.parity_flip), 2)
-            stmt = self.lowering.wait(op, channel, simplify(parity))
+            stmt = self.lowering.wait(op, channel, simplify(op.parity(edge)))
         else:
             stmt = self.lowering.arrive(op, channel)
         guard = tirx.And(edge >= 0, edge < g.count)
