@@ -48,8 +48,9 @@ from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
+from ..ir_utils import substitute, with_loop
 from .protocol import WAIT, Protocol, SyncOp
-from .tree import LoopNode, TaskNode, WarpSpecializeInputError, substitute
+from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
 __all__ = [
     "LLVM_MEMORY_ORDER_ACQUIRE",
@@ -210,7 +211,7 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     parallel = tirx.For(role_index, 0, len(tree.roles), tirx.ForKind.PARALLEL, dispatch)
     body = tirx.SeqStmt([reset, *touches, parallel])
     for loop in reversed(tree.grid_loops):
-        body = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, body)
+        body = with_loop(loop, kind=tirx.ForKind.SERIAL, body=body, thread_binding=None)
     return _with_root(protocol, body, [channels])
 
 
@@ -363,7 +364,7 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     binding = tirx.IterVar(tvm.ir.Range(0, total), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
     body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _seq(stmts), thread_binding=binding)
     for loop in reversed(tree.grid_loops):
-        body = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding)
+        body = with_loop(loop, body=body)
     return _with_root(protocol, body, [] if named_barriers else [bars, done])
 
 

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import tvm
 import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
+
+from ..ir_utils import substitute
 
 WARP_ROLE = "warp_role"
 
@@ -43,7 +44,6 @@ __all__ = [
     "TaskNode",
     "WarpSpecializeInputError",
     "build_schedule_tree",
-    "substitute",
 ]
 
 
@@ -170,20 +170,6 @@ def _region_text(region: Region) -> str:
     analyzer = sym.Analyzer()
     dims = ", ".join(f"{lo}:{analyzer.simplify(lo + ext)}" for lo, ext in region.bounds)
     return f"{region.buffer.name}[{dims}]"
-
-
-def substitute(node: tvm.ir.Node, mapping: dict[tirx.Var, tirx.Expr]) -> tvm.ir.Node:
-    """Replace variables (keys of `mapping`, compared by identity) in an expression or statement."""
-    if not mapping:
-        return node
-
-    def replace(v):
-        for old, new in mapping.items():
-            if old.same_as(v):
-                return new
-        return v
-
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, replace), order="post")
 
 
 def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
