@@ -46,7 +46,9 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     `target` is "llvm" (roles as concurrent CPU threads synchronizing through atomics) or "cuda" (roles as thread
     ranges synchronizing through mbarriers, or named barriers with `named_barriers=True`; `threads_per_role`
     maps each role to its thread count, a multiple of 32, default 32). On llvm the roles must run at once: set
-    `TVM_NUM_THREADS` to at least the number of roles (see `require_concurrent_threads`).
+    `TVM_NUM_THREADS` to at least the number of roles before the first TVM call (TVM's pool has at most one thread
+    per core); the generated function raises a RuntimeError saying so, instead of waiting forever, when TVM's pool
+    has fewer threads than roles (`require_concurrent_threads` checks the same from Python).
     Long or symbolic pipeline trip counts are analyzed symbolically (`warpspec.symbolic`); `max_instances` bounds
     the unrolling of kernels whose symbolic analysis fails.
     `debug_check` runs `check` on the protocol (at small trip counts) and raises `WarpSpecializeCheckError` on any
