@@ -304,9 +304,6 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     missing = [r for r in roles if r not in threads_per_role]
     if missing:
         raise WarpSpecializeInputError(f"threads_per_role has no entry for warp roles {missing}")
-    uneven = {r: n for r, n in threads_per_role.items() if n <= 0 or n % 32}
-    if uneven:
-        raise WarpSpecializeInputError(f"threads_per_role must give whole warps (multiples of 32), got {uneven}")
     # Named barrier ids: 1 + role index for the barriers inside a role, then one per channel if requested.
     first_channel_id = 1 + len(roles)
     needed = first_channel_id - 1 + (plan.channel_count if named_barriers else 0)
