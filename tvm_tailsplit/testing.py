@@ -192,3 +192,17 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
             func = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, unbind), order="post"))
         functions[global_var] = func
     return tvm.IRModule(functions)
+
+
+def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tuple[int, ...],
+                            out_dtype: str = "float32") -> np.ndarray:
+    """Call `executable["main"](*inputs, out)` with `out` zeroed inside canaries and return a copy of `out`.
+
+    The inputs are passed zero-copy (64-byte aligned, e.g. from `guarded_array`). Raises `AssertionError` if the
+    kernel wrote outside `out`.
+    """
+    out = guarded_array(out_shape, out_dtype, canary=-7.0)
+    out.array[:] = 0
+    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
+    out.check_canaries("output")
+    return out.array.copy()

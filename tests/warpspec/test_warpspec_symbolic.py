@@ -17,7 +17,7 @@ import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
-from tvm_tailsplit.testing import guarded_array  # noqa: E402
+from tvm_tailsplit.testing import guarded_array, run_with_guarded_output  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -29,7 +29,6 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE  # noqa: E402
-from tvm_tailsplit.warpspec.testing import run_with_guarded_output  # noqa: E402
 
 LARGE = {
     "streaming_2_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=2),
