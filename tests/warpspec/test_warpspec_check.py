@@ -1,12 +1,14 @@
 """`check` explores the interleavings of the generated protocol and catches planted bugs."""
 
 import dataclasses
+import logging
 
 import pytest
+import tvm
 from tvm import sym, tirx
 
 from tvm_tailsplit.ir_utils import substitute
-from tvm_tailsplit.warpspec import analyze, check, examples
+from tvm_tailsplit.warpspec import WarpSpecialize, analyze, check, examples
 from tvm_tailsplit.warpspec.check import (
     DEADLOCK,
     INCOMPLETE,
@@ -128,3 +130,10 @@ def test_checker_and_code_generator_share_the_channel_and_parity_formulas(name, 
                 assert at(op.parity(edge_expr), i) == op.parity(edge)
                 checked += 1
     assert checked > 0
+
+
+def test_debug_check_report_is_logged(caplog):
+    with caplog.at_level(logging.DEBUG, logger="tvm_tailsplit.warpspec"):
+        WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": examples.streaming_kernel(tiles=4, tile=4)}))
+    messages = [r.getMessage() for r in caplog.records if r.name == "tvm_tailsplit.warpspec"]
+    assert any("WarpSpecialize debug check" in m and "protocol is safe" in m for m in messages)
