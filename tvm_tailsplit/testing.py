@@ -23,6 +23,7 @@ __all__ = [
     "guarded_array",
     "random_like",
     "run_guarded",
+    "run_with_guarded_output",
     "threads_as_serial_loops",
     "to_tvm",
 ]
@@ -186,3 +187,17 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
         return with_loop(loop, kind=tvm.tirx.ForKind.SERIAL, thread_binding=None)
 
     return map_loops(mod, unbind)
+
+
+def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tuple[int, ...],
+                            out_dtype: str = "float32") -> np.ndarray:
+    """Call `executable["main"](*inputs, out)` with `out` zeroed inside canaries and return a copy of `out`.
+
+    The inputs are passed zero-copy (64-byte aligned, e.g. from `guarded_array`). Raises `AssertionError` if the
+    kernel wrote outside `out`.
+    """
+    out = guarded_array(out_shape, out_dtype, canary=-7.0)
+    out.array[:] = 0
+    executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
+    out.check_canaries("output")
+    return out.array.copy()

@@ -1,10 +1,11 @@
 """Analyses of WarpSpecialize, each tested alone: schedule tree, CDFG, CDRFG, redundancy elimination, channels."""
 
 import pytest
+import tvm
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from tvm_tailsplit.warpspec import WarpSpecializeInputError, analyze, examples
+from tvm_tailsplit.warpspec import WarpSpecialize, WarpSpecializeInputError, analyze, examples
 from tvm_tailsplit.warpspec.channels import allocate_channels
 from tvm_tailsplit.warpspec.check import check
 from tvm_tailsplit.warpspec.graphs import (
@@ -198,3 +199,63 @@ def test_rejects_a_rule_that_would_wait_backwards():
 
     with pytest.raises(WarpSpecializeInputError, match="from block 'put' to block 'take'.*not uniform"):
         analyze(rotated)
+
+
+def _ring_kernel(read_hi: int, write_hi: int) -> tirx.PrimFunc:
+    """A two-stage ring of 8-element tiles; `compute` declares it reads `ring[t % 2, 0:read_hi]` and `load` that
+    it writes `ring[t % 2, 0:write_hi]` (8 for both is the truth)."""
+
+    @T.prim_func(s_tir=True)
+    def ring_kernel(X: T.Buffer((32,), "float32"), Y: T.Buffer((32,), "float32")):
+        ring = T.sblock_alloc_buffer((2, 8), "float32", scope="shared")
+        for t in range(4):
+            with T.sblock("load"):
+                T.reads(X[t * 8:t * 8 + 8])
+                T.writes(ring[t % 2, 0:write_hi])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(8):
+                    ring[t % 2, i] = X[t * 8 + i]
+            with T.sblock("compute"):
+                T.reads(ring[t % 2, 0:read_hi])
+                T.writes(Y[t * 8:t * 8 + 8])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(8):
+                    Y[t * 8 + i] = ring[t % 2, i] + T.float32(1)
+
+    return ring_kernel
+
+
+def test_truthful_regions_are_accepted():
+    assert [t.name for t in build_schedule_tree(_ring_kernel(8, 8)).tasks()] == ["load", "compute"]
+
+
+def test_rejects_a_block_whose_reads_understate_its_body():
+    expected = (r"block 'compute' reads ring\[t % 2, 0:8\] in its body but declares ring\[t % 2, 0:4\] for "
+                r"buffer 'ring' in T.reads")
+    with pytest.raises(WarpSpecializeInputError, match=expected):
+        build_schedule_tree(_ring_kernel(read_hi=4, write_hi=8))
+    # Through the pass the error reaches the caller via TVM's FFI, message intact.
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=expected):
+        WarpSpecialize("llvm")(tvm.IRModule({"main": _ring_kernel(read_hi=4, write_hi=8)}))
+
+
+def test_rejects_a_block_whose_writes_understate_its_body():
+    with pytest.raises(WarpSpecializeInputError,
+                       match=r"block 'load' writes ring\[t % 2, 0:8\] .* declares ring\[t % 2, 0:6\] .*T.writes"):
+        build_schedule_tree(_ring_kernel(read_hi=8, write_hi=6))
+
+
+def test_rejects_an_undeclared_buffer():
+    @T.prim_func(s_tir=True)
+    def hidden_read(X: T.Buffer((16,), "float32"), Z: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
+        for t in range(4):
+            with T.sblock("scale"):
+                T.reads(X[t * 4:t * 4 + 4])
+                T.writes(Y[t * 4:t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Y[t * 4 + i] = X[t * 4 + i] + Z[t * 4 + i]
+
+    with pytest.raises(WarpSpecializeInputError, match=r"block 'scale' reads Z\[t \* 4:t \* 4 \+ 4\] .*declares "
+                                                       r"nothing for buffer 'Z'"):
+        build_schedule_tree(hidden_read)

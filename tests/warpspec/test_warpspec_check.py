@@ -1,10 +1,14 @@
 """`check` explores the interleavings of the generated protocol and catches planted bugs."""
 
 import dataclasses
+import logging
 
 import pytest
+import tvm
+from tvm import sym, tirx
 
-from tvm_tailsplit.warpspec import analyze, check, examples
+from tvm_tailsplit.ir_utils import substitute
+from tvm_tailsplit.warpspec import WarpSpecialize, analyze, check, examples
 from tvm_tailsplit.warpspec.check import (
     DEADLOCK,
     INCOMPLETE,
@@ -95,3 +99,41 @@ def test_dropped_resource_dependence_deadlocks_or_races_in_the_seed():
 def test_state_limit_is_reported_as_incomplete():
     report = check(examples.streaming_kernel(tiles=8, tile=4, stages=2), max_states=10)
     assert report.kinds() == {INCOMPLETE}
+
+
+@pytest.mark.parametrize("parity_flip", [False, True])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_checker_and_code_generator_share_the_channel_and_parity_formulas(name, parity_flip):
+    # The code generator calls edge_number / channel / parity on the TIR loop index; evaluated at every instance
+    # they must give what the checker computes from ints.
+    protocol = analyze(KERNELS[name]()).protocol
+    index = tirx.Var("index", "int32")
+    analyzer = sym.Analyzer()
+
+    def at(expr, i):
+        return int(analyzer.simplify(substitute(expr, {index: tirx.IntImm("int32", i)})))
+
+    instances = {}
+    for inst in protocol.plan.graph.instances:
+        instances[inst.task.name] = max(instances.get(inst.task.name, 0), inst.index + 1)
+    checked = 0
+    for task, ops in protocol.ops.items():
+        for op in ops:
+            op = dataclasses.replace(op, parity_flip=parity_flip and op.action == WAIT)
+            edge_expr = op.edge_number(index)
+            for i in range(instances[task]):
+                edge = op.edge(i)
+                if edge is None:
+                    continue
+                assert at(edge_expr, i) == edge
+                assert at(op.group.channel(edge_expr), i) == op.group.channel(edge)
+                assert at(op.parity(edge_expr), i) == op.parity(edge)
+                checked += 1
+    assert checked > 0
+
+
+def test_debug_check_report_is_logged(caplog):
+    with caplog.at_level(logging.DEBUG, logger="tvm_tailsplit.warpspec"):
+        WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": examples.streaming_kernel(tiles=4, tile=4)}))
+    messages = [r.getMessage() for r in caplog.records if r.name == "tvm_tailsplit.warpspec"]
+    assert any("WarpSpecialize debug check" in m and "protocol is safe" in m for m in messages)

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 from tvm import s_tir  # noqa: E402
 
-from tvm_tailsplit.testing import guarded_array  # noqa: E402
+from tvm_tailsplit.testing import guarded_array, run_with_guarded_output  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WarpSpecialize,
     examples,
@@ -22,7 +22,6 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.pass_ import has_warp_roles  # noqa: E402
-from tvm_tailsplit.warpspec.testing import run_with_guarded_output  # noqa: E402
 
 RUNS = 6
 DELAYED_RUNS = 3

@@ -9,6 +9,7 @@ import os
 
 os.environ.setdefault("TVM_NUM_THREADS", str(max(2, os.cpu_count() or 2)))
 
+import logging  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -17,7 +18,7 @@ import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
-from tvm_tailsplit.testing import guarded_array  # noqa: E402
+from tvm_tailsplit.testing import guarded_array, run_with_guarded_output  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -29,7 +30,6 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE  # noqa: E402
-from tvm_tailsplit.warpspec.testing import run_with_guarded_output  # noqa: E402
 
 LARGE = {
     "streaming_2_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=2),
@@ -369,3 +369,11 @@ def _nested_symbolic(x: T.handle, y: T.handle):
 def test_nested_symbolic_loop_is_rejected_naming_the_loop():
     with pytest.raises(WarpSpecializeInputError, match="loop 't' inside loop 'o' has the symbolic extent"):
         analyze(_nested_symbolic)
+
+
+def test_fallback_to_unrolling_is_logged(caplog):
+    func = examples.scheduled_scale_kernel(n=32 * 300, tile=32)
+    with caplog.at_level(logging.INFO, logger="tvm_tailsplit.warpspec"):
+        analyze(func)
+    messages = [r.getMessage() for r in caplog.records if r.name == "tvm_tailsplit.warpspec"]
+    assert any("symbolic analysis failed" in m and "unrolling the 600 task instances" in m for m in messages)

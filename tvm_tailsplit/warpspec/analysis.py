@@ -21,6 +21,7 @@ protocol instantiated at the window trip counts.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from tvm import tirx
@@ -37,6 +38,8 @@ from .symbolic import SymbolicAnalysisError, SymbolicPlan, count_instances, symb
 from .tree import ScheduleTree, build_schedule_tree
 
 __all__ = ["SMALL_INSTANCES", "Analysis", "analyze"]
+
+logger = logging.getLogger("tvm_tailsplit.warpspec")
 
 SMALL_INSTANCES = 256
 """Kernels with at most this many task instances (and constant trip counts) are unrolled by default."""
@@ -105,9 +108,11 @@ def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int 
         return _unrolled(tree, max_instances)
     try:
         symbolic = symbolic_plan(tree)
-    except SymbolicAnalysisError:
+    except SymbolicAnalysisError as error:
         if instances is None or instances > max_instances:
             raise
+        logger.info("WarpSpecialize: symbolic analysis failed (%s); unrolling the %d task instances", error,
+                    instances)
         return _unrolled(tree, max_instances)
     plan = symbolic.channel_plan()
     return Analysis(tree, None, None, None, plan, build_protocol(plan), symbolic)

@@ -59,19 +59,21 @@ class ChannelGroup:
     edges: tuple[tuple[int, int], ...] = field(repr=False)
     """Instance positions `(source, destination)` of `e_0, e_1, ...` (empty in a symbolic plan)."""
 
-    def edge_at_source(self, index: int) -> int | None:
-        """The edge number signalled by source instance `index`, or None if that instance signals nothing."""
-        i = index - self.first
-        return i if 0 <= i < self.count else None
+    def source_edge(self, index: Count) -> Count:
+        """The number of the edge that source instance `index` signals; an edge of the group only when
+        `0 <= edge < count`. Ints give ints; `PrimExpr`s (the generated code's loop indices) give the expression."""
+        return index - self.first
 
-    def edge_at_destination(self, index: int) -> int | None:
-        """The edge number awaited by destination instance `index`, or None."""
-        return self.edge_at_source(index - self.distance)
+    def destination_edge(self, index: Count) -> Count:
+        """The number of the edge that destination instance `index` awaits (see `source_edge`)."""
+        return index - self.first - self.distance
 
-    def channel(self, edge: int) -> int:
+    def channel(self, edge: Count) -> Count:
+        """The channel of edge `edge`: `base + edge % stages` (on a `PrimExpr`, `%` is `floormod`)."""
         return self.base + edge % self.stages
 
-    def phase(self, edge: int) -> int:
+    def phase(self, edge: Count) -> Count:
+        """The phase of its channel that edge `edge` uses: `phase_offset + edge // stages` (`floordiv`)."""
         return self.phase_offset + edge // self.stages
 
     @property

@@ -6,11 +6,17 @@ their bindings, and so are the blocks nested in it, e.g. by `blockize`) and surr
 operations. For instance `index` of a task (the linear index of its enclosing pipeline loops) and a group with
 `first`, `distance`, `count`, `stages`, `base`, `phase_offset` (ints, or expressions of symbolic trip counts):
 `edge = index - first` (minus `distance` on the waiting side), active when `0 <= edge < count`, channel
-`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`. Guards that are always true are dropped. A
+`base + edge % stages`, parity `(phase_offset + edge // stages) % 2`, computed by the same functions the checker
+uses (`SyncOp.edge_number`, `ChannelGroup.channel`, `SyncOp.parity`) on TIR expressions. Guards that are always
+true are dropped. A
 symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
 
-llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool (run with
-`TVM_NUM_THREADS` >= the number of roles, or the roles run one after another and the first wait spins forever).
+llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool. A parallel
+launch splits the loop over the pool's threads, so with fewer threads than roles some roles would run one after
+another and the first wait would spin forever: the generated function therefore first asserts
+`runtime.NumThreads() >= roles` (a packed call to TVM's runtime) and raises a RuntimeError saying how to get the
+threads instead of hanging (`TVM_NUM_THREADS` >= roles before the first TVM call; the pool has at most one thread
+per core).
 A channel is an int32 phase counter: *commit* / *release* is `__atomic_fetch_add_4(&channel, 1, release)` and
 *wait* / *acquire* spins until `(__atomic_load_4(&channel, acquire) & 1) != parity` (libatomic, through
 `call_extern`; load it with `load_libatomic()`). Grid loops become serial loops; every grid iteration resets the
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,8 +53,9 @@ from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
+from ..ir_utils import substitute, with_loop
 from .protocol import WAIT, Protocol, SyncOp
-from .tree import LoopNode, TaskNode, WarpSpecializeInputError, substitute
+from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
 __all__ = [
     "LLVM_MEMORY_ORDER_ACQUIRE",
@@ -70,18 +78,30 @@ def load_libatomic() -> None:
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
 
 
-def require_concurrent_threads(roles: int) -> None:
-    """Raise unless TVM's CPU thread pool runs at least `roles` threads at once (else the llvm form deadlocks).
+def _thread_requirement(roles: int) -> str:
+    return (f"WarpSpecialize: this kernel runs its {roles} warp roles as concurrent threads of TVM's CPU thread "
+            f"pool and would wait forever with fewer; set the environment variable TVM_NUM_THREADS={roles} (or "
+            f"more) before the first TVM call of the process (TVM's pool is created once, with at most one "
+            f"thread per core, so the machine needs at least {roles} cores)")
 
-    The pool is created at the first parallel launch with `TVM_NUM_THREADS` threads (default: 1 on some
-    machines), capped at the number of cores; set the variable before that launch.
+
+def require_concurrent_threads(roles: int) -> None:
+    """Raise `RuntimeError` unless TVM's CPU thread pool runs at least `roles` threads at once (else the llvm form
+    would deadlock; the generated function checks the same when called).
+
+    The pool is created at the first parallel launch (or this call) with `TVM_NUM_THREADS` threads (default: 1 on
+    some machines), capped at the number of cores; set the variable before that.
     """
     threads = tvm.get_global_func("runtime.NumThreads")()
     if threads < roles:
-        raise RuntimeError(
-            f"TVM's thread pool runs {threads} thread(s) but the kernel has {roles} warp roles that must run "
-            f"concurrently: set TVM_NUM_THREADS={roles} before the first parallel launch (needs {roles} cores)"
-        )
+        raise RuntimeError(f"{_thread_requirement(roles)}. TVM's pool runs {threads} thread(s); this machine has "
+                           f"{os.cpu_count()} logical cores.")
+
+
+def _assert(condition: tirx.PrimExpr, message: str) -> tirx.Stmt:
+    """A run-time check raising RuntimeError with `message`."""
+    # The FFI constructor takes (condition, error kind, message parts), whatever the Python parameter names say.
+    return tirx.AssertStmt(condition, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
 
 
 def _seq(stmts: list) -> tirx.Stmt | None:
@@ -157,11 +177,10 @@ class _RoleProgram:
     def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt:
         g = op.group
         simplify = self.analyzer.simplify
-        edge = simplify(index - g.first - (g.distance if op.action == WAIT else 0))
-        channel = simplify(g.base + tirx.floormod(edge, g.stages))
+        edge = simplify(op.edge_number(index))
+        channel = simplify(g.channel(edge))
         if op.action == WAIT:
-            parity = tirx.floormod(g.phase_offset + tirx.floordiv(edge, g.stages) + int(op.parity_flip), 2)
-            stmt = self.lowering.wait(op, channel, simplify(parity))
+            stmt = self.lowering.wait(op, channel, simplify(op.parity(edge)))
         else:
             stmt = self.lowering.arrive(op, channel)
         guard = tirx.And(edge >= 0, edge < g.count)
@@ -209,7 +228,11 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     parallel = tirx.For(role_index, 0, len(tree.roles), tirx.ForKind.PARALLEL, dispatch)
     body = tirx.SeqStmt([reset, *touches, parallel])
     for loop in reversed(tree.grid_loops):
-        body = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, body)
+        body = with_loop(loop, kind=tirx.ForKind.SERIAL, body=body, thread_binding=None)
+    roles = len(tree.roles)
+    if roles > 1:
+        threads = tirx.call_packed("runtime.NumThreads")
+        body = tirx.SeqStmt([_assert(threads >= roles, _thread_requirement(roles)), body])
     return _with_root(protocol, body, [channels])
 
 
@@ -281,9 +304,6 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     missing = [r for r in roles if r not in threads_per_role]
     if missing:
         raise WarpSpecializeInputError(f"threads_per_role has no entry for warp roles {missing}")
-    uneven = {r: n for r, n in threads_per_role.items() if n <= 0 or n % 32}
-    if uneven:
-        raise WarpSpecializeInputError(f"threads_per_role must give whole warps (multiples of 32), got {uneven}")
     # Named barrier ids: 1 + role index for the barriers inside a role, then one per channel if requested.
     first_channel_id = 1 + len(roles)
     needed = first_channel_id - 1 + (plan.channel_count if named_barriers else 0)
@@ -362,17 +382,15 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     binding = tirx.IterVar(tvm.ir.Range(0, total), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
     body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _seq(stmts), thread_binding=binding)
     for loop in reversed(tree.grid_loops):
-        body = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding)
+        body = with_loop(loop, body=body)
     return _with_root(protocol, body, [] if named_barriers else [bars, done])
 
 
 def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
     """Run-time checks of the minimum symbolic trip counts the channel plan holds for."""
     extents = {loop.var.name: loop.extent for loop in protocol.tree.loops()}
-    # The FFI constructor takes (condition, error kind, message parts), whatever the Python parameter names say.
-    return [tirx.AssertStmt(extents[name] >= minimum, tvm.ir.StringImm("RuntimeError"),
-                            [tvm.ir.StringImm(f"WarpSpecialize: loop '{name}' must run at least {minimum} "
-                                              "iterations (its synchronization was derived for those)")])
+    return [_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least {minimum} "
+                                              "iterations (its synchronization was derived for those)")
             for name, minimum in protocol.plan.min_trip_counts]
 
 

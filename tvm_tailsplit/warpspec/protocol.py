@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .channels import ChannelGroup, ChannelPlan
+from .channels import ChannelGroup, ChannelPlan, Count
 from .graphs import DATA
 from .tree import ScheduleTree
 
@@ -46,14 +46,21 @@ class SyncOp:
             return "wait" if self.group.kind == DATA else "acquire"
         return "commit" if self.group.kind == DATA else "release"
 
+    def edge_number(self, index: Count) -> Count:
+        """The number of the group's edge this operation handles in instance `index` of its task, whether or not
+        it is an edge of the group (int, or `PrimExpr` for the generated code)."""
+        if self.action == WAIT:
+            return self.group.destination_edge(index)
+        return self.group.source_edge(index)
+
     def edge(self, index: int) -> int | None:
         """The group's edge this operation handles in instance `index` of its task, or None (inactive)."""
-        if self.action == WAIT:
-            return self.group.edge_at_destination(index)
-        return self.group.edge_at_source(index)
+        edge = self.edge_number(index)
+        return edge if 0 <= edge < self.group.count else None
 
-    def parity(self, edge: int) -> int:
-        return (self.group.phase(edge) & 1) ^ int(self.parity_flip)
+    def parity(self, edge: Count) -> Count:
+        """The parity a wait for edge `edge` waits on: `(phase + parity_flip) % 2` (ints or `PrimExpr`s)."""
+        return (self.group.phase(edge) + int(self.parity_flip)) % 2
 
     def describe(self) -> str:
         g = self.group

@@ -45,6 +45,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
+from ..ir_utils import substitute
 from .channels import ChannelGroup, ChannelPlan, allocate_channels
 from .graphs import (
     Dependence,
@@ -55,7 +56,7 @@ from .graphs import (
     eliminate_redundant,
     unroll_instances,
 )
-from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError, substitute
+from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = [
     "Affine",

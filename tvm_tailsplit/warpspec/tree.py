@@ -20,18 +20,23 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   kernel's scalar parameters and buffer dimensions (a symbolic trip count, analyzed by `warpspec.symbolic`);
 * every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
   `init`, no buffer allocation and no match buffers, and is not nested in another annotated block; its read and
-  write regions bound everything it touches (the analysis trusts them);
+  write regions bound everything it touches (the analysis derives the synchronization from them; each access
+  region that TVM's block access analysis detects in the body must provably lie within them, see
+  `check_declared_regions`);
 * the names of the pipeline loop variables are distinct.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import tvm
 import tvm_ffi
-from tvm import sym, tirx
+from tvm import s_tir, sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
+
+from ..ir_utils import substitute
 
 WARP_ROLE = "warp_role"
 
@@ -43,7 +48,7 @@ __all__ = [
     "TaskNode",
     "WarpSpecializeInputError",
     "build_schedule_tree",
-    "substitute",
+    "check_declared_regions",
 ]
 
 
@@ -172,20 +177,6 @@ def _region_text(region: Region) -> str:
     return f"{region.buffer.name}[{dims}]"
 
 
-def substitute(node: tvm.ir.Node, mapping: dict[tirx.Var, tirx.Expr]) -> tvm.ir.Node:
-    """Replace variables (keys of `mapping`, compared by identity) in an expression or statement."""
-    if not mapping:
-        return node
-
-    def replace(v):
-        for old, new in mapping.items():
-            if old.same_as(v):
-                return new
-        return v
-
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, replace), order="post")
-
-
 def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
     block = realize.block
     name = block.name_hint
@@ -220,6 +211,42 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
 
     return TaskNode(name, int(role), realize, tuple(region(r) for r in block.reads),
                     tuple(region(w) for w in block.writes), loops)
+
+
+def _covers(analyzer: sym.Analyzer, declared: list, accessed) -> bool:
+    """True when `accessed` provably lies within the hull of the `declared` regions of its buffer."""
+    for dim, access in enumerate(accessed.region):
+        lo = functools.reduce(tirx.min, [d.region[dim].min for d in declared])
+        hi = functools.reduce(tirx.max, [d.region[dim].min + d.region[dim].extent for d in declared])
+        if not (analyzer.can_prove(lo <= access.min) and analyzer.can_prove(access.min + access.extent <= hi)):
+            return False
+    return True
+
+
+def check_declared_regions(block: SBlock, buffers: dict) -> None:
+    """Raise `WarpSpecializeInputError` when the body of `block` accesses a buffer outside the regions the block
+    declares (`T.reads` / `T.writes`), as far as TVM's block access analysis
+    (`s_tir.analysis.get_sblock_read_write_region`) and `tvm.sym` can tell.
+
+    The analysis derives the synchronization from the declared regions only, so an understated region would give
+    a racy program. A detected region must provably lie within the hull of the declared regions of its buffer
+    (read regions within the reads, write regions within the writes; an opaque access counts as both), with the
+    block's iteration variables in their domains. `buffers` maps the buffers visible to the block to themselves.
+    """
+    detected_reads, detected_writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
+    analyzer = sym.Analyzer()
+    for iter_var in block.iter_vars:
+        analyzer.bind(iter_var.var, iter_var.dom)
+    for kind, detected, declared in (("reads", detected_reads, block.reads), ("writes", detected_writes, block.writes)):
+        for accessed in detected:
+            same = [d for d in declared if d.source.same_as(accessed.source)]
+            if same and _covers(analyzer, same, accessed):
+                continue
+            stated = ", ".join(str(d) for d in same) if same else "nothing"
+            raise WarpSpecializeInputError(
+                f"block '{block.name_hint}' {kind} {accessed} in its body but declares {stated} for buffer "
+                f"'{accessed.source.name}' in T.{kind}; WarpSpecialize derives the synchronization from the declared "
+                f"regions, so declare every access (T.{kind}({accessed}) or wider)")
 
 
 def _statements(stmt) -> list:
@@ -293,4 +320,8 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
     tree = ScheduleTree(func, root, tuple(grid), children)
     if not tree.tasks():
         raise WarpSpecializeInputError(f"no block annotated with '{WARP_ROLE}' found in the pipeline")
+    buffers = {buffer: buffer for buffer in (*func.params, *root.alloc_buffers)
+               if not isinstance(buffer.ty, tvm.ir.PrimType)}
+    for task in tree.tasks():
+        check_declared_regions(task.realize.block, buffers)
     return tree

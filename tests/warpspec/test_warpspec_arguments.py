@@ -1,0 +1,84 @@
+"""WarpSpecialize's arguments: a wrong type is a TypeError, a wrong value a ValueError, each naming the argument
+and what was expected, raised when the pass is created (or called, for the module)."""
+
+import pytest
+import tvm
+
+from tvm_tailsplit.warpspec import WarpSpecialize, examples
+
+
+def _module() -> tvm.IRModule:
+    return tvm.IRModule({"main": examples.streaming_kernel(tiles=4, tile=8)})
+
+
+def test_calling_the_pass_on_a_prim_func_says_to_wrap_it_in_a_module():
+    with pytest.raises(TypeError, match=r"transforms an IRModule, got a PrimFunc.*tvm.IRModule\(\{'main': func\}\)"):
+        WarpSpecialize("llvm")(examples.streaming_kernel(tiles=4, tile=8))
+
+
+def test_calling_the_pass_on_none_names_the_expected_type():
+    with pytest.raises(TypeError, match="transforms a tvm.IRModule, got NoneType"):
+        WarpSpecialize("llvm")(None)
+
+
+@pytest.mark.parametrize("target", ["rocm", "cuda -arch=sm_80", "LLVM"])
+def test_unknown_target_strings_are_value_errors(target):
+    with pytest.raises(ValueError, match=f"'llvm' and 'cuda', not '{target}'"):
+        WarpSpecialize(target)
+
+
+@pytest.mark.parametrize("target", [None, 123, ["llvm"]])
+def test_targets_of_other_types_are_type_errors(target):
+    with pytest.raises(TypeError, match=r"target must be 'llvm' or 'cuda' \(a str\) or a tvm.target.Target, got"):
+        WarpSpecialize(target)
+
+
+def test_a_target_object_gives_its_kind():
+    specialized = WarpSpecialize(tvm.target.Target("llvm"))(_module())
+    assert "T.parallel(2)" in specialized.script()
+    with pytest.raises(ValueError, match="not a Target of kind 'c'"):
+        WarpSpecialize(tvm.target.Target("c"))
+
+
+@pytest.mark.parametrize("threads_per_role, expected", [
+    ([32, 32], r"threads_per_role must be a dict from warp role \(int\) to thread count \(int\), got list"),
+    ({"0": 32, "1": 32}, r"threads_per_role must map warp roles \(int\) to thread counts \(int\), got '0': 32"),
+    ({0: 32.0, 1: 32}, r"got 0: 32.0 \(int: float\)"),
+    ({0: True, 1: 32}, r"got 0: True \(int: bool\)"),
+])
+def test_threads_per_role_of_the_wrong_type(threads_per_role, expected):
+    with pytest.raises(TypeError, match=expected):
+        WarpSpecialize("cuda", threads_per_role=threads_per_role)
+
+
+@pytest.mark.parametrize("threads", [0, -32, 48])
+def test_threads_per_role_must_be_whole_warps(threads):
+    with pytest.raises(ValueError, match=f"whole warps .*got {threads} threads for warp role 1"):
+        WarpSpecialize("cuda", threads_per_role={0: 32, 1: threads})
+
+
+@pytest.mark.parametrize("options, error, expected", [
+    ({"debug_check": 1}, TypeError, "debug_check must be a bool, got int 1"),
+    ({"named_barriers": "yes"}, TypeError, "named_barriers must be a bool, got str 'yes'"),
+    ({"delay_us": 2.5}, TypeError, "delay_us must be an int, got float 2.5"),
+    ({"delay_us": -1}, ValueError, "delay_us must be at least 0, got -1"),
+    ({"max_instances": "10"}, TypeError, "max_instances must be an int, got str '10'"),
+    ({"max_instances": 0}, ValueError, "max_instances must be at least 1, got 0"),
+    ({"threads_per_role": {0: 32, 1: 32}}, ValueError, "threads_per_role applies to the 'cuda' target only"),
+    ({"named_barriers": True}, ValueError, "named_barriers applies to the 'cuda' target only"),
+])
+def test_llvm_options(options, error, expected):
+    with pytest.raises(error, match=expected):
+        WarpSpecialize("llvm", **options)
+
+
+def test_delay_is_an_llvm_option():
+    with pytest.raises(ValueError, match="delay_us applies to the 'llvm' target only"):
+        WarpSpecialize("cuda", delay_us=5)
+
+
+def test_the_pass_still_composes_with_tvm_passes():
+    specialize = WarpSpecialize("llvm")
+    assert isinstance(specialize, tvm.transform.Pass) and specialize.info.name == "WarpSpecialize"
+    out = tvm.transform.Sequential([specialize])(_module())
+    tvm.ir.assert_structural_equal(out, specialize(_module()))
