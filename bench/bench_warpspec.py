@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import datetime
 import json
-import pathlib
 import platform
 
 import tvm
 from tvm import s_tir, te
 
+from bench import cli
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, gpu_available, nvcc_available
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, analyze, check, examples
 from tvm_tailsplit.warpspec.channels import allocate_channels
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE
 
-RESULTS = pathlib.Path(__file__).parent / "results"
 ARCHS = ("sm_80", "sm_90")
 
 # name -> (kernel for the analysis with small trip counts, kernel for CUDA, threads per role)
@@ -149,7 +148,8 @@ def _markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = cli.parser("bench_warpspec", (__doc__ or "").split("\n\n")[0]).parse_args(argv)
     results = {
         "machine": f"{platform.node()} ({platform.machine()}, {platform.processor() or 'cpu'}, "
                    f"{platform.system()} {platform.release()})",
@@ -159,10 +159,10 @@ def main() -> None:
         "kernels": [static_figures(name) for name in KERNELS],
         "baseline": baseline_figures(),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "warpspec.json").write_text(json.dumps(results, indent=2) + "\n")
+    json_path, md_path = cli.result_paths("warpspec", args.quick)
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
     markdown = _markdown(results)
-    (RESULTS / "warpspec.md").write_text(markdown)
+    md_path.write_text(markdown)
     print(markdown)
 
 
