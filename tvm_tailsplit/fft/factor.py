@@ -16,7 +16,12 @@ rule:
 * **Rader** when `p - 1` is smooth (every prime factor of `p - 1` is within the codelet limit): the DFT of
   size `p` becomes a cyclic convolution of length `p - 1`, computed by two smooth transforms of size `p - 1`.
 * **Bluestein** otherwise: the DFT becomes a linear convolution embedded in a cyclic one of the smallest
-  length `m ≥ 2p - 1` whose prime factors are all at most 7, computed by two smooth transforms of size `m`.
+  length `m ≥ 2p - 1` whose prime factors are all at most `min(7, codelet limit)`, computed by two smooth
+  transforms of size `m`. Every prime factor of `m` is then a codelet, so that the recursion ends for any
+  limits (with a codelet limit below 7, a 7-smooth `m` could contain `p` again: 14 = 2·7 for p = 7).
+
+Termination: every node's children are smaller transforms or codelets: the radices of a composite size are
+below it, Rader's `p - 1` factors into codelets, and Bluestein's `m` factors into codelets.
 """
 
 from __future__ import annotations
@@ -74,10 +79,13 @@ def prime_algorithm(p: int, codelet_limit: int) -> str:
     return "rader" if max(prime_factors(p - 1)) <= codelet_limit else "bluestein"
 
 
-def bluestein_length(n: int) -> int:
-    """The smallest `m ≥ 2n - 1` whose prime factors are all at most 7 (the Bluestein convolution length)."""
+def bluestein_length(n: int, largest_prime: int = 7) -> int:
+    """The smallest `m ≥ 2n - 1` whose prime factors are all at most `largest_prime` (at least 2): the Bluestein
+    convolution length."""
+    if largest_prime < 2:
+        raise ValueError(f"largest_prime must be at least 2, got {largest_prime}")
     m = 2 * n - 1
-    while max(prime_factors(m), default=1) > 7:
+    while max(prime_factors(m), default=1) > largest_prime:
         m += 1
     return m
 
@@ -169,7 +177,7 @@ def breakdown(n: int, codelet_limit: int = 32, radix_limit: int = 8) -> Breakdow
         (p,) = parts
         if prime_algorithm(p, codelet_limit) == "rader":
             return Rader(p, primitive_root(p), breakdown(p - 1, codelet_limit, radix_limit))
-        m = bluestein_length(p)
+        m = bluestein_length(p, min(7, codelet_limit))
         return Bluestein(p, m, breakdown(m, codelet_limit, radix_limit))
     return _chain(parts, codelet_limit, radix_limit)
 
