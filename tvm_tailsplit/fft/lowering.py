@@ -19,8 +19,7 @@ strided loads (stores) of such a complete set become w-float contiguous ones and
 A pass that writes the elements `i·L + e`, e < S, with L > S (the first pass of a Cooley-Tukey chain: each
 instance's outputs are contiguous, the instances far apart) stores S floats per instance: its S strided
 stores become one S-float store per lane of the lanes' tuples, built by a transpose network of S·log2(S)
-two-vector shuffles (1 thread, 16 MiB batches, old and new in one process: n = 4096 11.7 -> 14.0 GFLOP/s,
-n = 1024 11.5 -> 11.8, n = 65536 unchanged; LLVM otherwise builds each tuple with inserts).
+two-vector shuffles (LLVM otherwise builds each tuple with inserts; measured in bench/results/fft_tuning.md).
 
 `hoist_scratch_allocation` moves a lane group's scratch allocation out of the serial loop over the groups
 of a parallel task, so that it is allocated once per task instead of once per group.
@@ -35,6 +34,8 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
+
+from .tuning import MAX_STORE_SET
 
 __all__ = ["PIPELINE", "contiguous_complex_access", "hoist_scratch_allocation", "register_pipeline"]
 
@@ -151,10 +152,6 @@ def _store_set(members: list, lanes: int, stride: int) -> list | None:
             part = tirx.Shuffle([tuples], [tirx.IntImm("int32", q * count + f) for f in range(count)])
             stmts.append(tirx.BufferStore(buffer, part, [tirx.Ramp(base + lane * stride, 1, count)]))
     return stmts
-
-
-# a set of strided stores gathers at most this many offsets (the codelet outputs of one lane)
-MAX_STORE_SET = 16
 
 
 def _transposed_stores(stmts: list, analyzer) -> list:
