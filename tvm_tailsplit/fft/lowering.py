@@ -35,6 +35,7 @@ assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpe
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import tvm
@@ -46,6 +47,8 @@ from .tuning import MAX_STORE_SET
 
 __all__ = ["INSERT_AFTER", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access", "default_passes",
            "hoist_scratch_allocation", "register_pipeline"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
 
 PIPELINE = "tailsplit_fft_llvm"
 # the name of the pipeline's module pass (what a PassInstrument sees around the passes it runs)
@@ -411,5 +414,6 @@ def register_pipeline(pair_buffers: frozenset[str]) -> str:
     if pair_buffers not in _REGISTERED:
         name = f"{PIPELINE}_{len(_REGISTERED)}"
         tirx.register_tir_pipeline(name, _pipeline_factory(pair_buffers))
+        logger.debug("registered TIR pipeline %s (pair buffers %s)", name, sorted(pair_buffers))
         _REGISTERED[pair_buffers] = name
     return _REGISTERED[pair_buffers]
