@@ -12,12 +12,15 @@ and the multi-threaded libraries together in the main process, on wall time. The
 is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
 converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once.
 
-Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md.
-A focused run that writes no results: `python -m bench.bench_fft --cases c2c:64,r2c:1024 --rounds 3`.
+Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md,
+written only by a full run (every case, the default rounds). Runs that write no results: `--cases
+c2c:64,r2c:1024` (a focused run; unknown cases are refused), `--rounds 3`, `--quick` (QUICK_CASES, QUICK_ROUNDS
+rounds). `--help` lists the options.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import json
@@ -47,6 +50,9 @@ SINGLE_THREADED = ("numpy.fft", "scipy.fft w=1", "pyfftw t=1")
 # timed after mkl_fft on 2 threads ran up to 30% slower than on 1 thread (n = 12, 64)
 SETTLE_SECONDS = 0.3
 RESULTS = pathlib.Path(__file__).parent / "results"
+# `--quick`: these cases, this many rounds, no results written
+QUICK_CASES = ("c2c:64", "c2c:1024", "c2c:97", "r2c:1024")
+QUICK_ROUNDS = 2
 
 
 def best_time(run, min_seconds: float = 0.15, repeats: int = 3, clock=time.perf_counter) -> float:
@@ -65,23 +71,38 @@ def best_time(run, min_seconds: float = 0.15, repeats: int = 3, clock=time.perf_
     return best
 
 
-def _option(name: str) -> str | None:
-    """The value of `--name value` on the command line, else None."""
-    if name in sys.argv[:-1]:
-        return sys.argv[sys.argv.index(name) + 1]
-    return None
-
-
-def cases() -> list[tuple[str, int, int]]:
-    """(kind, n, batch) of every measured transform; `--cases c2c:64,r2c:1024` (also passed on to the
-    one-thread subprocess) restricts them for a quick focused run, which does not write the results."""
+def all_cases() -> list[tuple[str, int, int]]:
+    """(kind, n, batch) of every measured transform."""
     result = [("c2c", n, max(1, BATCH_BYTES // (8 * n))) for n in C2C_SIZES]
-    result += [("r2c", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE)), ("c2r", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE))]
-    selected = _option("--cases")
-    if selected:
-        keys = set(selected.split(","))
-        result = [case for case in result if f"{case[0]}:{case[1]}" in keys]
-    return result
+    return result + [("r2c", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE)),
+                     ("c2r", REAL_SIZE, BATCH_BYTES // (4 * REAL_SIZE))]
+
+
+def case_name(case: tuple[str, int, int]) -> str:
+    return f"{case[0]}:{case[1]}"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line: `cases` becomes the list of (kind, n, batch) to measure (unknown names are refused)."""
+    names = [case_name(case) for case in all_cases()]
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_fft", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", help=f"comma-separated cases to measure (default: all): {','.join(names)}")
+    parser.add_argument("--rounds", type=int, help=f"rounds of side-by-side timings per case (default {ROUNDS})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{','.join(QUICK_CASES)} (unless --cases), {QUICK_ROUNDS} rounds (unless --rounds); "
+                             "writes no results")
+    parser.add_argument("--one-thread", action="store_true", help=argparse.SUPPRESS)  # the 1-thread subprocess
+    args = parser.parse_args(argv)
+    selected = args.cases.split(",") if args.cases else list(QUICK_CASES) if args.quick else names
+    unknown = [name for name in selected if name not in names]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join(names)}")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    args.full = not args.quick and args.cases is None and args.rounds is None
+    args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
+    args.selected = [case for case in all_cases() if case_name(case) in selected]
+    return args
 
 
 def flops(kind: str, n: int, batch: int) -> float:
@@ -97,24 +118,24 @@ def make_input(kind: str, n: int, batch: int) -> np.ndarray:
     return (rng.standard_normal((batch, length)) + 1j * rng.standard_normal((batch, length))).astype(np.complex64)
 
 
-def side_by_side(kind: str, n: int, batch: int, runners: dict, clock=time.perf_counter) -> dict:
-    """name -> median GFLOP/s over `ROUNDS` rounds (`--rounds k` overrides), each timing every runner in turn."""
+def side_by_side(kind: str, n: int, batch: int, runners: dict, rounds: int, clock=time.perf_counter) -> dict:
+    """name -> median GFLOP/s over `rounds` rounds, each timing every runner in turn."""
     seconds: dict = {name: [] for name in runners}
-    for _ in range(int(_option("--rounds") or ROUNDS)):
+    for _ in range(rounds):
         for name, run in runners.items():
             seconds[name].append(best_time(run, min_seconds=0.05, repeats=2, clock=clock))
             time.sleep(SETTLE_SECONDS)
     return {name: flops(kind, n, batch) / statistics.median(times) / 1e9 for name, times in seconds.items()}
 
 
-def measure_generated(single_threaded: bool) -> dict:
+def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], rounds: int) -> dict:
     """GFLOP/s of the generated operator for every case, with this process's TVM thread count, and of the
     installed single-threaded (or else multi-threaded) libraries side by side with it (`libraries`; `skipped`:
     name -> reason)."""
     from tvm_tailsplit import fft as tfft
 
     results = {}
-    for kind, n, batch in cases():
+    for kind, n, batch in cases:
         start = time.perf_counter()
         direction = "backward" if kind == "c2r" else "forward"
         plan = tfft.plan(n, batch, kind=kind, direction=direction)
@@ -131,7 +152,7 @@ def measure_generated(single_threaded: bool) -> dict:
         # single-threaded: the process's CPU time (every thread's), which other processes on a shared machine do
         # not inflate; multi-threaded: wall time (CPU time would count the libraries' spinning threads)
         clock = time.process_time if single_threaded else time.perf_counter
-        gflops = side_by_side(kind, n, batch, runners, clock=clock)
+        gflops = side_by_side(kind, n, batch, runners, rounds, clock=clock)
         results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "compile_seconds": compile_seconds,
                                   "passes": len(plan.passes.passes), "lanes": plan.lanes, "libraries": gflops,
                                   "skipped": skipped}
@@ -200,9 +221,11 @@ def machine() -> dict:
         "tvm_num_threads": os.environ.get("TVM_NUM_THREADS", str(os.cpu_count()))}
 
 
-def main() -> None:
-    if "--one-thread" in sys.argv:
-        print(json.dumps(measure_generated(single_threaded=True)))
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark with the options `argv` (None: none, the full run, as `bench.run_all` calls it)."""
+    args = parse_args([] if argv is None else argv)
+    if args.one_thread:
+        print(json.dumps(measure_generated(True, args.selected, args.rounds)))
         return
     os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count()))
     info = machine()
@@ -212,15 +235,15 @@ def main() -> None:
     dram_bandwidth = memory_bandwidth(256 * 1024 * 1024)
     print(f"machine: {info}\ncopy bandwidth: {bandwidth:.1f} GB/s (16 MiB), {dram_bandwidth:.1f} GB/s (256 MiB)",
           flush=True)
-    focused = sys.argv[1:]
-    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--one-thread", *focused], capture_output=True,
+    options = ["--cases", ",".join(case_name(case) for case in args.selected), "--rounds", str(args.rounds)]
+    single = subprocess.run([sys.executable, "-m", "bench.bench_fft", "--one-thread", *options], capture_output=True,
                             text=True, check=True, env={**os.environ, "TVM_NUM_THREADS": "1"},
                             cwd=pathlib.Path(__file__).parent.parent)
     generated_one = json.loads(single.stdout.strip().splitlines()[-1])
-    generated_all = measure_generated(single_threaded=False)
+    generated_all = measure_generated(False, args.selected, args.rounds)
     rows = []
     skipped: dict[str, str] = {}
-    for kind, n, batch in cases():
+    for kind, n, batch in args.selected:
         key = f"{kind}:{n}"
         x = make_input(kind, n, batch)
         # bytes read + written once, over the copy bandwidth: the memory-bound GFLOP/s ceiling
@@ -235,8 +258,9 @@ def main() -> None:
             skipped.update(generated[key]["skipped"])
         rows.append(row)
         print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    if _option("--cases"):
-        return  # a focused run: the results files keep the full benchmark
+    if not args.full:
+        print("a focused or quick run: the results files keep the full benchmark")
+        return
     RESULTS.mkdir(exist_ok=True)
     report = {"machine": info, "memory_bandwidth_GBps": bandwidth, "dram_bandwidth_GBps": dram_bandwidth,
               "skipped_libraries": skipped, "rows": rows,
@@ -279,4 +303,4 @@ def markdown(report: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,5 +1,7 @@
 """What a plan knows before its first call: description, shapes and workspace, read from the IR."""
 
+import logging
+
 import numpy as np
 
 from tvm_tailsplit import fft as tfft
@@ -50,3 +52,10 @@ def test_first_pass_nests_the_unit_stride_loop_of_the_input_inside():
     assert all(p.loop_order is None for p in tfft.plan(1024, 2).passes.passes[1:])
     x = (np.random.default_rng(1).standard_normal((2, 1024)) + 1j).astype(np.complex64)
     np.testing.assert_allclose(tfft.plan(1024, 2)(x), np.fft.fft(x), rtol=1e-4, atol=1e-3)
+
+
+def test_plan_construction_is_logged_on_the_fft_logger(caplog):
+    with caplog.at_level(logging.DEBUG, logger="tvm_tailsplit.fft"):
+        tfft.plan(21, 5, norm="forward", dtype="complex128", radix_limit=4)
+    records = [r for r in caplog.records if r.name == "tvm_tailsplit.fft" and "Plan(n=21, batch=5" in r.getMessage()]
+    assert len(records) == 1 and "lanes per group" in records[0].getMessage()

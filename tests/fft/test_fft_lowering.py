@@ -97,3 +97,62 @@ def test_scratch_stores_of_lane_tuples_are_contiguous(n):
     assert strided == []
     x = random_complex((2, n), "complex64", seed=n)
     assert relative_error(tfft.plan(n, 2)(x), np.fft.fft(x.astype(np.complex128))) <= tolerance(n, "complex64")
+
+
+@tvm.instrument.pass_instrument
+class _PassNames:
+    """Records the name of every pass that runs."""
+
+    def __init__(self):
+        self.names = []
+
+    def run_before_pass(self, mod, info):
+        self.names.append(info.name)
+
+
+_WRAPPERS = {"_pipeline", lowering.PIPELINE_PASS}
+
+
+def _passes_run(plan, pipeline: str) -> list[str]:
+    recorder = _PassNames()
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}, instruments=[recorder]):
+        tvm.compile(plan.module, target=plan.target, tir_pipeline=pipeline)
+    return [name for name in recorder.names if name not in _WRAPPERS]
+
+
+def _with_fft_passes(names: list[str]) -> list[str]:
+    position = names.index(lowering.INSERT_AFTER) + 1
+    return names[:position] + ["ContiguousComplexAccess", "HoistScratchAllocation"] + names[position:]
+
+
+def test_pipeline_is_tvm_default_with_the_fft_passes_after_vectorize():
+    plan = tfft.plan(64, 8)
+    default = _passes_run(plan, "default")
+    assert "tirx.VectorizeLoop" in default and "tirx.MakePackedAPI" in default
+    assert _passes_run(plan, lowering.register_pipeline(plan._pair_buffers())) == _with_fft_passes(default)
+
+
+def test_pipeline_follows_a_changed_tvm_default(monkeypatch):
+    # a TVM whose default pipeline has another pass list: the FFT's pipeline runs that list, not a copy of today's
+    from tvm.tirx import compilation_pipeline
+
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        changed = [tirx.transform.RemoveNoOp()] + [p for p in lowering.default_passes()
+                                                   if p.info.name != "s_tir.HoistIfThenElse"]
+    original = compilation_pipeline.PIPELINE_MAP["s_tir"]
+
+    def changed_default():
+        _, finalize_host, finalize_device = original()
+
+        @tvm.transform.module_pass(opt_level=0, name="_pipeline")
+        def pipeline(mod, _ctx):
+            return tvm.ir.transform.Sequential(list(changed))(mod)
+
+        return pipeline, finalize_host, finalize_device
+
+    monkeypatch.setitem(compilation_pipeline.PIPELINE_MAP, "s_tir", changed_default)
+    plan = tfft.plan(60, 7)
+    default = _passes_run(plan, "default")
+    assert default[:3] == ["tirx.BindTarget", "sequential", "tirx.RemoveNoOp"]
+    assert "s_tir.HoistIfThenElse" not in default
+    assert _passes_run(plan, lowering.register_pipeline(plan._pair_buffers())) == _with_fft_passes(default)

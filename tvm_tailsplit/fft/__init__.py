@@ -1,9 +1,11 @@
 """FFT operator generator: from the size to a scheduled TIR operator for llvm and CUDA.
 
-Data flow: (n, kind, dtype, target) → prime factors and breakdown (`factor`) → formula tree (`formula`) →
-derived codelets for the leaves (`codelet`) → passes over memory with folded stride permutations and
-twiddles (`passes`) → TIR template (`template`) → schedule per target (`schedule`) → compiled plan (`plan`;
-on llvm through `lowering`'s pipeline), or the same template as a stage of the caller's TE graph (`te_fft`).
+Data flow: (n, kind, dtype, target) → validated request (`spec.FFTSpec`, shared by `plan` and `te_fft`) →
+prime factors and breakdown (`factor`) → formula tree (`formula`) → derived codelets for the leaves
+(`codelet`) → passes over memory with folded stride permutations and twiddles (`passes`) → TIR template
+(`template`) → schedule per target (`schedule`) → compiled plan (`plan`; on llvm through `lowering`'s
+pipeline), or the same template as a stage of the caller's TE graph (`te_fft`).
+Every tuning constant is in `tuning` (measurements: bench/results/fft_tuning.md).
 """
 
 from .planner import Plan, fft, ifft, irfft, plan, rfft

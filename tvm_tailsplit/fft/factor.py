@@ -7,21 +7,29 @@ breakdown is `CT(r_1, CT(r_2, ... r_s))`. The prime factors up to the radix limi
 radices within that limit, balanced so that they are as equal as possible, in descending order except the
 largest, which comes last: the last radix is the first pass over memory, and it is the innermost loop of
 the pass after it, which a transform vectorized inside (`schedule`) needs to be a multiple of the vector
-width. A prime between the radix limit and the codelet limit is a radix of its own. The radix limit (8 by
-default) is below the codelet limit (32) because it was measured faster: more passes of small codelets beat
-fewer passes of codelets whose temporaries no longer fit the vector registers. A prime factor above the
+width. A prime between the radix limit and the codelet limit is a radix of its own. The default limits are
+`tuning.CODELET_LIMIT` and `tuning.RADIX_LIMIT` (a radix limit below the codelet limit: more passes of small
+codelets beat fewer passes of codelets whose temporaries no longer fit the vector registers). A prime factor above the
 codelet limit is a radix of its own and is computed by one of two convolution algorithms, chosen by this
 rule:
 
 * **Rader** when `p - 1` is smooth (every prime factor of `p - 1` is within the codelet limit): the DFT of
   size `p` becomes a cyclic convolution of length `p - 1`, computed by two smooth transforms of size `p - 1`.
 * **Bluestein** otherwise: the DFT becomes a linear convolution embedded in a cyclic one of the smallest
-  length `m ≥ 2p - 1` whose prime factors are all at most 7, computed by two smooth transforms of size `m`.
+  length `m ≥ 2p - 1` whose prime factors are all at most `min(7, codelet limit)` (7 is
+  `tuning.BLUESTEIN_LARGEST_PRIME`), computed by two smooth
+  transforms of size `m`. Every prime factor of `m` is then a codelet, so that the recursion ends for any
+  limits (with a codelet limit below 7, a 7-smooth `m` could contain `p` again: 14 = 2·7 for p = 7).
+
+Termination: every node's children are smaller transforms or codelets: the radices of a composite size are
+below it, Rader's `p - 1` factors into codelets, and Bluestein's `m` factors into codelets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .tuning import BLUESTEIN_LARGEST_PRIME, CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = [
     "Bluestein",
@@ -74,10 +82,13 @@ def prime_algorithm(p: int, codelet_limit: int) -> str:
     return "rader" if max(prime_factors(p - 1)) <= codelet_limit else "bluestein"
 
 
-def bluestein_length(n: int) -> int:
-    """The smallest `m ≥ 2n - 1` whose prime factors are all at most 7 (the Bluestein convolution length)."""
+def bluestein_length(n: int, largest_prime: int = BLUESTEIN_LARGEST_PRIME) -> int:
+    """The smallest `m ≥ 2n - 1` whose prime factors are all at most `largest_prime` (at least 2): the Bluestein
+    convolution length."""
+    if largest_prime < 2:
+        raise ValueError(f"largest_prime must be at least 2, got {largest_prime}")
     m = 2 * n - 1
-    while max(prime_factors(m), default=1) > 7:
+    while max(prime_factors(m), default=1) > largest_prime:
         m += 1
     return m
 
@@ -88,8 +99,7 @@ def radices(n: int, radix_limit: int) -> list[int]:
     after the packed ones).
 
     Largest last: 1024 = 8·4·4·8 instead of 8·8·4·4 runs its second pass in 8-float vectors instead of 4
-    (AVX-512, 1 thread, 16 MiB batches, both orders in one process, medians of 7: n = 1024 11.3 -> 12.6
-    GFLOP/s, 256 15.2 -> 17.7, 1000 (5·5·5·8) 12.3 -> 13.2, 60 11.6 -> 11.9, 65536 7.9 -> 7.8)."""
+    (measured in bench/results/fft_tuning.md)."""
     factors = prime_factors(n)
     small = [p for p in factors if p <= radix_limit]
     packed: list[int] = []
@@ -154,7 +164,7 @@ class Bluestein:
 Breakdown = Codelet | CooleyTukey | Rader | Bluestein
 
 
-def breakdown(n: int, codelet_limit: int = 32, radix_limit: int = 8) -> Breakdown:
+def breakdown(n: int, codelet_limit: int = CODELET_LIMIT, radix_limit: int = RADIX_LIMIT) -> Breakdown:
     """The breakdown tree the plan follows for a DFT of size `n` (see the module docstring for the rule)."""
     if n < 1:
         raise ValueError(f"n must be a positive integer, got {n}")
@@ -169,7 +179,7 @@ def breakdown(n: int, codelet_limit: int = 32, radix_limit: int = 8) -> Breakdow
         (p,) = parts
         if prime_algorithm(p, codelet_limit) == "rader":
             return Rader(p, primitive_root(p), breakdown(p - 1, codelet_limit, radix_limit))
-        m = bluestein_length(p)
+        m = bluestein_length(p, min(BLUESTEIN_LARGEST_PRIME, codelet_limit))
         return Bluestein(p, m, breakdown(m, codelet_limit, radix_limit))
     return _chain(parts, codelet_limit, radix_limit)
 

@@ -19,11 +19,14 @@ strided loads (stores) of such a complete set become w-float contiguous ones and
 A pass that writes the elements `i·L + e`, e < S, with L > S (the first pass of a Cooley-Tukey chain: each
 instance's outputs are contiguous, the instances far apart) stores S floats per instance: its S strided
 stores become one S-float store per lane of the lanes' tuples, built by a transpose network of S·log2(S)
-two-vector shuffles (1 thread, 16 MiB batches, old and new in one process: n = 4096 11.7 -> 14.0 GFLOP/s,
-n = 1024 11.5 -> 11.8, n = 65536 unchanged; LLVM otherwise builds each tuple with inserts).
+two-vector shuffles (LLVM otherwise builds each tuple with inserts; measured in bench/results/fft_tuning.md).
 
 `hoist_scratch_allocation` moves a lane group's scratch allocation out of the serial loop over the groups
 of a parallel task, so that it is allocated once per task instead of once per group.
+
+The pipeline (`register_pipeline`) is TVM's default TIR pipeline composed at run time: its pass list, built by
+TVM under the current PassContext's config (`default_passes`), with the two passes inserted after
+`VectorizeLoop` (`INSERT_AFTER`); no copy of the list is kept here.
 
 Measured on AVX-512 (the issue's 16 MiB batches, 1 thread): see bench/results/fft.md; in the generated
 assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpermt2ps` instead of `vmovss` and
@@ -32,13 +35,24 @@ assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpe
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import tvm
 import tvm_ffi
-from tvm import s_tir, sym, tirx
+from tvm import sym, tirx
 
-__all__ = ["PIPELINE", "contiguous_complex_access", "hoist_scratch_allocation", "register_pipeline"]
+from ..ir_utils import with_loop
+from .tuning import MAX_STORE_SET
+
+__all__ = ["INSERT_AFTER", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access", "default_passes",
+           "hoist_scratch_allocation", "register_pipeline"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
 
 PIPELINE = "tailsplit_fft_llvm"
+# the name of the pipeline's module pass (what a PassInstrument sees around the passes it runs)
+PIPELINE_PASS = "TailsplitFFTPipeline"
 
 
 def _int(expr) -> int | None:
@@ -151,10 +165,6 @@ def _store_set(members: list, lanes: int, stride: int) -> list | None:
             part = tirx.Shuffle([tuples], [tirx.IntImm("int32", q * count + f) for f in range(count)])
             stmts.append(tirx.BufferStore(buffer, part, [tirx.Ramp(base + lane * stride, 1, count)]))
     return stmts
-
-
-# a set of strided stores gathers at most this many offsets (the codelet outputs of one lane)
-MAX_STORE_SET = 16
 
 
 def _transposed_stores(stmts: list, analyzer) -> list:
@@ -323,9 +333,7 @@ def hoist_scratch_allocation(func, mod, ctx):
             return loop
         rest = [stmt for stmt in loop.body.seq if not isinstance(stmt, tirx.AllocBuffer)]
         body = rest[0] if len(rest) == 1 else tirx.SeqStmt(rest)
-        hoisted = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding,
-                           loop.annotations)
-        return tirx.SeqStmt([*allocations, hoisted])
+        return tirx.SeqStmt([*allocations, with_loop(loop, body=body)])
 
     def on_seq(seq):
         # flatten the sequences that hoisting nested into a sequence
@@ -340,72 +348,58 @@ def hoist_scratch_allocation(func, mod, ctx):
     return func.with_body(tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)], order="post"))
 
 
+# where the FFT's passes go in TVM's default pipeline: right after this pass (by its PassInfo name)
+INSERT_AFTER = "tirx.VectorizeLoop"
+_SEQUENTIAL_LOCK = threading.Lock()
+
+
+def default_passes() -> list[tvm.transform.Pass]:
+    """The passes of TVM's default TIR pipeline under the current PassContext, in order.
+
+    TVM builds the list inside its pipeline pass from the PassContext's config (optional passes such as CSE or
+    StorageRewrite) and runs it as one `Sequential`: the list is read by running that pass on an empty module,
+    in a PassContext with the same opt level and config (and no instruments, which would see a phantom run),
+    while `tvm.ir.transform.Sequential` records its argument instead of running it."""
+    pipeline, _, _ = tirx.get_tir_pipeline("default")
+    current = tvm.transform.PassContext.current()
+    recorded: list[list] = []
+
+    def record(passes, *args, **kwargs):
+        recorded.append(list(passes))
+        return lambda mod: mod
+
+    with _SEQUENTIAL_LOCK, tvm.transform.PassContext(
+            opt_level=current.opt_level, config=dict(current.config), required_pass=list(current.required_pass),
+            disabled_pass=list(current.disabled_pass)):
+        sequential = tvm.ir.transform.Sequential
+        tvm.ir.transform.Sequential = record
+        try:
+            pipeline(tvm.IRModule())
+        finally:
+            tvm.ir.transform.Sequential = sequential
+    if len(recorded) != 1:
+        raise RuntimeError(f"TVM's default TIR pipeline built {len(recorded)} Sequential pass lists instead of one; "
+                           "tvm_tailsplit.fft.lowering.default_passes needs updating for this TVM version")
+    return recorded[0]
+
+
 def _pipeline_factory(pair_buffers: frozenset[str]):
-    """TVM's default s_tir pipeline with `contiguous_complex_access` right after `VectorizeLoop`."""
+    """TVM's default pipeline (read at run time, `default_passes`) with `contiguous_complex_access` and
+    `hoist_scratch_allocation` right after `INSERT_AFTER`; its finalization passes unchanged."""
 
     def factory():
-        from tvm.s_tir.pipeline import default_s_tir_pipeline
+        _, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
-        _, finalize_host, finalize_device = default_s_tir_pipeline()
-
-        @tvm.transform.module_pass(opt_level=0, name="TailsplitFFTPipeline")
+        @tvm.transform.module_pass(opt_level=0, name=PIPELINE_PASS)
         def pipeline(mod, _ctx):
-            config = tvm.transform.PassContext.current().config
-            before = [
-                s_tir.transform.CanonicalizeLoop(),
-                s_tir.transform.LowerCrossThreadReduction(),
-                s_tir.transform.LowerInitBlock(),
-                s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-                s_tir.transform.ConvertBlocksToOpaque(),
-                s_tir.transform.LiftThreadBinding(),
-                s_tir.transform.ManifestSharedMemoryLocalStage(),
-                s_tir.transform.CompactBufferAllocation(),
-                s_tir.transform.LowerAutoCopy(),
-                s_tir.transform.UnifyThreadBinding(),
-                s_tir.transform.LowerMatchBuffer(),
-                s_tir.transform.StmtSimplify(),
-                s_tir.transform.InjectPermutedLayout(),
-                s_tir.transform.AnnotateIrregularLoop(),
-                s_tir.transform.InjectSoftwarePipeline(),
-                s_tir.transform.TransformMmaBufferLayout(),
-                s_tir.transform.LowerOpaqueBlock(),
-                tirx.transform.FlattenBuffer(),
-                tirx.transform.BF16ComputeLegalize(),
-                tirx.transform.NarrowDataType(32),
-                s_tir.transform.LoopPartition(),
-                tirx.transform.VectorizeLoop(True),
-                contiguous_complex_access(pair_buffers),
-                hoist_scratch_allocation,
-                s_tir.transform.InjectVirtualThread(),
-                s_tir.transform.InjectDoubleBuffer(),
-                tirx.transform.StorageRewrite(),
-                s_tir.transform.HoistIfThenElse(),
-                tirx.transform.UnrollLoop(),
-                s_tir.transform.RenormalizeSplitPattern(),
-                tirx.transform.StmtSimplify(),
-                tirx.transform.RemoveNoOp(),
-                s_tir.transform.RewriteUnsafeSelect(),
-            ]
-            if not bool(config.get("tirx.disable_cse_tir", False)):
-                before.append(tirx.transform.CommonSubexprElim())
-            after = [
-                tirx.transform.FP8ComputeLegalize(),
-                s_tir.transform.VerifyVTCMLimit(),
-                s_tir.transform.LowerVtcmAlloc(),
-                tirx.transform.VerifyMemory(),
-                tirx.transform.AnnotateEntryFunc(),
-                s_tir.transform.ThreadSync("shared"),
-                s_tir.transform.ThreadSync("shared.dyn"),
-                s_tir.transform.ThreadSync("warp"),
-                s_tir.transform.InferFragment(),
-                s_tir.transform.LowerThreadAllreduce(),
-                s_tir.transform.MergeSharedMemoryAllocations(),
-                tirx.transform.SplitHostDevice(),
-                tirx.transform.MakePackedAPI(),
-                tirx.transform.FP8StorageLegalize(),
-                tirx.transform.BF16StorageLegalize(),
-            ]
-            return tvm.ir.transform.Sequential(before + after)(mod)
+            passes = default_passes()
+            names = [p.info.name for p in passes]
+            if INSERT_AFTER not in names:
+                raise RuntimeError(f"TVM's default TIR pipeline has no {INSERT_AFTER} pass (it runs {names}); the "
+                                   "FFT's llvm passes cannot be placed")
+            position = names.index(INSERT_AFTER) + 1
+            passes[position:position] = [contiguous_complex_access(pair_buffers), hoist_scratch_allocation]
+            return tvm.ir.transform.Sequential(passes)(mod)
 
         return pipeline, finalize_host, finalize_device
 
@@ -420,5 +414,6 @@ def register_pipeline(pair_buffers: frozenset[str]) -> str:
     if pair_buffers not in _REGISTERED:
         name = f"{PIPELINE}_{len(_REGISTERED)}"
         tirx.register_tir_pipeline(name, _pipeline_factory(pair_buffers))
+        logger.debug("registered TIR pipeline %s (pair buffers %s)", name, sorted(pair_buffers))
         _REGISTERED[pair_buffers] = name
     return _REGISTERED[pair_buffers]

@@ -36,6 +36,7 @@ import numpy as np
 from .codelet import derive_codelet
 from .factor import Bluestein, Breakdown, Codelet, CooleyTukey, Rader
 from .formula import unit_root
+from .tuning import DERIVED_TWIDDLE_FACTORS, VECTOR_LOOP_MAX_STRIDE
 
 __all__ = ["Affine", "Pass", "PassList", "TwiddleAccess", "View", "build_passes"]
 
@@ -181,13 +182,6 @@ class PassList:
         return np.stack([complex_table.real, complex_table.imag], axis=-1), indices
 
 
-# a pass's table of more than this many twiddle factors (32 KiB of complex64, the L1 data cache) stores only
-# the factors of the elements that are powers of two (`_PassTwiddles`): AVX-512, 1 thread, 16 MiB batches, old
-# and new in one process, medians of 7: n = 65536 11.9 -> 12.9 GFLOP/s, 16384 14.4 -> 14.6; with every table
-# derived, n = 1024 and 4096 changed within the noise (+1-3%)
-DERIVED_TWIDDLE_FACTORS = 4096
-
-
 class _PassTwiddles:
     """The twiddle factors of one codelet pass, as a table of their own in the concatenated constant table.
 
@@ -196,17 +190,14 @@ class _PassTwiddles:
     every value of those loops (the innermost loop fastest), real parts then imaginary parts, with the pass's
     sign applied; so when the innermost loop is vectorized inside a transform (batch 1, large n), a vector of
     twiddle factors is one contiguous load instead of a gather of `table[j·e]`. Its size is that of the table
-    of ω_size it replaces (n per Cooley-Tukey level). Measured on
-    AVX-512 (1 thread, medians of 5, old and new in one process): n = 4096 11.1 -> 13.3 GFLOP/s, n = 65536
-    7.7 -> 8.5; batched sizes, whose factors are broadcast across the batch, unchanged (64 to 1024, 60, 1000).
+    of ω_size it replaces (n per Cooley-Tukey level). Measurements: bench/results/fft_tuning.md.
 
     A table of more than `DERIVED_TWIDDLE_FACTORS` factors whose exponent is `factor·step·e` (no base) holds
     only the rows of the elements that are powers of two; the factor of another element is the product of
     those of its binary digits (`ω^(a+b) = ω^a·ω^b`), so that the pass streams fewer table bytes. Every stored
     factor is still computed in float64 and rounded once, and a derived one is a product of at most
     log2(codelet size) of them (no recurrence: a factor is never computed from another computed factor, so
-    the error stays O(log n); squaring the factor of element 1 up the powers of two, 3-5% faster at 65536,
-    would be such a recurrence and is not done).
+    the error stays O(log n).
     """
 
     def __init__(self, plan: PassList, twiddle: TwiddleAccess, loops: tuple[int, ...], n: int) -> None:
@@ -251,13 +242,6 @@ class _PassTwiddles:
         return em.tables[real // 2, real % 2], em.tables[imag // 2, imag % 2]
 
 
-# A loop with unit stride in one side of a codelet pass is vectorized (nested innermost) as long as the other
-# side's stride along it is at most this many elements: beyond, the lanes' stores land on different pages that
-# alias in the L1 sets (AVX-512, 1 thread, 16 MiB batches, both variants in one process: n = 1024 (stride 128)
-# 13.4 -> 14.0 GFLOP/s, n = 4096 (stride 512) 13.8 -> 14.4, but n = 65536 (stride 8192) 11.2 -> 10.1)
-VECTOR_LOOP_MAX_STRIDE = 1024
-
-
 def _loop_order(loops: tuple[int, ...], src: View, dst: View) -> tuple[int, ...] | None:
     """The nesting order (outermost first) of the loops of a codelet pass on llvm, whose innermost loop is
     vectorized in a one-lane group; None keeps the loops in order.
@@ -268,13 +252,11 @@ def _loop_order(loops: tuple[int, ...], src: View, dst: View) -> tuple[int, ...]
     the whole input once per value of it. So when the last loop has no unit stride in the source or the
     destination, a loop that has one (the source's first) is nested innermost (`VECTOR_LOOP_MAX_STRIDE`),
     or else the source's unit-stride loop is nested just outside the last one, so that the pass reads the
-    source's cache lines one after the other (n = 65536, 1 thread, 16 MiB batches, both in one process:
-    10.9 -> 11.7 GFLOP/s), with the other loops outside it by decreasing source stride, so that the loop just
-    outside steps each of the pass's read streams to the next cache line instead of the next page, which the
-    hardware prefetchers follow (n = 65536 10.7 -> 12.5 and 11.5 -> 13.0, n = 16384 14.5 -> 14.8). Groups of
-    several lanes (the batch in the vector lanes) nest their loops in the
-    same order, which reads the input of a group in order (n = 1000: 12.0 -> 12.4 GFLOP/s, n = 60: 11.6 ->
-    11.8, two pairs of runs in one process)."""
+    source's cache lines one after the other, with the other loops outside it by decreasing source stride, so
+    that the loop just outside steps each of the pass's read streams to the next cache line instead of the next
+    page, which the hardware prefetchers follow. Groups of several lanes (the batch in the vector lanes) nest
+    their loops in the same order, which reads the input of a group in order. Measurements:
+    bench/results/fft_tuning.md."""
     if not loops:
         return None
 
@@ -499,8 +481,8 @@ class _Builder:
 
         def pairs_body(em, v):
             # Z[n/2-k] from the same loads: with s = a + b and r = ω^-k·(a - b), Z[k] = s + i·r and
-            # Z[n/2-k] = conj(s) + i·conj(r), since ω^-(n/2-k) = -ω^k (each input is read once, not twice:
-            # c2r 1024 on AVX-512, 1 thread, medians of 9 in one process: 8.5 -> 10.2 GFLOP/s)
+            # Z[n/2-k] = conj(s) + i·conj(r), since ω^-(n/2-k) = -ω^k (each input is read once, not twice;
+            # measured in bench/results/fft_tuning.md)
             k = v[0] + 1
             a = em.bind_complex(em.load(src, k, v))
             b = em.bind_complex(em.conj(em.load(src, h - k, v)))

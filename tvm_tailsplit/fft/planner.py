@@ -1,21 +1,26 @@
 """plan(): compile an FFT operator once and call it on numpy arrays or TVM tensors; numpy-like functions.
 
-Algorithm: parse and validate the request (size, kind, direction, norm, precision, batch, strides), choose
-the breakdown of the complex transform (`factor.breakdown`), derive the passes over memory with their
-codelets, twiddles and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
+Algorithm: validate the request once as a `spec.FFTSpec` (size, kind, direction, norm, precision, limits) and
+its layouts (batch, strides; overlapping outputs refused), take from the spec the breakdown of the complex
+transform (`factor.breakdown`) and the passes over memory with their codelets, twiddles and index maps
+(`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
 over memory, the passes exchanging data through global scratch (`multikernel`). Everything the caller needs
 before the first call is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and
-`workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their parameters, so
-`fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile each shape once.
+`workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their
+validated parameters, so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile
+each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are passed without a copy.
+Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -23,113 +28,71 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
-from .factor import Breakdown, breakdown
+from .factor import Breakdown
 from .formula import Formula, formula_of
 from .lowering import register_pipeline
 from .multikernel import schedule_cuda_multikernel
-from .passes import PassList, build_passes
-from .schedule import schedule_cuda, schedule_llvm
+from .passes import PassList
+from .schedule import choose_lanes, schedule_cuda, schedule_llvm
+from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups, physical_scratch_elements
+from .tuning import (
+    CODELET_LIMIT,
+    CUDA_SHARED_LIMIT,
+    CUDA_STATIC_SHARED_LIMIT,
+    CUDA_THREADS,
+    PREFETCH_BYTES,
+    PREFETCH_DISTANCE,
+    RADIX_LIMIT,
+    VECTOR_LANES,
+)
 
 __all__ = ["Plan", "fft", "ifft", "irfft", "plan", "rfft"]
 
-KINDS = ("c2c", "r2c", "c2r")
-DIRECTIONS = ("forward", "backward")
-NORMS = ("backward", "ortho", "forward")
-REAL_DTYPES = {"complex64": "float32", "complex128": "float64"}
-# transforms per vector (one 128-bit register): measured faster than 8 or 16 lanes for every benchmarked size
-# on AVX-512, where wider vectors make the gathers of the first pass and the codelets spill-bound
-VECTOR_LANES = {"float32": 4, "float64": 2}
-# Above this many bytes of scratch per lane group, a transform whose passes all have an innermost loop that is
-# a multiple of the vector width runs one transform per group and vectorizes inside it (measured on AVX-512:
-# n = 2048, 4096, 16384, 65536 gain 1.3x-1.9x; n = 1000 or Rader sizes, whose loops are not multiples, lose).
-# Since the interleaved complex data of the first and last passes is read and written with contiguous vectors
-# (`lowering`), this holds for any scratch size: 1 thread, 16 MiB batches, n = 64 8.5 -> 14.3 GFLOP/s,
-# n = 1024 10.9 -> 12.3 (single-codelet plans have no scratch and keep the batch in the vector lanes).
-INNER_VECTOR_SCRATCH = 0
-# a lane group whose input (and output) is at most this many bytes prefetches the next group's (template)
-PREFETCH_BYTES = 32 * 1024
-# ... of the group at least this many bytes ahead
-PREFETCH_DISTANCE = 2048
-# a lane group's scratch is kept within this many bytes in any case
-GROUP_SCRATCH_LIMIT = 4 * 1024 * 1024
-CUDA_THREADS = 128
-CUDA_STATIC_SHARED_LIMIT = 48 * 1024
-# dynamic shared memory per thread block on sm_80 (sm_90 allows 227 KiB)
-CUDA_SHARED_LIMIT = 163 * 1024
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+TARGET_KINDS = ("llvm", "cuda")
+
+
+@functools.lru_cache(maxsize=16)
+def _named_target(name: str) -> tvm.target.Target:
+    if name == "llvm":
+        return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
+    return tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
 
 
 def _resolve_target(target: Any) -> tvm.target.Target:
-    if isinstance(target, tvm.target.Target):
-        return target
-    if target == "llvm":
-        return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
-    if target == "cuda":
-        return tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    """`target` as a TVM Target of kind llvm or cuda: "llvm" (the host CPU), "cuda" (sm_80), a target dict or
+    a tvm.target.Target."""
+    if isinstance(target, str):
+        if target not in TARGET_KINDS:
+            raise ValueError(f"target must be 'llvm', 'cuda', a target dict or a tvm.target.Target, got {target!r}")
+        return _named_target(target)
     if isinstance(target, dict):
-        return tvm.target.Target(target)
-    raise ValueError(f"target must be 'llvm', 'cuda', a dict or a tvm.target.Target, got {target!r}")
-
-
-def _norm_scale(n: int, norm: str, inverse: bool) -> float:
-    if norm == "ortho":
-        return 1.0 / math.sqrt(n)
-    if (norm == "backward") == inverse:
-        return 1.0 / n
-    return 1.0
+        try:
+            target = tvm.target.Target(target)
+        except Exception as error:  # TVM reports a bad target dict with its own error types
+            raise ValueError(f"target {target!r} is not a valid target dict: {error}") from None
+    if not isinstance(target, tvm.target.Target):
+        raise TypeError(f"target must be 'llvm', 'cuda', a target dict or a tvm.target.Target, got {target!r} "
+                        f"({type(target).__name__})")
+    if target.kind.name not in TARGET_KINDS:
+        raise ValueError(f"target must be of kind 'llvm' or 'cuda', got {target.kind.name!r}")
+    return target
 
 
 class Plan:
     """A compiled FFT operator; build it with `plan(...)`."""
 
-    def __init__(self, n: int, batch: int, kind: str, direction: str, norm: str, dtype: str, target: Any,
-                 istride: int, idist: int | None, ostride: int, odist: int | None, codelet_limit: int,
-                 radix_limit: int) -> None:
-        _check_int("n", n, 1)
-        _check_int("batch", batch, 1)
-        _check_int("codelet_limit", codelet_limit, 2)
-        _check_int("radix_limit", radix_limit, 2)
-        if radix_limit > codelet_limit:
-            raise ValueError(f"radix_limit must be at most codelet_limit={codelet_limit}, got {radix_limit}")
-        _check_choice("kind", kind, KINDS)
-        _check_choice("direction", direction, DIRECTIONS)
-        _check_choice("norm", norm, NORMS)
-        _check_choice("dtype", dtype, tuple(REAL_DTYPES))
-        if kind == "r2c" and direction != "forward":
-            raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
-        if kind == "c2r" and direction != "backward":
-            raise ValueError("direction must be 'backward' for kind='c2r' (the forward is kind='r2c')")
-        self.n, self.batch, self.kind, self.direction, self.norm = n, batch, kind, direction, norm
-        self.dtype, self.real_dtype = dtype, REAL_DTYPES[dtype]
-        self.target = _resolve_target(target)
-        self.codelet_limit, self.radix_limit = codelet_limit, radix_limit
-        inverse = direction == "backward"
-        self.sign = 1 if inverse else -1
-        self.scale = _norm_scale(n, norm, inverse)
-
-        half = n // 2 + 1
-        in_kind, in_elements = {"c2c": ("complex", n), "c2r": ("complex", half),
-                                "r2c": ("real_pairs" if n % 2 == 0 else "real", n)}[kind]
-        out_kind, out_elements = {"c2c": ("complex", n), "r2c": ("complex", half),
-                                  "c2r": ("real_pairs" if n % 2 == 0 else "real", n)}[kind]
-        _check_int("istride", istride, 1)
-        _check_int("ostride", ostride, 1)
-        idist = in_elements * istride if idist is None else idist
-        odist = out_elements * ostride if odist is None else odist
-        _check_int("idist", idist, 1)
-        _check_int("odist", odist, 1)
-        if in_kind == "real_pairs" and istride != 1:
-            raise ValueError(f"istride must be 1 for an r2c plan of even n, got {istride}")
-        if out_kind == "real_pairs" and ostride != 1:
-            raise ValueError(f"ostride must be 1 for a c2r plan of even n, got {ostride}")
-        self.input_layout = ExternalLayout(in_kind, in_elements, idist, istride)
-        self.output_layout = ExternalLayout(out_kind, out_elements, odist, ostride)
-
-        self.complex_size = n // 2 if kind != "c2c" and n % 2 == 0 else n
-        self.tree: Breakdown = breakdown(self.complex_size, codelet_limit, radix_limit)
+    def __init__(self, spec: FFTSpec, batch: int, target: tvm.target.Target, input_layout: ExternalLayout,
+                 output_layout: ExternalLayout) -> None:
+        """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts` (use `plan()`)."""
+        started = time.perf_counter()
+        self.spec, self.batch, self.target = spec, batch, target
+        self.input_layout, self.output_layout = input_layout, output_layout
+        self.tree: Breakdown = spec.tree()
         self.formula: Formula = formula_of(self.tree)
-        self.passes: PassList = build_passes(kind, n, self.sign, self.scale,
-                                             lambda size: breakdown(size, codelet_limit, radix_limit))
+        self.passes: PassList = spec.passes()
         self.is_cuda = self.target.kind.name == "cuda"
         self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
         scratch_bytes = 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
@@ -163,6 +126,21 @@ class Plan:
         if self.passes.index_size:
             self._constants.append(indices)
         self._device_constants: dict[str, list] = {}
+        logger.debug("%r: breakdown %s, %d passes, %d lanes per group, %d kernel(s), built in %.2f s", self,
+                     self.tree, len(self.passes.passes), self.lanes, self.kernels, time.perf_counter() - started)
+
+    # ---- the request, from the spec ----------------------------------------------------------------------
+    n = property(lambda self: self.spec.n, doc="Logical transform size.")
+    kind = property(lambda self: self.spec.kind, doc='"c2c", "r2c" or "c2r".')
+    direction = property(lambda self: self.spec.direction, doc='"forward" or "backward".')
+    norm = property(lambda self: self.spec.norm, doc="numpy's normalization mode.")
+    dtype = property(lambda self: self.spec.dtype, doc='"complex64" or "complex128".')
+    real_dtype = property(lambda self: self.spec.real_dtype, doc="The float type of the real and imaginary parts.")
+    codelet_limit = property(lambda self: self.spec.codelet_limit, doc="The largest DFT of one codelet.")
+    radix_limit = property(lambda self: self.spec.radix_limit, doc="The largest radix of a pass.")
+    sign = property(lambda self: self.spec.sign, doc="-1 forward, +1 backward.")
+    scale = property(lambda self: self.spec.scale, doc="The normalization factor applied to the output.")
+    complex_size = property(lambda self: self.spec.complex_size, doc="Points of the complex transform.")
 
     def _pair_buffers(self) -> frozenset[str]:
         """Buffers whose complex pairs start at even float offsets (see `lowering`)."""
@@ -274,6 +252,10 @@ class Plan:
         return result, result
 
     def _wrap(self, array: np.ndarray) -> tvm.runtime.Tensor:
+        if not array.flags.writeable:
+            # DLPack before 1.0 (what tvm_ffi imports) cannot mark memory read-only, so numpy refuses to export
+            # it: export a writable alias of the same memory instead; the operator only reads its input
+            array = np.asarray(_WritableAlias(array))
         return tvm_ffi.from_dlpack(array, require_alignment=0, require_contiguous=False)
 
     def __call__(self, x: Any, out: Any = None) -> Any:
@@ -293,7 +275,12 @@ class Plan:
         if out is None:
             result, out_view = self._allocate_output()
         else:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"out must be a numpy array (or a TVM tensor with x), got {type(out).__name__}")
+            if not out.flags.writeable:
+                raise ValueError("out must be writable (it is a read-only array)")
             result, out_view = out, self._as_float_view("out", out, self.output_layout)
+            _check_in_place(x_view, out_view)
         self._function(self._wrap(x_view), self._wrap(out_view), *self._constant_tensors())
         return result
 
@@ -364,6 +351,31 @@ class Plan:
                 f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r})")
 
 
+class _WritableAlias:
+    """A read-only array's memory described as writable (numpy's array interface), kept alive by `base`."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.base = array
+        self.__array_interface__ = {**array.__array_interface__, "data": (array.ctypes.data, False)}
+
+
+def _check_in_place(x: np.ndarray, out: np.ndarray) -> None:
+    """An output that shares memory with the input must be the input itself (an in-place transform)."""
+    if not np.may_share_memory(x, out):
+        return
+    same = x.__array_interface__["data"][0] == out.__array_interface__["data"][0] and x.shape == out.shape \
+        and x.strides == out.strides and x.dtype == out.dtype
+    if same:
+        return
+    try:
+        overlap = np.shares_memory(x, out, max_work=1_000_000)
+    except np.exceptions.TooHardError:
+        overlap = True
+    if overlap:
+        raise ValueError("out overlaps x without being x itself: an in-place transform needs out to be x (the same "
+                         "memory, shape and strides); otherwise pass disjoint arrays")
+
+
 def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()):
     """tvm.compile without TIR's common-subexpression pass: codelets arrive with their CSE done, and the
     pass is quadratic in the size of a straight-line block (most of the compile time of a 31-point codelet).
@@ -374,46 +386,23 @@ def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: froz
         return tvm.compile(module, target=target, tir_pipeline=pipeline)
 
 
-def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
-    """Transforms per lane group on llvm: a vector's width of the batch, or one transform vectorized inside
-    when the scratch is large and every pass's innermost loop is a multiple of the vector width."""
-    itemsize = np.dtype(real_dtype).itemsize
-    per_lane = 2 * itemsize * physical_scratch_elements(passes)
-    width = VECTOR_LANES[real_dtype]
-    lanes = min(width, batch)
-    inner_loops = [p.loops[-1 if p.loop_order is None else p.loop_order[-1]] for p in passes.passes if p.loops]
-    if per_lane * lanes > INNER_VECTOR_SCRATCH and all(extent % width == 0 for extent in inner_loops):
-        return 1
-    while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:
-        lanes //= 2
-    return lanes
+class _TargetKey:
+    """A Target as a key of the plan cache: equal when their JSON texts are."""
 
+    def __init__(self, target: tvm.target.Target) -> None:
+        self.target, self.text = target, str(target)
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    def __hash__(self) -> int:
+        return hash(self.text)
 
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-def _target_key(target: Any) -> Any:
-    if isinstance(target, dict):
-        return tuple(sorted(target.items()))
-    if isinstance(target, tvm.target.Target):
-        return str(target)
-    return target
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _TargetKey) and self.text == other.text
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_plan(n, batch, kind, direction, norm, dtype, target_key, target, istride, idist, ostride, odist,
-                 codelet_limit, radix_limit) -> Plan:
-    return Plan(n, batch, kind, direction, norm, dtype, target, istride, idist, ostride, odist, codelet_limit,
-                radix_limit)
+def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: ExternalLayout,
+                 output_layout: ExternalLayout) -> Plan:
+    return Plan(spec, batch, target.target, input_layout, output_layout)
 
 
 def plan(
@@ -429,22 +418,31 @@ def plan(
     idist: int | None = None,
     ostride: int = 1,
     odist: int | None = None,
-    codelet_limit: int = 32,
-    radix_limit: int = 8,
+    codelet_limit: int = CODELET_LIMIT,
+    radix_limit: int = RADIX_LIMIT,
 ) -> Plan:
     """Compile (once; plans are cached by their parameters) an FFT operator for `batch` transforms of size n.
 
     kind: "c2c", "r2c" (forward only) or "c2r" (backward only); norm: numpy's "backward", "ortho", "forward";
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
     "llvm" (the host CPU), "cuda" (sm_80) or a target dict. istride/idist and ostride/odist are the steps
-    between elements and between transforms of the input and output, in elements (complex or real).
-    codelet_limit: the largest DFT computed by one codelet; radix_limit: the largest radix of a pass of a
-    larger transform (see `factor`).
+    between elements and between transforms of the input and output, in elements (complex or real); the
+    output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
+    the largest radix of a pass of a larger transform (see `factor`). A wrong type raises TypeError, a wrong
+    value ValueError, naming the argument.
     """
     if kind == "c2r" and direction == "forward":
         direction = "backward"
-    return _cached_plan(n, batch, kind, direction, norm, dtype, _target_key(target), target, istride, idist,
-                        ostride, odist, codelet_limit, radix_limit)
+    # every argument is validated (and normalized) before the plan cache hashes it
+    spec = FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)
+    batch = check_int("batch", batch, 1)
+    input_layout, output_layout = spec.layouts(batch, istride, idist, ostride, odist)
+    return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout)
+
+
+def _norm(norm: str | None) -> str:
+    """numpy's default normalization for None; other values are checked by the spec."""
+    return "backward" if norm is None else check_choice("norm", norm, NORMS)
 
 
 def _complex_dtype(array: np.ndarray) -> str:
@@ -481,6 +479,7 @@ def _run_along_axis(array: np.ndarray, axis: int, make_plan) -> np.ndarray:
 
 
 def _check_axis(a: np.ndarray, axis: int) -> int:
+    axis = check_int("axis", axis)
     if a.ndim == 0:
         raise ValueError("a must have at least one dimension")
     if not -a.ndim <= axis < a.ndim:
@@ -494,12 +493,12 @@ def _c2c(a, n, axis, norm, direction) -> np.ndarray:
     dtype = _complex_dtype(a)
     a = a.astype(dtype, copy=False)
     size = a.shape[axis] if n is None else n
-    _check_int("n", size, 1)
+    size = check_int("n", size, 1)
     a = _resize(a, size, axis)
     if a.size == 0:
         return np.zeros(a.shape, dtype)
     return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "c2c", direction, norm or "backward", dtype, istride=stride, idist=distance))
+        size, batch, "c2c", direction, _norm(norm), dtype, istride=stride, idist=distance))
 
 
 def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
@@ -521,14 +520,14 @@ def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     dtype = _complex_dtype(a)
     a = a.astype(REAL_DTYPES[dtype], copy=False)
     size = a.shape[axis] if n is None else n
-    _check_int("n", size, 1)
+    size = check_int("n", size, 1)
     a = _resize(a, size, axis)
     if a.size == 0:
         return np.zeros(a.shape[:axis] + (size // 2 + 1,) + a.shape[axis + 1:], dtype)
     if size % 2 == 0:
         a = _contiguous_along(a, axis)
     return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "r2c", "forward", norm or "backward", dtype, istride=stride, idist=distance))
+        size, batch, "r2c", "forward", _norm(norm), dtype, istride=stride, idist=distance))
 
 
 def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
@@ -538,12 +537,12 @@ def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
     dtype = _complex_dtype(a)
     a = a.astype(dtype, copy=False)
     size = 2 * (a.shape[axis] - 1) if n is None else n
-    _check_int("n", size, 1)
+    size = check_int("n", size, 1)
     a = _resize(a, size // 2 + 1, axis)
     if a.size == 0:
         return np.zeros(a.shape[:axis] + (size,) + a.shape[axis + 1:], REAL_DTYPES[dtype])
     return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "c2r", "backward", norm or "backward", dtype, istride=stride, idist=distance))
+        size, batch, "c2r", "backward", _norm(norm), dtype, istride=stride, idist=distance))
 
 
 def _contiguous_along(a: np.ndarray, axis: int) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 * llvm: the lane loop of every pass block (transforms of the batch side by side; scratch accesses are
   contiguous across lanes) is vectorized, and the group loop (lane groups of the batch) runs in parallel
-  on all cores, as at most `PARALLEL_TASKS` tasks of serial groups that share one scratch allocation. With
+  on all cores, as at most `tuning.PARALLEL_TASKS` tasks of serial groups that share one scratch allocation. With
   fewer lanes than a vector (one transform per group), the innermost loop over codelet instances of the
   pass is vectorized with them. The straight-line codelet bodies need no further scheduling; the prefetch
   blocks (`template`) are left as they are.
@@ -14,11 +14,36 @@
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import s_tir, tirx
 
-from .template import PREFETCH_BLOCK
+from .passes import PassList
+from .template import PREFETCH_BLOCK, physical_scratch_elements
+from .tuning import (
+    GROUP_SCRATCH_LIMIT,
+    INNER_VECTOR_SCALE,
+    LARGE_INNER_VECTOR_SCALE,
+    LARGE_SCRATCH_BYTES,
+    PARALLEL_TASKS,
+    VECTOR_LANES,
+)
 
-__all__ = ["schedule_cuda", "schedule_llvm"]
+__all__ = ["choose_lanes", "schedule_cuda", "schedule_llvm"]
+
+
+def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
+    """Transforms per lane group on llvm: one transform vectorized inside when the transform has scratch and
+    every pass's innermost loop is a multiple of the vector width, else a vector's width of the batch
+    (`VECTOR_LANES`), halved while the group's scratch exceeds `GROUP_SCRATCH_LIMIT`."""
+    per_lane = 2 * np.dtype(real_dtype).itemsize * physical_scratch_elements(passes)
+    width = VECTOR_LANES[real_dtype]
+    inner_loops = [p.loops[-1 if p.loop_order is None else p.loop_order[-1]] for p in passes.passes if p.loops]
+    if per_lane > 0 and all(extent % width == 0 for extent in inner_loops):
+        return 1
+    lanes = min(width, batch)
+    while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:
+        lanes //= 2
+    return lanes
 
 
 def _pass_blocks(sch: s_tir.Schedule) -> list:
@@ -34,22 +59,6 @@ def _group_loops(sch: s_tir.Schedule, blocks: list) -> list:
         if not any(sch.get(loop).same_as(sch.get(other)) for other in seen):
             seen.append(loop)
     return seen
-
-
-# Vectors that hold codelet instances of one transform are this many times `vector_width` when the pass's
-# innermost loop divides (else `vector_width`): measured on AVX-512 (1 thread, medians of 7, one process),
-# n = 4096: 11.8 -> 14.1 GFLOP/s and n = 65536: 7.8 -> 9.4 GFLOP/s with 8 float32 per vector instead of 4
-# (16 per vector: 12.5 and 9.7). Across the batch, 4 lanes stay faster (see planner.VECTOR_LANES).
-INNER_VECTOR_SCALE = 2
-# ... and this many times when the scratch of one transform exceeds LARGE_SCRATCH_BYTES (half of a 1 MiB L2):
-# the passes then stream through the outer caches, where fewer and wider accesses pay (n = 65536, 1 thread,
-# 16 MiB batch: 6.7 -> 8.7 GFLOP/s with 16 float32 per vector instead of 8; n = 64 and 4096 prefer 8)
-LARGE_INNER_VECTOR_SCALE = 4
-LARGE_SCRATCH_BYTES = 512 * 1024
-# the parallel loop over lane groups has at most this many tasks (a divisor of the group count), each running
-# its groups serially in one scratch allocation (1 thread, 16 MiB batches: n = 256 12.7 -> 14.5 GFLOP/s,
-# n = 60 10.4 -> 11.7)
-PARALLEL_TASKS = 64
 
 
 def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0) -> s_tir.Schedule:

@@ -1,6 +1,7 @@
 """The FFT as a TE operator: `te_fft(x, ...)` returns a `te.Tensor` that composes with other TE stages.
 
-Algorithm: the request is parsed like `plan()`'s, and the same machinery derives the operator (breakdown →
+Algorithm: the request is the same validated `spec.FFTSpec` as `plan()`'s, from which the same machinery
+derives the operator (layouts, breakdown →
 passes over memory with derived codelets → the TIR template of `template.build_primfunc`, scheduled for llvm
 by `schedule.schedule_llvm` unless `schedule=False`). The template's body becomes the body of one
 `te.extern` stage, its parameter buffers substituted by the stage's input and output buffers: the stage
@@ -18,7 +19,6 @@ caller passes to the compiled function after its own inputs.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -26,30 +26,17 @@ import tvm
 import tvm_ffi
 from tvm import te
 
-from .factor import breakdown
-from .passes import PassList, build_passes
-from .planner import DIRECTIONS, KINDS, NORMS, VECTOR_LANES, _check_choice, _check_int, _norm_scale, choose_lanes
-from .schedule import schedule_llvm
-from .template import ExternalLayout, build_primfunc
+from .passes import PassList
+from .schedule import choose_lanes, schedule_llvm
+from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int
+from .template import build_primfunc
+from .tuning import CODELET_LIMIT, RADIX_LIMIT, VECTOR_LANES
 
 __all__ = ["te_fft", "te_fft_constants"]
 
 _STAGE_TAG = "tvm_tailsplit.fft"
-
-
-@functools.lru_cache(maxsize=64)
-def _passes(kind: str, n: int, sign: int, scale: float, codelet_limit: int, radix_limit: int) -> PassList:
-    return build_passes(kind, n, sign, scale, lambda size: breakdown(size, codelet_limit, radix_limit))
-
-
-def _layouts(kind: str, n: int) -> tuple[ExternalLayout, ExternalLayout]:
-    half = n // 2 + 1
-    in_kind, in_elements = {"c2c": ("complex", n), "c2r": ("complex", half),
-                            "r2c": ("real_pairs" if n % 2 == 0 else "real", n)}[kind]
-    out_kind, out_elements = {"c2c": ("complex", n), "r2c": ("complex", half),
-                              "c2r": ("real_pairs" if n % 2 == 0 else "real", n)}[kind]
-    return (ExternalLayout(in_kind, in_elements, in_elements, 1),
-            ExternalLayout(out_kind, out_elements, out_elements, 1))
+# the spec's fields recorded in the stage's attributes (`te_fft_constants` rebuilds the spec from them)
+_SPEC_FIELDS = ("n", "kind", "direction", "norm", "dtype", "codelet_limit", "radix_limit")
 
 
 def _static_shape(tensor: te.Tensor) -> tuple[int, ...]:
@@ -107,8 +94,8 @@ def te_fft(
     norm: str = "backward",
     axis: int = -1,
     schedule: bool = True,
-    codelet_limit: int = 32,
-    radix_limit: int = 8,
+    codelet_limit: int = CODELET_LIMIT,
+    radix_limit: int = RADIX_LIMIT,
 ) -> te.Tensor:
     """The FFT of `x` along `axis` as a TE tensor (numpy's fft/ifft/rfft/irfft semantics and `norm`).
 
@@ -123,16 +110,11 @@ def te_fft(
     common subexpressions eliminated, and TIR's CSE pass is quadratic in the size of a codelet.
     """
     if not isinstance(x, te.Tensor):
-        raise ValueError(f"x must be a te.Tensor, got {type(x).__name__}")
-    _check_choice("kind", kind, KINDS)
-    _check_choice("direction", direction, DIRECTIONS)
-    _check_choice("norm", norm, NORMS)
-    _check_int("codelet_limit", codelet_limit, 2)
-    _check_int("radix_limit", radix_limit, 2)
-    if kind == "r2c" and direction != "forward":
-        raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
-    if kind == "c2r" and direction != "backward":
-        raise ValueError("direction must be 'backward' for kind='c2r' (the forward is kind='r2c')")
+        raise TypeError(f"x must be a te.Tensor, got {type(x).__name__}")
+    kind = check_choice("kind", kind, KINDS)
+    axis = check_int("axis", axis)
+    if not isinstance(schedule, bool):
+        raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
     dtype = str(x.dtype)
     if dtype not in VECTOR_LANES:
         raise ValueError(f"x must be float32 or float64 (complex data with a trailing 2), got {dtype}")
@@ -147,17 +129,17 @@ def te_fft(
     length = shape[axis]
     if n is None:
         n = 2 * (length - 1) if kind == "c2r" else length
-    _check_int("n", n, 1)
+    complex_dtype = {real: name for name, real in REAL_DTYPES.items()}[dtype]
+    spec = FFTSpec(n, kind, direction, norm, complex_dtype, codelet_limit, radix_limit)
+    n = spec.n
     expected = n // 2 + 1 if kind == "c2r" else n
     if length != expected:
         raise ValueError(f"the length of axis {axis} is {length}; a {kind} transform of n={n} needs {expected}")
 
-    sign = 1 if direction == "backward" else -1
-    scale = _norm_scale(n, norm, direction == "backward")
-    passes = _passes(kind, n, sign, scale, codelet_limit, radix_limit)
+    passes = spec.passes()
     flat, batch_dims = _to_batch_last(x, axis, in_complex)
     batch = math.prod(batch_dims)
-    input_layout, output_layout = _layouts(kind, n)
+    input_layout, output_layout = spec.layouts(batch)
     lanes = choose_lanes(passes, dtype, batch)
     func = build_primfunc(passes, dtype, batch, lanes, input_layout, output_layout)
     if schedule:
@@ -169,8 +151,7 @@ def te_fft(
         substitution = dict(zip(params, [ins[0], outs[0], *ins[1:]], strict=True))
         return tvm_ffi.structural_map(func.body, (tvm.ir.Var, lambda v: substitution.get(v, v)), order="post")
 
-    attrs = {"n": n, "kind": kind, "direction": direction, "norm": norm, "codelet_limit": codelet_limit,
-             "radix_limit": radix_limit}
+    attrs = {name: getattr(spec, name) for name in _SPEC_FIELDS}
     y = te.extern([output_layout.shape(batch)], [flat, *constants], body, name=f"fft_{kind}{n}",
                   dtype=dtype, tag=_STAGE_TAG, attrs=attrs)
     return _from_batch_last(y, axis, batch_dims, kind != "c2r")
@@ -183,6 +164,11 @@ def _constant_placeholders(passes: PassList, dtype: str) -> list[te.Tensor]:
     if passes.index_size:
         constants.append(te.placeholder((passes.index_size,), "int32", name="fft_indices"))
     return constants
+
+
+def _python_value(value):
+    """An attribute of a TE stage (an FFI integer or string) as a Python int or str."""
+    return int(value) if isinstance(value, (int, tvm.tirx.IntImm)) else str(value)
 
 
 def te_fft_constants(*tensors: te.Tensor) -> list[tuple[te.Tensor, np.ndarray]]:
@@ -200,11 +186,8 @@ def te_fft_constants(*tensors: te.Tensor) -> list[tuple[te.Tensor, np.ndarray]]:
             continue
         seen.append(op)
         if isinstance(op, te.ExternOp) and op.tag == _STAGE_TAG:
-            a = op.attrs
-            n = int(a["n"])
-            sign = 1 if a["direction"] == "backward" else -1
-            passes = _passes(str(a["kind"]), n, sign, _norm_scale(n, str(a["norm"]), sign > 0),
-                             int(a["codelet_limit"]), int(a["radix_limit"]))
+            spec = FFTSpec(**{name: _python_value(op.attrs[name]) for name in _SPEC_FIELDS})
+            passes = spec.passes()
             tables, indices = passes.constants()
             dtype = str(op.output(0).dtype)
             values = ([tables.astype(dtype)] if passes.table_size else []) + \

@@ -35,6 +35,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
 from .passes import PassList, View
+from .tuning import CACHE_LINE
 
 __all__ = ["ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups", "physical_scratch_elements"]
 
@@ -252,7 +253,6 @@ def build_primfunc(
 
 
 PREFETCH_BLOCK = "prefetch"
-CACHE_LINE = 64
 
 
 def _emit_prefetch(external, variant, group_loop, groups, width, first, batch, itemsize, limit, distance, part,
@@ -264,12 +264,9 @@ def _emit_prefetch(external, variant, group_loop, groups, width, first, batch, i
     The transforms of a lane group are processed side by side, so that within a group the passes read and
     write the lanes' rows in an interleaved order, which the hardware prefetchers do not follow; the group's
     data is contiguous, so touching the next group's lines ahead of time keeps the memory system busy.
-    Measured on AVX-512, 16 MiB batches, 1 thread: see bench/results/fft.md. The lines are prefetched in
-    shares before the passes rather than all before the first: a burst of prefetches fills the line-fill
-    buffers and stalls the pass after it (old and new in one process, medians of 7: n = 256 19.8 -> 27.9
-    GFLOP/s, 1024 16.1 -> 18.1, 60 12.4 -> 15.6, 64 23.0 -> 24.1; 1000 and 4096 unchanged), and spread over
-    the iterations of a pass's outermost loop rather than all before it (n = 1024 18.6 -> 21.8, 4096 16.3 ->
-    18.4, 1000 13.6 -> 14.8; 60, 64, 256 unchanged).
+    The lines are prefetched in shares before the passes rather than all before the first (a burst of
+    prefetches fills the line-fill buffers and stalls the pass after it), spread over the iterations of a
+    pass's outermost loop rather than all before it. Measurements: bench/results/fft_tuning.md.
     """
     for name in ("input", "output"):
         _emit_prefetch_lines(external[name], name, variant, group_loop, groups, width, first, batch, itemsize,

@@ -1,0 +1,176 @@
+"""Bad and unusual requests (issue #12): read-only inputs, overlapping output layouts and aliasing outputs,
+wrong argument types and unknown names, each a clear error naming the argument, or a result equal to numpy."""
+
+import itertools
+
+import numpy as np
+import pytest
+from tvm import te
+
+from tvm_tailsplit import fft as tfft
+from tvm_tailsplit.fft.spec import FFTSpec
+
+from .fft_reference import random_complex, random_real, relative_error, tolerance
+
+
+# ---- read-only inputs -----------------------------------------------------------------------------------------
+def _read_only_inputs(tmp_path, x: np.ndarray) -> dict:
+    path = tmp_path / "x.bin"
+    x.tofile(path)
+    flagged = x.copy()
+    flagged.setflags(write=False)
+    return {"memmap": np.memmap(path, x.dtype, mode="r", shape=x.shape),
+            "frombuffer": np.frombuffer(x.tobytes(), x.dtype).reshape(x.shape),
+            "setflags": flagged}
+
+
+@pytest.mark.parametrize("source", ["memmap", "frombuffer", "setflags"])
+def test_read_only_complex_input(tmp_path, source):
+    x = random_complex((3, 60), "complex64", seed=1)
+    array = _read_only_inputs(tmp_path, x)[source]
+    assert not array.flags.writeable
+    reference = np.fft.fft(x.astype(np.complex128))
+    assert relative_error(tfft.plan(60, 3)(array), reference) <= tolerance(60, "complex64")
+    assert relative_error(tfft.fft(array), reference) <= tolerance(60, "complex64")
+    assert np.array_equal(array, x)  # the input is only read
+
+
+@pytest.mark.parametrize("source", ["memmap", "frombuffer", "setflags"])
+@pytest.mark.parametrize("n", [64, 15])
+def test_read_only_real_input(tmp_path, source, n):
+    x = random_real((2, n), "float64", seed=n)
+    array = _read_only_inputs(tmp_path, x)[source]
+    assert relative_error(tfft.rfft(array), np.fft.rfft(x)) <= tolerance(n, "complex128")
+    spectrum = _read_only_inputs(tmp_path, np.fft.rfft(x))[source]
+    assert relative_error(tfft.irfft(spectrum, n=n), x) <= 2 * tolerance(n, "complex128")
+
+
+def test_read_only_input_is_not_copied():
+    x = random_complex((2, 16), "complex64", seed=2)
+    x.setflags(write=False)
+    plan = tfft.plan(16, 2)
+    wrapped = np.from_dlpack(plan._wrap(plan._as_float_view("x", x, plan.input_layout)))
+    assert np.shares_memory(wrapped, x)
+
+
+def test_read_only_output_is_refused():
+    out = np.zeros((2, 16), np.complex64)
+    out.setflags(write=False)
+    with pytest.raises(ValueError, match="out must be writable"):
+        tfft.plan(16, 2)(random_complex((2, 16), "complex64"), out=out)
+
+
+# ---- overlapping layouts ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n": 16, "batch": 2, "odist": 1}, "ostride=1 and odist=1 make the outputs of the 2 transforms overlap"),
+    ({"n": 16, "batch": 3, "ostride": 2, "odist": 1}, "ostride=2 and odist=1"),
+    ({"n": 16, "batch": 2, "odist": 8}, "odist=8"),
+    ({"n": 16, "batch": 2, "kind": "r2c", "odist": 5}, "odist=5"),
+    ({"n": 16, "batch": 2, "kind": "c2r", "odist": 15}, "odist=15"),
+])
+def test_overlapping_output_layouts_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tfft.plan(**kwargs)
+
+
+def test_output_overlap_rule_matches_brute_force():
+    for n, batch, ostride, odist in itertools.product(range(1, 7), range(1, 5), range(1, 6), range(1, 13)):
+        offsets = [b * odist + e * ostride for b in range(batch) for e in range(n)]
+        overlapping = len(set(offsets)) < len(offsets)
+        try:
+            FFTSpec(n).layouts(batch, ostride=ostride, odist=odist)
+            refused = False
+        except ValueError:
+            refused = True
+        assert refused == overlapping, (n, batch, ostride, odist)
+
+
+def test_interleaved_disjoint_output_layout_is_accepted():
+    # transforms interleaved element by element (ostride = batch, odist = 1): no element is shared
+    plan = tfft.plan(16, 3, ostride=3, odist=1)
+    x = random_complex((3, 16), "complex64", seed=3)
+    assert relative_error(plan(x), np.fft.fft(x.astype(np.complex128))) <= tolerance(16, "complex64")
+
+
+def test_overlapping_inputs_are_read():
+    # sliding windows: the input's transforms may share elements (they are only read)
+    base = random_complex(40, "complex64", seed=4)
+    windows = np.lib.stride_tricks.sliding_window_view(base, 16)[::4]
+    plan = tfft.plan(16, len(windows), idist=4)
+    assert relative_error(plan(windows), np.fft.fft(windows.astype(np.complex128))) <= tolerance(16, "complex64")
+
+
+def test_output_overlapping_the_input_is_refused():
+    base = np.zeros(48, np.complex64)
+    x, out = base[:32].reshape(2, 16), base[16:].reshape(2, 16)
+    with pytest.raises(ValueError, match="out overlaps x without being x itself"):
+        tfft.plan(16, 2)(x, out=out)
+    interleaved = np.zeros((2, 32), np.complex64)  # disjoint although their bounds overlap
+    even, odd = interleaved[:, ::2], interleaved[:, 1::2]
+    even[...] = random_complex((2, 16), "complex64", seed=5)
+    tfft.plan(16, 2, istride=2, idist=32, ostride=2, odist=32)(even, out=odd)
+    assert relative_error(odd, np.fft.fft(even.astype(np.complex128))) <= tolerance(16, "complex64")
+
+
+# ---- argument types and names -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"n": 16.0}, TypeError, "n must be an integer, got 16.0"),
+    ({"n": "16"}, TypeError, "n must be an integer"),
+    ({"n": True}, TypeError, "n must be an integer"),
+    ({"n": -3}, ValueError, "n must be at least 1"),
+    ({"n": 16, "batch": 2.5}, TypeError, "batch must be an integer"),
+    ({"n": 16, "batch": [2]}, TypeError, "batch must be an integer"),
+    ({"n": 16, "kind": 3}, TypeError, "kind must be one of 'c2c', 'r2c', 'c2r'"),
+    ({"n": 16, "kind": "C2C"}, ValueError, "kind must be one of"),
+    ({"n": 16, "direction": None}, TypeError, "direction must be one of 'forward', 'backward'"),
+    ({"n": 16, "direction": "fwd"}, ValueError, "direction must be one of"),
+    ({"n": 16, "norm": 1}, TypeError, "norm must be one of"),
+    ({"n": 16, "dtype": "float32"}, ValueError, "dtype must be one of 'complex64', 'complex128'"),
+    ({"n": 16, "dtype": 3.5}, TypeError, "dtype must be 'complex64' or 'complex128'"),
+    ({"n": 16, "target": 3}, TypeError, "target must be 'llvm', 'cuda', a target dict"),
+    ({"n": 16, "target": "rocm"}, ValueError, "target must be 'llvm', 'cuda'"),
+    ({"n": 16, "target": {"kind": "no-such-kind"}}, ValueError, "is not a valid target dict"),
+    ({"n": 16, "target": {"kind": "c"}}, ValueError, "target must be of kind 'llvm' or 'cuda'"),
+    ({"n": 16, "codelet_limit": "32"}, TypeError, "codelet_limit must be an integer"),
+    ({"n": 16, "radix_limit": 1}, ValueError, "radix_limit must be at least 2"),
+    ({"n": 16, "istride": 1.5}, TypeError, "istride must be an integer"),
+    ({"n": 16, "batch": 2, "odist": 0}, ValueError, "odist must be at least 1"),
+])
+def test_plan_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        tfft.plan(**kwargs)
+
+
+def test_equivalent_spellings_give_one_plan():
+    assert tfft.plan(16, dtype=np.complex128) is tfft.plan(np.int64(16), dtype="complex128")
+    assert tfft.plan(16, 2, idist=16) is tfft.plan(16, 2)
+    target = {"kind": "llvm", "keys": ["cpu"]}  # a target dict with a list: hashed through its JSON text
+    assert tfft.plan(16, target=target) is tfft.plan(16, target=dict(target))
+
+
+@pytest.mark.parametrize(("function", "kwargs", "error", "message"), [
+    (tfft.fft, {"n": 4.0}, TypeError, "n must be an integer"),
+    (tfft.ifft, {"axis": "0"}, TypeError, "axis must be an integer"),
+    (tfft.fft, {"norm": 5}, TypeError, "norm must be one of"),
+    (tfft.fft, {"norm": "unitary"}, ValueError, "norm must be one of"),
+    (tfft.rfft, {"n": 0}, ValueError, "n must be at least 1"),
+    (tfft.irfft, {"n": 8.0}, TypeError, "n must be an integer"),
+])
+def test_numpy_like_arguments(function, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        function(np.zeros((2, 8)), **kwargs)
+
+
+@pytest.mark.parametrize(("x", "kwargs", "error", "message"), [
+    (np.zeros((4, 8, 2), np.float32), {}, TypeError, "x must be a te.Tensor"),
+    (None, {"n": 8.0}, TypeError, "n must be an integer"),
+    (None, {"kind": None}, TypeError, "kind must be one of"),
+    (None, {"direction": 1}, TypeError, "direction must be one of"),
+    (None, {"axis": 1.0}, TypeError, "axis must be an integer"),
+    (None, {"schedule": "yes"}, TypeError, "schedule must be a bool"),
+    (None, {"codelet_limit": 8, "radix_limit": 16}, ValueError, "radix_limit must be at most codelet_limit=8"),
+])
+def test_te_fft_arguments(x, kwargs, error, message):
+    x = te.placeholder((4, 8, 2), "float32", name="X") if x is None else x
+    with pytest.raises(error, match=message):
+        tfft.te_fft(x, **kwargs)

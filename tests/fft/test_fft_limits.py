@@ -1,0 +1,55 @@
+"""Planner limits: any codelet/radix limits give a finite breakdown whose plan matches numpy (regression: a
+codelet limit below 7 made Bluestein's 7-smooth length contain the prime again, 7 -> 14 = 2·7 -> 7 ...)."""
+
+import numpy as np
+import pytest
+
+from tvm_tailsplit import fft as tfft
+from tvm_tailsplit.fft.factor import Bluestein, Codelet, CooleyTukey, Rader, breakdown
+
+from .fft_reference import random_complex, relative_error, tolerance
+
+SMALL_LIMITS = [(2, 2), (3, 2), (3, 3), (4, 2), (4, 4), (5, 3), (6, 6), (7, 2), (8, 8)]
+
+
+def _check_tree(node, codelet_limit: int) -> int:
+    """Checks that every node is consistent and every leaf within the codelet limit; returns the tree depth."""
+    if isinstance(node, Codelet):
+        assert node.n <= codelet_limit
+        return 1
+    if isinstance(node, CooleyTukey):
+        assert node.left.n * node.right.n == node.n and node.left.n < node.n and node.right.n < node.n
+        return 1 + max(_check_tree(node.left, codelet_limit), _check_tree(node.right, codelet_limit))
+    if isinstance(node, Rader):
+        assert node.sub.n == node.n - 1
+        return 1 + _check_tree(node.sub, codelet_limit)
+    assert isinstance(node, Bluestein) and node.m >= 2 * node.n - 1 and node.sub.n == node.m
+    return 1 + _check_tree(node.sub, codelet_limit)
+
+
+@pytest.mark.parametrize(("codelet_limit", "radix_limit"), SMALL_LIMITS)
+def test_every_size_has_a_finite_breakdown_for_small_limits(codelet_limit, radix_limit):
+    for n in list(range(1, 400)) + [1009, 1366, 2 * 1009, 4099]:
+        _check_tree(breakdown(n, codelet_limit, radix_limit), codelet_limit)
+
+
+@pytest.mark.parametrize("n", [7, 97, 83, 1366])
+def test_issue_sizes_plan_with_the_smallest_limits(n):
+    plan = tfft.plan(n, 2, codelet_limit=2, radix_limit=2, dtype="complex128")
+    x = random_complex((2, n), "complex128", seed=n)
+    assert relative_error(plan(x), np.fft.fft(x)) <= 4 * tolerance(n, "complex128")
+
+
+@pytest.mark.parametrize(("codelet_limit", "radix_limit"), [(3, 2), (5, 3), (6, 6)])
+@pytest.mark.parametrize("n", [7, 11, 13, 14, 23, 49])
+def test_small_limits_match_numpy(n, codelet_limit, radix_limit):
+    plan = tfft.plan(n, 3, codelet_limit=codelet_limit, radix_limit=radix_limit)
+    x = random_complex((3, n), "complex64", seed=n)
+    assert relative_error(plan(x), np.fft.fft(x.astype(np.complex128))) <= 4 * tolerance(n, "complex64")
+
+
+def test_limits_out_of_range_name_the_limit():
+    with pytest.raises(ValueError, match="codelet_limit must be at least 2"):
+        tfft.plan(7, codelet_limit=1)
+    with pytest.raises(ValueError, match="radix_limit must be at most codelet_limit=4"):
+        tfft.plan(7, codelet_limit=4, radix_limit=8)

@@ -1,0 +1,174 @@
+"""The FFT request shared by `plan()` and `te_fft()`: what to compute, validated once.
+
+Algorithm: `FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)` checks every argument when it
+is built (a wrong type raises TypeError, a wrong value ValueError, each naming the argument and what is
+expected) and normalizes it (numpy integers to int, numpy dtypes to their names), so that a spec is frozen,
+hashable and valid. Everything else derives from it:
+
+* `layouts(batch, istride, idist, ostride, odist)`: the input and output layouts (`template.ExternalLayout`):
+  c2c is n complex elements in and out, r2c n reals in (read as n/2 complex pairs when n is even) and n//2 + 1
+  complex out, c2r the reverse. The strides are checked: an output whose transforms would write over each
+  other (e.g. `odist=1` with `batch=2`) is refused, the arguments named;
+* `tree()`: the breakdown of the complex transform (`factor.breakdown`; n/2 points for even real transforms);
+* `passes()`: the passes over memory (`passes.build_passes`), cached per spec.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .factor import Breakdown, breakdown
+from .passes import PassList, build_passes
+from .template import ExternalLayout
+from .tuning import CODELET_LIMIT, RADIX_LIMIT
+
+__all__ = ["DIRECTIONS", "KINDS", "NORMS", "REAL_DTYPES", "FFTSpec", "check_choice", "check_int"]
+
+KINDS = ("c2c", "r2c", "c2r")
+DIRECTIONS = ("forward", "backward")
+NORMS = ("backward", "ortho", "forward")
+REAL_DTYPES = {"complex64": "float32", "complex128": "float64"}
+
+
+def check_int(name: str, value: Any, minimum: int | None = None) -> int:
+    """`value` as an int: TypeError unless it is an integer (not a bool), ValueError when below `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of the strings `choices`: TypeError unless a string, else ValueError."""
+    expected = ", ".join(map(repr, choices))
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {expected} (a string), got {value!r} ({type(value).__name__})")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {expected}, got {value!r}")
+    return value
+
+
+def _check_dtype(dtype: Any) -> str:
+    """The complex dtype's name: a string, numpy dtype or scalar type of complex64 or complex128."""
+    if not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"dtype must be 'complex64' or 'complex128' (a string or numpy dtype), got {dtype!r} "
+                            f"({type(dtype).__name__})") from None
+    return check_choice("dtype", dtype, tuple(REAL_DTYPES))
+
+
+@dataclass(frozen=True)
+class FFTSpec:
+    """A transform request: `n` logical points of `kind` ("c2c", "r2c" forward only, "c2r" backward only) in
+    `direction` with numpy's `norm`, in precision `dtype` (complex64/complex128; real sides use the matching
+    float type), planned with codelets of at most `codelet_limit` points and radices of at most `radix_limit`."""
+
+    n: int
+    kind: str = "c2c"
+    direction: str = "forward"
+    norm: str = "backward"
+    dtype: str = "complex64"
+    codelet_limit: int = CODELET_LIMIT
+    radix_limit: int = RADIX_LIMIT
+
+    def __post_init__(self) -> None:
+        normalized = {
+            "n": check_int("n", self.n, 1),
+            "kind": check_choice("kind", self.kind, KINDS),
+            "direction": check_choice("direction", self.direction, DIRECTIONS),
+            "norm": check_choice("norm", self.norm, NORMS),
+            "dtype": _check_dtype(self.dtype),
+            "codelet_limit": check_int("codelet_limit", self.codelet_limit, 2),
+            "radix_limit": check_int("radix_limit", self.radix_limit, 2),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+        if self.radix_limit > self.codelet_limit:
+            raise ValueError(f"radix_limit must be at most codelet_limit={self.codelet_limit}, got {self.radix_limit}")
+        if self.kind == "r2c" and self.direction != "forward":
+            raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
+        if self.kind == "c2r" and self.direction != "backward":
+            raise ValueError("direction must be 'backward' for kind='c2r' (the forward is kind='r2c')")
+
+    @property
+    def real_dtype(self) -> str:
+        return REAL_DTYPES[self.dtype]
+
+    @property
+    def sign(self) -> int:
+        """The sign of the exponent of the transform's roots of unity: -1 forward, +1 backward."""
+        return 1 if self.direction == "backward" else -1
+
+    @property
+    def scale(self) -> float:
+        """numpy's normalization factor of this direction and `norm`."""
+        if self.norm == "ortho":
+            return 1.0 / math.sqrt(self.n)
+        if (self.norm == "backward") == (self.direction == "backward"):
+            return 1.0 / self.n
+        return 1.0
+
+    @property
+    def complex_size(self) -> int:
+        """Points of the complex transform: n/2 for real transforms of even n (pairs of reals), else n."""
+        return self.n // 2 if self.kind != "c2c" and self.n % 2 == 0 else self.n
+
+    def tree(self) -> Breakdown:
+        """The breakdown of the complex transform (`factor.breakdown`)."""
+        return breakdown(self.complex_size, self.codelet_limit, self.radix_limit)
+
+    def passes(self) -> PassList:
+        """The passes over memory with their codelets, twiddles and constant tables (cached per spec)."""
+        return _passes(self)
+
+    def layouts(self, batch: int = 1, istride: int = 1, idist: int | None = None, ostride: int = 1,
+                odist: int | None = None) -> tuple[ExternalLayout, ExternalLayout]:
+        """The input and output layouts of `batch` transforms with the given element strides and distances
+        between transforms (in buffer elements; a distance of None is the compact one)."""
+        batch = check_int("batch", batch, 1)
+        half = self.n // 2 + 1
+        pairs = "real_pairs" if self.n % 2 == 0 else "real"
+        complex_n = ("complex", self.n)
+        in_kind, in_elements = {"c2c": complex_n, "c2r": ("complex", half), "r2c": (pairs, self.n)}[self.kind]
+        out_kind, out_elements = {"c2c": complex_n, "r2c": ("complex", half), "c2r": (pairs, self.n)}[self.kind]
+        istride = check_int("istride", istride, 1)
+        ostride = check_int("ostride", ostride, 1)
+        idist = check_int("idist", in_elements * istride if idist is None else idist, 1)
+        odist = check_int("odist", out_elements * ostride if odist is None else odist, 1)
+        if in_kind == "real_pairs" and istride != 1:
+            raise ValueError(f"istride must be 1 for an r2c plan of even n, got {istride}")
+        if out_kind == "real_pairs" and ostride != 1:
+            raise ValueError(f"ostride must be 1 for a c2r plan of even n, got {ostride}")
+        output = ExternalLayout(out_kind, out_elements, odist, ostride)
+        _check_disjoint(output, batch)
+        return ExternalLayout(in_kind, in_elements, idist, istride), output
+
+
+def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
+    """ValueError when two output elements of the batch are the same memory: element e of transform b is at
+    `b·odist + e·ostride`, so two coincide when `Δb·odist = Δe·ostride` for some 0 < Δb < batch and
+    0 < Δe < elements, whose smallest solution is `Δb = ostride/g`, `Δe = odist/g` with g their gcd."""
+    if batch == 1 or layout.elements == 1:
+        return
+    g = math.gcd(layout.stride, layout.distance)
+    transform, element = layout.stride // g, layout.distance // g
+    if transform < batch and element < layout.elements:
+        unit = "complex element" if layout.kind == "complex" else "real"
+        raise ValueError(
+            f"ostride={layout.stride} and odist={layout.distance} make the outputs of the {batch} transforms "
+            f"overlap: element {element} of transform 0 is element 0 of transform {transform} (the same {unit}); "
+            f"the output needs odist >= {layout.elements}·ostride (or ostride >= batch·odist)")
+
+
+@functools.lru_cache(maxsize=256)
+def _passes(spec: FFTSpec) -> PassList:
+    tree_for = functools.partial(breakdown, codelet_limit=spec.codelet_limit, radix_limit=spec.radix_limit)
+    return build_passes(spec.kind, spec.n, spec.sign, spec.scale, tree_for)

@@ -1,0 +1,59 @@
+"""Every tuning constant of the FFT generator, each stated as the rule it implements (like FFTW's genfft, which
+keeps its tunables in one place).
+
+The other modules read these names; none keeps a tunable of its own. The measurements behind each rule (AVX-512,
+16 MiB batches, old and new variants timed in one process) are in bench/results/fft_tuning.md, one section per
+constant under the same name.
+"""
+
+from __future__ import annotations
+
+# ---- breakdown (`factor`) ---------------------------------------------------------------------------------------
+# A DFT of at most this many points is one straight-line codelet (the default `codelet_limit`).
+CODELET_LIMIT = 32
+# A larger transform is split into radices of at most this many points, one pass over memory each (the default
+# `radix_limit`): more passes of small codelets beat fewer passes whose codelets spill the vector registers.
+RADIX_LIMIT = 8
+# Bluestein's convolution length is the smallest m >= 2n - 1 whose prime factors are at most this (and at most
+# the codelet limit, so that every factor is a codelet).
+BLUESTEIN_LARGEST_PRIME = 7
+
+# ---- lane groups and vectors (llvm: `schedule`, `passes`) --------------------------------------------------------
+# A lane group holds one 128-bit vector's worth of transforms of the batch (wider vectors spill the codelets).
+VECTOR_LANES = {"float32": 4, "float64": 2}
+# A lane group's scratch stays within this many bytes: its lane count is halved until it does.
+GROUP_SCRATCH_LIMIT = 4 * 1024 * 1024
+# A vector of codelet instances of one transform is this many times the vector width when the loop divides.
+INNER_VECTOR_SCALE = 2
+# ... and this many times when the transform's scratch exceeds LARGE_SCRATCH_BYTES (it streams through L2/L3).
+LARGE_INNER_VECTOR_SCALE = 4
+LARGE_SCRATCH_BYTES = 512 * 1024
+# The parallel loop over lane groups has at most this many tasks, each running its groups serially in one
+# scratch allocation.
+PARALLEL_TASKS = 64
+# A loop with unit stride on one side of a codelet pass is nested innermost (vectorized) only while the other
+# side's stride along it is at most this many elements (beyond, the lanes' stores alias in the L1 sets).
+VECTOR_LOOP_MAX_STRIDE = 1024
+# A codelet pass's twiddle table of more than this many factors stores only the rows of the power-of-two
+# elements; the others are products of at most log2(codelet size) stored factors.
+DERIVED_TWIDDLE_FACTORS = 4096
+
+# ---- prefetching (llvm: `template`) -----------------------------------------------------------------------------
+# A lane group whose compact input (and output) is at most this many bytes prefetches a later group's lines.
+PREFETCH_BYTES = 32 * 1024
+# ... of the group at least this many bytes ahead.
+PREFETCH_DISTANCE = 2048
+# The cache line that one prefetch instruction fetches (bytes).
+CACHE_LINE = 64
+
+# ---- contiguous complex access (llvm: `lowering`) ---------------------------------------------------------------
+# A set of strided stores rewritten into contiguous ones gathers at most this many offsets (one lane's outputs).
+MAX_STORE_SET = 16
+
+# ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
+# Threads per thread block.
+CUDA_THREADS = 128
+# Scratch up to this many bytes is static shared memory; above, dynamic shared memory.
+CUDA_STATIC_SHARED_LIMIT = 48 * 1024
+# Scratch above this many bytes (sm_80's dynamic shared memory per block) runs one kernel per pass over memory.
+CUDA_SHARED_LIMIT = 163 * 1024
