@@ -11,6 +11,15 @@ Symbolic pieces below a mark are emitted as ``for v in range(v_extent)`` with ``
 bound by ``Bind`` statements just above the mark (``if v_extent > 0`` guards the mark when the range may be
 empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header.
 
+**Guards inside a branch of an if/else.** The guards emitted here (guard-chain arms, ``if v_extent > 0``,
+guarded cases) have no ``else`` and often do not depend on the loops around them. TVM 0.27's
+``HoistIfThenElse`` (in its default pipeline) hoists such an ``if`` above the outermost loop it does not depend
+on, also out of a branch of an enclosing if/else, and then the *other* branch only runs when the hoisted
+condition holds. It never hoists out of a loop whose body holds a sequence of statements. So a kept if/else
+whose branches hold a guard emitted here is emitted as two disjoint ``if``s, ``if c: A`` and ``if not c: B``
+(``c`` is bound first by a ``Bind`` when it reads memory, which ``A`` may write): the sequence keeps every
+guard below the innermost loop around it.
+
 Nothing is decided here: the plan (``plan.py``) says what to emit.
 """
 
@@ -23,7 +32,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, conjunction, is_mark, substitute
+from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark, substitute
 from .intervals import as_expr
 from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
@@ -42,6 +51,7 @@ class Emitter:
         self.block_copies: dict[str, int] = {}
         self.loop_copies: dict = {}  # original loop variable -> the loop variables of its copies, in order
         self._hoisted: list[tuple[list, list]] = []  # per mark being emitted: its Binds and emptiness guards
+        self._guards_emitted = 0  # else-less ifs of TailSplit's own (chain arms, emptiness guards, cases)
 
     def _fresh_var(self, var) -> tirx.Var:
         return tirx.Var(var.name, var.ty)
@@ -128,7 +138,7 @@ class Emitter:
 
         def wrap(stmt):
             if guards:
-                stmt = tirx.IfThenElse(conjunction(guards), stmt, None)
+                stmt = self._guard(conjunction(guards), stmt)
             return tirx.SeqStmt([*bindings, stmt]) if bindings else stmt
 
         try:
@@ -186,16 +196,26 @@ class Emitter:
                 if not tvm_ffi.structural_equal(case.hi, plan.range_hi):
                     conditions.append(var < substitute(case.hi, self.var_map))
             body = self.emit(case.body)
-            arms.append(tirx.IfThenElse(conjunction(conditions), body, None) if conditions else body)
+            arms.append(self._guard(conjunction(conditions), body) if conditions else body)
         return arms[0] if len(arms) == 1 else tirx.SeqStmt(arms)
 
+    def _guard(self, condition, body) -> tirx.Stmt:
+        """``if condition: body`` for a guard of TailSplit's own (counted: see ``_emit_if``)."""
+        self._guards_emitted += 1
+        return tirx.IfThenElse(condition, body, None)
+
     def _emit_if(self, plan: IfPlan) -> tirx.Stmt:
-        then_case = self.emit(plan.then_plan) if plan.then_plan is not None else _no_op()
+        guards_before = self._guards_emitted
+        then_case = self.emit(plan.then_plan) if plan.then_plan is not None else None
         else_case = self.emit(plan.else_plan) if plan.else_plan is not None else None
         if not plan.kept_atoms:
-            return then_case
+            return then_case if then_case is not None else _no_op()
         condition = substitute(conjunction([a.expr for a in plan.kept_atoms]), self.var_map)
-        return tirx.IfThenElse(condition, then_case, else_case)
+        if plan.if_stmt is None:  # a guarded case of the planner
+            return self._guard(condition, then_case)
+        if else_case is None or self._guards_emitted == guards_before:
+            return tirx.IfThenElse(condition, then_case if then_case is not None else _no_op(), else_case)
+        return _disjoint_ifs(condition, then_case, else_case)
 
     def _block_name(self, name: str) -> str:
         index = self.block_copies.get(name, 0)
@@ -250,6 +270,21 @@ class Emitter:
 
     def _emit_verbatim(self, stmt) -> tirx.Stmt:
         return substitute(stmt, self.var_map)
+
+
+def _disjoint_ifs(condition, then_case: tirx.Stmt | None, else_case: tirx.Stmt) -> tirx.Stmt:
+    """``if condition: then_case else: else_case`` as ``if c: then_case`` and ``if not c: else_case`` (see the
+    module docstring: TVM's ``HoistIfThenElse`` hoists no guard out of a loop whose body is a sequence). A
+    condition that reads memory is bound to a variable first (``then_case`` may change what it reads)."""
+    statements = []
+    if has_load_or_call(condition):
+        bound = tirx.Var("if_condition", "bool")
+        statements.append(tirx.Bind(bound, condition))
+        condition = bound
+    if then_case is not None:
+        statements.append(tirx.IfThenElse(condition, then_case, None))
+    statements.append(tirx.IfThenElse(tirx.Not(condition), else_case, None))
+    return statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
 
 
 _TEMPORARY_PREFIX = "__tailsplit_copy"

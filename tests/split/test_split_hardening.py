@@ -1,0 +1,138 @@
+"""Hardening of TailSplit (issue #12): code that TVM's default pipeline compiles correctly in every context,
+valid input that once crashed the pass, output that once failed to compile, and a bound on planning time.
+
+Every kernel is compiled with TVM's default pipeline (``tvm.compile(mod, target="llvm")``) and run against
+the untransformed kernel on canary-guarded buffers, for every value of its symbolic variables in -3..50.
+"""
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.split.rewrite import remove_marks
+from tvm_tailsplit.testing import assert_same_results
+
+STRATEGIES = ["full", "partial", "auto"]
+SYMBOLIC_VALUES = range(-3, 51)
+
+
+def compiled_pair(before: tvm.IRModule, after: tvm.IRModule) -> tuple:
+    """Both modules compiled once with TVM's default pipeline (marks removed: they only name instructions)."""
+    return tvm.compile(remove_marks(before), target="llvm"), tvm.compile(remove_marks(after), target="llvm")
+
+
+def assert_same_for_every_value(before: tvm.IRModule, after: tvm.IRModule, name: str = "n",
+                                values=SYMBOLIC_VALUES) -> None:
+    executables = compiled_pair(before, after)
+    for value in values:
+        assert_same_results(before, after, {name: value}, trials=1, executables=executables)
+
+
+# -- 1. TVM's HoistIfThenElse and the guards TailSplit emits ---------------------------------------------------
+
+
+@T.prim_func(s_tir=True)
+def guard_in_then_branch(B: T.Buffer((8,), "float32"), n: T.int32):
+    for i in range(8):
+        if i < 4:
+            if 0 < n:
+                B[i] = T.float32(1)
+        else:
+            B[i] = T.float32(2)
+
+
+def test_tvm_hoist_if_then_else_hoists_a_guard_out_of_one_branch_of_an_if_else():
+    """TVM 0.27's bug, on its own (no TailSplit): ``HoistIfThenElse`` (``src/s_tir/transform/hoist_expression.cc``)
+    runs in the default TIR pipeline under every configuration (its only option, ``s_tir.HoistIfThenElse``'s
+    ``support_block_scope_hoisting``, concerns thread variables). Its collector hoists an ``if`` above the
+    outermost loop its condition does not use, stopping only at loops whose body holds a sequence of
+    statements; it does not stop at an enclosing if/else. ``if 0 < n`` (no ``else``) in the then-branch of
+    ``if i < 4`` becomes ``if 0 < n: for i in range(8): ...``, so for ``n <= 0`` the else-branch (rows 4-7)
+    never runs. Expected for ``n = 0``: ``[0, 0, 0, 0, 2, 2, 2, 2]``; TVM leaves rows 4-7 unwritten.
+
+    TailSplit emits such guards (``if j_extent > 0`` above a mark, guard-chain arms), so a kept if/else whose
+    branches hold one is emitted as two disjoint ``if``s (``rewrite.py``). If this test starts failing, TVM
+    fixed the bug (the disjoint form stays correct either way)."""
+    executable = tvm.compile(tvm.IRModule({"main": guard_in_then_branch}), target="llvm")
+    result = tvm.runtime.tensor(np.zeros(8, "float32"))
+    executable["main"](result, 0)
+    np.testing.assert_array_equal(result.numpy(), np.zeros(8, "float32"))  # the else-branch never ran
+    executable["main"](result, 1)
+    np.testing.assert_array_equal(result.numpy(), [1, 1, 1, 1, 2, 2, 2, 2])
+
+
+@T.prim_func(s_tir=True)
+def mark_in_then_branch(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (8, 16), "float32")
+    B = T.match_buffer(b, (8, 16), "float32")
+    for i in range(8):
+        if i < 4:
+            for j in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+                with T.sblock("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    T.where(j < n)
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+        else:
+            for j in range(16):
+                with T.sblock("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj] + T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def mark_in_else_branch_with_loads(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (8, 16), "float32")
+    B = T.match_buffer(b, (8, 16), "float32")
+    for i in range(8):
+        for k in range(2):
+            if B[i, k] < T.float32(0):
+                for j in range(16):
+                    with T.sblock("C"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vi, vj] = T.abs(A[vi, vj]) + T.float32(1)
+            else:
+                for j in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+                    with T.sblock("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        T.where(j < n)
+                        B[vi, vj] = A[vi, vj] * T.float32(-3)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", [mark_in_then_branch, mark_in_else_branch_with_loads])
+def test_symbolic_guards_in_a_branch_of_an_if_else_compile_correctly(kernel, strategy):
+    mod = tvm.IRModule({"main": kernel})
+    after = TailSplit(strategy=strategy)(mod)
+    assert after["main"].script() != mod["main"].script()
+    assert_same_for_every_value(mod, after)
+
+
+@T.prim_func(s_tir=True)
+def tiles_in_then_branch(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+    for i_0 in range(4):
+        for j in range(8):
+            if j < 5:
+                for i_1 in T.serial(4, annotations={"pragma_emit_insn": "v4"}):
+                    with T.sblock("B"):
+                        vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                        vj = T.axis.spatial(8, j)
+                        T.where(10 <= i_0 * 4 + i_1 and i_0 * 4 + i_1 < 12)
+                        B[vi, vj] = A[vi, vj] * T.float32(2)
+            else:
+                for i_1 in range(4):
+                    with T.sblock("C"):
+                        vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                        vj = T.axis.spatial(8, j)
+                        B[vi, vj] = A[vi, vj] + T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_guard_chain_in_a_branch_of_an_if_else_compiles_correctly(strategy):
+    """The partial split decides ``i_0`` by a guard chain above the mark with one arm, ``if i_0 == 2`` (no
+    other tile runs the block); TVM would hoist it above ``for j`` and skip the else-branch for ``i_0 != 2``."""
+    mod = tvm.IRModule({"main": tiles_in_then_branch})
+    after = TailSplit(strategy=strategy)(mod)
+    assert after["main"].script() != mod["main"].script()
+    assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))
