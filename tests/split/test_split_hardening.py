@@ -136,3 +136,78 @@ def test_guard_chain_in_a_branch_of_an_if_else_compiles_correctly(strategy):
     after = TailSplit(strategy=strategy)(mod)
     assert after["main"].script() != mod["main"].script()
     assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))
+
+
+# -- 2. Loops whose extent depends on an enclosing loop ------------------------------------------------------
+
+
+@T.prim_func(s_tir=True)
+def triangle_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (16, 16), "float32")
+    B = T.match_buffer(b, (16, 16), "float32")
+    for i in range(16):
+        for j in T.serial(i + 1, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(j < n)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def triangle_below_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (16, 16), "float32")
+    B = T.match_buffer(b, (16, 16), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "v4"}):
+            for j in T.serial(i_0 * 4 + i_1 + 1):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                    vj = T.axis.spatial(16, j)
+                    T.where(i_0 * 4 + i_1 < n and j < 11)
+                    B[vi, vj] = A[vi, vj] - T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def triangle_tiles(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (16, 16), "float32")
+    B = T.match_buffer(b, (16, 16), "float32")
+    for i in range(16):
+        for j_0 in range(i // 4 + 1):
+            for j_1 in T.serial(4, annotations={"pragma_emit_insn": "v4"}):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(16, i)
+                    vj = T.axis.spatial(16, j_0 * 4 + j_1)
+                    T.where(j_0 * 4 + j_1 <= i and i < n)
+                    B[vi, vj] = A[vi, vj] * T.float32(3)
+
+
+@T.prim_func(s_tir=True)
+def triangle_tiles_static(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+    for i_0, i_1 in T.grid(4, 4):
+        for j_0 in range(i_0 + 1):
+            for j_1 in T.serial(4, annotations={"pragma_emit_insn": "v4"}):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(16, i_0 * 4 + i_1)
+                    vj = T.axis.spatial(16, j_0 * 4 + j_1)
+                    T.where(j_0 * 4 + j_1 <= i_0 * 4 + i_1 and i_0 * 4 + i_1 < 14)
+                    B[vi, vj] = A[vi, vj] + T.float32(3)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", [triangle_mark, triangle_below_mark, triangle_tiles])
+def test_extent_depending_on_an_enclosing_loop_splits_correctly(kernel, strategy):
+    mod = tvm.IRModule({"main": kernel})
+    reports = []
+    after = TailSplit(strategy=strategy, reports=reports)(mod)
+    tvm.s_tir.analysis.verify_well_formed(after["main"])
+    assert reports[0].nests
+    assert_same_for_every_value(mod, after, values=range(-3, 20))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_static_extent_depending_on_an_enclosing_loop_splits_correctly(strategy):
+    mod = tvm.IRModule({"main": triangle_tiles_static})
+    after = TailSplit(strategy=strategy)(mod)
+    tvm.s_tir.analysis.verify_well_formed(after["main"])
+    assert after["main"].script() != mod["main"].script()
+    assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))

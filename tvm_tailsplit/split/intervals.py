@@ -383,7 +383,9 @@ def symbolic_split_points(atom: Atom, var, context: RangeContext) -> list:
         for bound in (rest_min, rest_max):
             if bound is not None:
                 points.append(tirx.floordiv(bound, -coefficient) + 1)
-    return [context.analyzer.simplify(p) for p in points]
+    # Over the range of an inner loop whose extent depends on ``var`` (``range(i // 4 + 1)``) the bounds of
+    # ``rest`` mention ``var`` itself: such a point is no split point of ``var``.
+    return [point for point in (context.analyzer.simplify(p) for p in points) if var not in free_vars(point)]
 
 
 def _clamp(point, lo, hi, context: RangeContext, outside: set):

@@ -250,7 +250,8 @@ class Emitter:
             return result[0] if len(result) == 1 else tirx.SeqStmt(result)
 
         new_block = SBlock(
-            [tirx.IterVar(iv.dom, iter_map[iv.var], iv.iter_type, iv.thread_tag) for iv in block.iter_vars],
+            [tirx.IterVar(substitute(iv.dom, self.var_map), iter_map[iv.var], iv.iter_type, iv.thread_tag)
+             for iv in block.iter_vars],
             [substitute(r, body_map) for r in block.reads],
             [substitute(w, body_map) for w in block.writes],
             self._block_name(block.name_hint),
