@@ -8,6 +8,7 @@ the untransformed kernel on canary-guarded buffers, for every value of its symbo
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
@@ -211,3 +212,72 @@ def test_static_extent_depending_on_an_enclosing_loop_splits_correctly(strategy)
     tvm.s_tir.analysis.verify_well_formed(after["main"])
     assert after["main"].script() != mod["main"].script()
     assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))
+
+
+# -- 3. Vectorized and unrolled loops get a symbolic extent only as serial copies ---------------------------------
+
+
+@T.prim_func(s_tir=True)
+def vectorized_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range((n + 15) // 16):
+        for i_1 in T.vectorized(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i_0 * 16 + i_1)
+                T.where(i_0 * 16 + i_1 < n)
+                B[vi] = A[vi] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def vectorized_and_unrolled_below_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (8, 64), "float32")
+    B = T.match_buffer(b, (8, 64), "float32")
+    for j_0 in range((n + 7) // 8):
+        for i in T.serial(8, annotations={"pragma_emit_insn": "tile8x8"}):
+            for j_1 in T.unroll(2):
+                for j_2 in T.vectorized(4):
+                    with T.sblock("B"):
+                        vi = T.axis.spatial(8, i)
+                        vj = T.axis.spatial(64, j_0 * 8 + j_1 * 4 + j_2)
+                        T.where(j_0 * 8 + j_1 * 4 + j_2 < n)
+                        B[vi, vj] = A[vi, vj] + T.float32(5)
+
+
+@T.prim_func(s_tir=True)
+def unrolled_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range((n + 3) // 4):
+        for i_1 in T.unroll(4, annotations={"pragma_emit_insn": "v4"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i_0 * 4 + i_1)
+                T.where(i_0 * 4 + i_1 < n)
+                B[vi] = A[vi] - T.float32(2)
+
+
+def loop_kinds(func) -> list[str]:
+    """``name:KIND:const`` or ``name:KIND:expr`` (extent constant or not) for every loop of ``func``."""
+    kinds = []
+
+    def visit(loop) -> None:
+        extent = "const" if isinstance(loop.extent, tvm.tirx.IntImm) else "expr"
+        kinds.append(f"{loop.loop_var.name}:{tvm.tirx.ForKind(loop.kind).name}:{extent}")
+
+    tvm_ffi.structural_walk(func.body, (tvm.tirx.For, visit))
+    return kinds
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", [vectorized_mark, vectorized_and_unrolled_below_mark, unrolled_mark])
+def test_vectorized_and_unrolled_loops_keep_constant_extents_and_compile(kernel, strategy):
+    mod = tvm.IRModule({"main": kernel})
+    reports = []
+    after = TailSplit(strategy=strategy, reports=reports)(mod)
+    kinds = loop_kinds(after["main"])
+    assert not [k for k in kinds if k.endswith(("VECTORIZED:expr", "UNROLLED:expr"))], kinds
+    kind = "UNROLLED" if kernel is unrolled_mark else "VECTORIZED"
+    assert [k for k in kinds if f"{kind}:const" in k], kinds  # the main tiles keep their kind
+    how = "unrolls" if kernel is unrolled_mark else "vectorizes"
+    assert f"is serial: TVM {how} only loops of constant extent" in str(reports[0])
+    assert_same_for_every_value(mod, after, values=range(-3, 51 if kernel is vectorized_mark else 65))

@@ -161,6 +161,7 @@ def split_function(
             nest_report.notes.append(Note("nest", "removed: no guarded point of it ever runs"))
             continue
         new_nests.append(emitter.emit(chosen_plan))
+        nest_report.notes.extend(emitter.take_notes())
         rewritten.append(len(new_nests) - 1)
     if not report.changed:
         return func, report

@@ -9,7 +9,9 @@ variables and block iter vars are defined afresh, so the copies of one loop neve
 
 Symbolic pieces below a mark are emitted as ``for v in range(v_extent)`` with ``v_start`` / ``v_extent``
 bound by ``Bind`` statements just above the mark (``if v_extent > 0`` guards the mark when the range may be
-empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header.
+empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header. A copy
+of a vectorized or unrolled loop whose extent is not a constant is emitted serial (TVM vectorizes and unrolls
+only constant extents); the report says so.
 
 **Guards inside a branch of an if/else.** The guards emitted here (guard-chain arms, ``if v_extent > 0``,
 guarded cases) have no ``else`` and often do not depend on the loops around them. TVM 0.27's
@@ -34,9 +36,14 @@ from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
 from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark, substitute
 from .intervals import as_expr
-from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
+from .plan import GuardChain, IfPlan, LoopPlan, Note, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
+
+
+# Loop kinds TVM lowers only with a constant extent (VectorizeLoop, UnrollLoop): a copy whose extent is an
+# expression is emitted serial.
+_CONSTANT_EXTENT_KINDS = {tirx.ForKind.VECTORIZED: "vectorizes", tirx.ForKind.UNROLLED: "unrolls"}
 
 
 def _no_op() -> tirx.Stmt:
@@ -51,6 +58,8 @@ class Emitter:
         self.block_copies: dict[str, int] = {}
         self.loop_copies: dict = {}  # original loop variable -> the loop variables of its copies, in order
         self._hoisted: list[tuple[list, list]] = []  # per mark being emitted: its Binds and emptiness guards
+        self.notes: list[Note] = []  # see take_notes
+        self._bound_extents: dict = {}  # extent variable bound above a mark -> its value (for the notes)
         self._guards_emitted = 0  # else-less ifs of TailSplit's own (chain arms, emptiness guards, cases)
 
     def _fresh_var(self, var) -> tirx.Var:
@@ -119,6 +128,7 @@ class Emitter:
             if piece.may_be_empty and not is_mark(loop):
                 extent = tirx.Max(extent, zero)  # a guard above the mark would skip the loop's siblings too
             bindings.append(tirx.Bind(extent_var, extent))
+            self._bound_extents[extent_var] = extent
             if piece.may_be_empty and is_mark(loop):
                 guards.append(extent_var > zero)
             return zero, extent_var, offset
@@ -165,7 +175,23 @@ class Emitter:
         if loop.thread_binding is not None:
             binding = loop.thread_binding
             thread_binding = tirx.IterVar(binding.dom, new_var, binding.iter_type, binding.thread_tag)
-        return tirx.For(new_var, start, extent, loop.kind, body, thread_binding, dict(loop.annotations))
+        kind = loop.kind
+        if kind in _CONSTANT_EXTENT_KINDS:
+            constant = tvm.sym.Analyzer().simplify(extent)
+            if isinstance(constant, tirx.IntImm):
+                extent = constant
+            else:
+                kind = tirx.ForKind.SERIAL
+                how = _CONSTANT_EXTENT_KINDS[loop.kind]
+                self.notes.append(Note(f"loop {loop.loop_var.name}",
+                                       f"the copy of extent {self._bound_extents.get(extent, extent)} is serial: "
+                                       f"TVM {how} only loops of constant extent"))
+        return tirx.For(new_var, start, extent, kind, body, thread_binding, dict(loop.annotations))
+
+    def take_notes(self) -> list[Note]:
+        """What the emission changed beyond the plan (copies made serial) since the last call."""
+        notes, self.notes = self.notes, []
+        return notes
 
     def _restore(self, var, previous) -> None:
         if previous is None:
