@@ -5,6 +5,8 @@ Every kernel is compiled with TVM's default pipeline (``tvm.compile(mod, target=
 the untransformed kernel on canary-guarded buffers, for every value of its symbolic variables in -3..50.
 """
 
+import time
+
 import numpy as np
 import pytest
 import tvm
@@ -281,3 +283,39 @@ def test_vectorized_and_unrolled_loops_keep_constant_extents_and_compile(kernel,
     how = "unrolls" if kernel is unrolled_mark else "vectorizes"
     assert f"is serial: TVM {how} only loops of constant extent" in str(reports[0])
     assert_same_for_every_value(mod, after, values=range(-3, 51 if kernel is vectorized_mark else 65))
+
+
+# -- 4. The mapping-cost budget bounds the planning time ---------------------------------------------------------
+
+
+@T.prim_func(s_tir=True)
+def five_loops_two_marks(A: T.Buffer((16, 16, 16, 16), "float32"), B: T.Buffer((16, 16, 16, 16), "float32"),
+                         C: T.Buffer((16, 16, 16, 16), "float32")):
+    for a, b, c in T.grid(16, 16, 16):
+        for d in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                va, vb, vc, vd = T.axis.remap("SSSS", [a, b, c, d])
+                T.where(a + d < 17 and c + d < 19)
+                B[va, vb, vc, vd] = A[va, vb, vc, vd] * T.float32(2)
+        for e in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("C"):
+                va, vb, vc, ve = T.axis.remap("SSSS", [a, b, c, e])
+                T.where(b + e < 18)
+                C[va, vb, vc, ve] = A[va, vb, vc, ve] + T.float32(2)
+
+
+def test_auto_stops_planning_the_full_split_once_it_passes_the_budget():
+    """Guards on all five loops: the full split copies both marks for every piece of a, b and c (code length
+    19,335, about 9 s to plan); the partial split decides each mark's variables by its own guard chain (854).
+    With ``auto`` the full split's planning stops at the budget and the partial split is emitted."""
+    mod = tvm.IRModule({"main": five_loops_two_marks})
+    reports = []
+    start = time.perf_counter()
+    after = TailSplit(strategy="auto", reports=reports)(mod)
+    elapsed = time.perf_counter() - start
+    cost = reports[0].nests[0].cost
+    assert cost.full_split_stopped and 256 < cost.full_split < 300, cost
+    assert cost.chosen == "partial" and reports[0].nests[0].strategy == "partial"
+    assert "full split more than 256 (planning stopped at" in str(reports[0])
+    assert elapsed < 5, f"TailSplit took {elapsed:.1f} s"
+    assert_same_results(mod, after, trials=1)

@@ -70,12 +70,14 @@ __all__ = [
     "LoopPiece",
     "LoopPlan",
     "Note",
+    "PlanTooLong",
     "Planner",
     "RangeProof",
     "RealizePlan",
     "SequencePlan",
     "VerbatimPlan",
     "WholeLoopPlan",
+    "code_length",
 ]
 
 FULL_SPLIT = "full"
@@ -199,6 +201,42 @@ class Note:
         return f"{self.subject}: {self.text}"
 
 
+class PlanTooLong(Exception):
+    """Planning stopped: the code length of the plan passed the planner's ``max_length``."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"code length {length} passed the limit")
+        self.length = length
+
+
+def _statement_count(stmt) -> int:
+    count = [0]
+    tvm_ffi.structural_walk(stmt, (tirx.Stmt, lambda _: count.__setitem__(0, count[0] + 1)))
+    return count[0]
+
+
+def code_length(plan) -> int:
+    """The length of the code a plan emits: one unit per loop copy, guard-chain arm and ``if``, plus one per
+    statement of each block copy and of each statement copied verbatim (0 for ``None``)."""
+    if plan is None:
+        return 0
+    if isinstance(plan, SequencePlan):
+        return sum(code_length(item) for item in plan.items)
+    if isinstance(plan, LoopPlan):
+        return sum(1 + code_length(piece.body) for piece in plan.pieces)
+    if isinstance(plan, WholeLoopPlan):
+        return 1 + code_length(plan.body)
+    if isinstance(plan, GuardChain):
+        return sum(1 + code_length(case.body) for case in plan.cases)
+    if isinstance(plan, IfPlan):
+        return 1 + code_length(plan.then_plan) + code_length(plan.else_plan)
+    if isinstance(plan, RealizePlan):
+        return 1 + _statement_count(plan.realize.block.body)
+    if isinstance(plan, VerbatimPlan):
+        return _statement_count(plan.stmt)
+    raise TypeError(f"unknown plan node {type(plan).__name__}")
+
+
 _DEFINING_STATEMENTS = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer, tirx.AttrStmt, tirx.While)
 
 
@@ -255,11 +293,16 @@ def _same(a, b) -> bool:
 class Planner:
     """Plans one strategy (full or partial split) for the loop nests of a function."""
 
-    def __init__(self, func: tirx.PrimFunc, strategy: str, max_fuzzy_expansion: int) -> None:
+    def __init__(self, func: tirx.PrimFunc, strategy: str, max_fuzzy_expansion: int,
+                 max_length: int | None = None) -> None:
         if strategy not in (FULL_SPLIT, PARTIAL_SPLIT):
             raise ValueError(f"strategy must be {FULL_SPLIT!r} or {PARTIAL_SPLIT!r}, got {strategy!r}")
         self.strategy = strategy
         self.max_fuzzy_expansion = max_fuzzy_expansion
+        self.max_length = max_length
+        # The code length of the finished sub-plans that the plan being built will contain (a lower bound of its
+        # final length: a sub-plan that runs is never dropped again).
+        self._length = 0
         self.context = RangeContext()
         for loop in loop_vars_in(func.body):
             self.context.bind(loop.loop_var, loop.min, loop.extent)
@@ -348,7 +391,17 @@ class Planner:
 
     # -- planning --------------------------------------------------------------------------------------
     def plan(self, stmt, mark: tirx.For | None = None):
-        """The plan of ``stmt``; ``None`` when nothing of it ever runs. ``mark`` is the enclosing mark."""
+        """The plan of ``stmt``; ``None`` when nothing of it ever runs. ``mark`` is the enclosing mark.
+
+        Raises ``PlanTooLong`` as soon as the code length of what is planned exceeds ``max_length``."""
+        before = self._length
+        result = self._plan_statement(stmt, mark)
+        self._length = before + code_length(result)
+        if self.max_length is not None and self._length > self.max_length:
+            raise PlanTooLong(self._length)
+        return result
+
+    def _plan_statement(self, stmt, mark: tirx.For | None):
         if isinstance(stmt, tirx.SeqStmt):
             items = [p for p in (self.plan(s, mark) for s in stmt.seq) if p is not None]
             if not items:
