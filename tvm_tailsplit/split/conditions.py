@@ -27,6 +27,8 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
+from ..ir_utils import substitute
+
 MARK_KEY = "pragma_emit_insn"
 
 __all__ = [
@@ -44,15 +46,7 @@ __all__ = [
     "is_mark",
     "loop_vars_in",
     "same_atom",
-    "substitute",
 ]
-
-
-def substitute(node, var_map: dict):
-    """Replace variables in ``node`` by the expressions of ``var_map`` (other variables are kept)."""
-    if not var_map:
-        return node
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: var_map.get(v, v)), order="post")
 
 
 def conjunction(exprs: list) -> tvm.ir.PrimExpr:

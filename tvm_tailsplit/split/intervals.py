@@ -40,7 +40,8 @@ import tvm
 from tvm import sym, tirx
 from tvm.ir import Range
 
-from .conditions import Atom, conjunction, free_vars, substitute
+from ..ir_utils import substitute
+from .conditions import Atom, conjunction, free_vars
 
 __all__ = [
     "Interval",

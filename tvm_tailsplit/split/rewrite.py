@@ -34,7 +34,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark, substitute
+from ..ir_utils import map_loops, substitute, with_loop
+from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark
 from .intervals import as_expr
 from .plan import GuardChain, IfPlan, LoopPlan, Note, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
@@ -186,7 +187,8 @@ class Emitter:
                 self.notes.append(Note(f"loop {loop.loop_var.name}",
                                        f"the copy of extent {self._bound_extents.get(extent, extent)} is serial: "
                                        f"TVM {how} only loops of constant extent"))
-        return tirx.For(new_var, start, extent, kind, body, thread_binding, dict(loop.annotations))
+        return with_loop(loop, loop_var=new_var, min=start, extent=extent, kind=kind, body=body,
+                         thread_binding=thread_binding)
 
     def take_notes(self) -> list[Note]:
         """What the emission changed beyond the plan (copies made serial) since the last call."""
@@ -364,13 +366,6 @@ def remove_marks(mod: tvm.IRModule) -> tvm.IRModule:
     def unmark(loop: tirx.For) -> tirx.For:
         if MARK_KEY not in loop.annotations:
             return loop
-        annotations = {k: v for k, v in loop.annotations.items() if k != MARK_KEY}
-        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding,
-                        annotations)
+        return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != MARK_KEY})
 
-    functions = {}
-    for global_var, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, unmark), order="post"))
-        functions[global_var] = func
-    return tvm.IRModule(functions, attrs=mod.attrs)
+    return map_loops(mod, unmark)
