@@ -419,43 +419,60 @@ class Planner:
 
     def _plan_loop(self, loop: tirx.For, mark: tirx.For | None):
         var = loop.loop_var
-        below_mark = mark is not None
-        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, below_mark))
-        constant = self.context.constant_range(var)
-        subject = f"loop {var.name}"
-        if atoms and self._is_symbolic(var, atoms):
-            return self._plan_symbolic_loop(loop, mark, atoms, subject)
-        split = bool(atoms) and self._splits_as_loop(loop, below_mark)
-        if split:
-            blocker = copy_blocker(loop.body)
-            if blocker is not None:
-                self._note(subject, f"not split: {blocker}")
-                split = False
-        self._enclosing.append(loop)
-        try:
-            if not split:
-                body = self.plan(loop.body, mark)
-                if body is None:
-                    return None
-                return WholeLoopPlan(loop, body)
-            lo, hi = constant
+        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, mark is not None))
+        if not atoms:
+            return self._whole(loop, mark)
+        return self._plan_split(loop, mark, atoms, f"loop {var.name}")
+
+    def _plan_split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
+        """A loop with fuzzy atoms, constant or symbolic: its range intersected with their bounds when it is
+        symbolic and at or below the mark, else cut into one copy per interval (``_split``)."""
+        var = loop.loop_var
+        symbolic = self._is_symbolic(var, atoms)
+        low, extent = self.context.ranges[var]
+        if symbolic and mark is not None:
+            hi = self.context.analyzer.simplify(low + extent)
+            return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
+        if not self._splits_as_loop(loop, mark is not None):
+            return self._whole(loop, mark)
+        blocker = copy_blocker(loop.body)
+        if blocker is not None:
+            self._note(subject, f"not split: {blocker}")
+            return self._whole(loop, mark)
+        if not symbolic:
             deeper = {inner.loop_var for inner in loop_vars_in(loop.body)}
-            self._split_loops.add(var)
-            self._splits.setdefault(subject, (f"split by {_describe(atoms)}", []))
-            pieces: list[LoopPiece] = []
-            for interval in self._pieces(var, lo, hi, atoms, deeper, subject):
-                with self.context.narrowed(var, interval.lo, interval.hi):
-                    body = self.plan(loop.body, mark)
+            return self._split(loop, mark, atoms, subject, self._pieces(var, *self.context.constant_range(var),
+                                                                         atoms, deeper, subject))
+        hi = self.context.analyzer.simplify(low + extent)
+        intervals, unordered = self._symbolic_intervals(var, low, hi, atoms, subject)
+        if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
+            return self._plan_cases(unordered, lambda: self._plan_split(loop, mark, atoms, subject), subject)
+        if intervals is None:
+            return self._whole(loop, mark)
+        return self._split(loop, mark, atoms, subject, intervals)
+
+    def _split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str, intervals: list):
+        """One copy of ``loop`` per interval whose body runs (rebased below a mark); a symbolic interval that
+        may be empty is marked so (its copy's extent is clamped at 0)."""
+        var = loop.loop_var
+        outside = self._outside(var)
+        how = f"split by {_describe(atoms)}"
+        self._split_loops.add(var)
+        self._splits.setdefault(subject, (how, []))
+        pieces: list[LoopPiece] = []
+        try:
+            for interval in intervals:
+                body = self._plan_body(loop, mark, interval.lo, interval.hi)
                 if body is not None:
-                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=below_mark))
-            self._split_loops.discard(var)
-            self.changed = True
-            self._log_split(subject, f"split by {_describe(atoms)}", pieces)
-            if not pieces:
-                return None
-            return LoopPlan(loop, pieces)
+                    may_be_empty = is_symbolic(interval.lo) or is_symbolic(interval.hi)
+                    may_be_empty = may_be_empty and not self.context.prove(interval.lo <= interval.hi, outside)
+                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=mark is not None,
+                                            may_be_empty=may_be_empty))
         finally:
-            self._enclosing.pop()
+            self._split_loops.discard(var)
+        self.changed = True
+        self._log_split(subject, how, pieces)
+        return LoopPlan(loop, pieces) if pieces else None
 
     def _whole(self, loop: tirx.For, mark: tirx.For | None):
         """``loop`` kept over its range, its body planned (``None`` when the body never runs)."""
@@ -477,39 +494,6 @@ class Planner:
         """The variables of the loops enclosing the statement being planned, other than ``var``: the ranges a
         proof about ``var``'s pieces may assume."""
         return {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
-
-    def _plan_symbolic_loop(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
-        """A loop whose range or atoms are symbolic: range intersection at or below the mark, cut above it."""
-        var = loop.loop_var
-        low, extent = self.context.ranges[var]
-        hi = self.context.analyzer.simplify(low + extent)
-        if mark is not None:
-            return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
-        if not self._splits_as_loop(loop, False):
-            return self._whole(loop, mark)
-        blocker = copy_blocker(loop.body)
-        if blocker is not None:
-            self._note(subject, f"not split: {blocker}")
-            return self._whole(loop, mark)
-        intervals, unordered = self._symbolic_intervals(var, low, hi, atoms, subject)
-        if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
-            return self._plan_cases(unordered, lambda: self._plan_symbolic_loop(loop, mark, atoms, subject), subject)
-        if intervals is None:
-            return self._whole(loop, mark)
-        outside = self._outside(var)
-        self._split_loops.add(var)
-        pieces: list[LoopPiece] = []
-        try:
-            for interval in intervals:
-                body = self._plan_body(loop, mark, interval.lo, interval.hi)
-                if body is not None:
-                    may_be_empty = not self.context.prove(interval.lo <= interval.hi, outside)
-                    pieces.append(LoopPiece(interval.lo, interval.hi, body, may_be_empty=may_be_empty))
-        finally:
-            self._split_loops.discard(var)
-        self.changed = True
-        self._log_split(subject, f"split by {_describe(atoms)}", pieces)
-        return LoopPlan(loop, pieces) if pieces else None
 
     def _intersect_below_mark(self, loop: tirx.For, mark: tirx.For, atoms: list, lo, hi, subject: str):
         """A loop at or below the mark: its range intersected with the bounds its atoms imply (one piece)."""
