@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm import sym, tirx
 from tvm.ir import Range
 
@@ -76,6 +77,24 @@ def _as_int(expr) -> int | None:
     return None
 
 
+class _StructuralKey:
+    """A list of IR nodes as a dictionary key, hashed and compared structurally (variables by identity)."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+        self._hash = tvm_ffi.structural_hash(nodes)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _StructuralKey) and bool(tvm_ffi.structural_equal(self.nodes, other.nodes))
+
+
+def _var_order(var) -> tuple:
+    return var.name, tvm_ffi.structural_hash(var)
+
+
 class RangeContext:
     """Loop variables bound to ranges, with proofs over them (a thin layer on ``tvm.sym.Analyzer``).
 
@@ -87,7 +106,7 @@ class RangeContext:
     def __init__(self) -> None:
         self.ranges: dict = {}
         self._analyzer: sym.Analyzer | None = None
-        self._proofs: dict = {}  # proof cache: (expression, ranges assumed, assumptions) -> proved
+        self._proofs: dict = {}  # proof cache: [expression, ranges assumed, assumptions] -> proved
         self.assumptions: list = []  # conditions of the guarded cases being planned (e.g. ``s // 8 <= n // 8``)
 
     @property
@@ -168,11 +187,8 @@ class RangeContext:
         if isinstance(expr, tirx.IntImm):  # folded already (a comparison of constants)
             return bool(expr.value)
         ranges = self._relevant_ranges(expr, over)
-        key = (
-            str(expr),
-            tuple(sorted((v.name, id(v), str(low), str(extent)) for v, (low, extent) in ranges.items())),
-            tuple(str(a) for a in self.assumptions),
-        )
+        key = _StructuralKey([expr, *[item for var in sorted(ranges, key=_var_order) for item in (var, *ranges[var])],
+                              *self.assumptions])
         if key not in self._proofs:
             self._proofs[key] = self._prove(expr, ranges)
         return self._proofs[key]

@@ -309,6 +309,7 @@ class Planner:
         self._notes: list[Note] = []
         self._splits: dict[str, tuple[str, list[str]]] = {}
         self._guard_atoms: dict = {}
+        self._statement_atoms: dict = {}  # see _atoms_of
         self._enclosing: list[tirx.For] = []
         self._assumptions: list[Atom] = []  # atoms of the enclosing then-branches
         self._split_loops: set = set()
@@ -357,6 +358,13 @@ class Planner:
                     atoms.extend(a for a in site.atoms if a not in atoms)
             self._guard_atoms[key] = atoms
         return self._guard_atoms[key]
+
+    def _atoms_of(self, stmt, condition) -> tuple[Atom, ...]:
+        """The atoms of the condition of ``stmt`` (a block's predicate or an ``if``), computed once per statement
+        (a statement is planned once per piece of every loop around it)."""
+        if stmt not in self._statement_atoms:
+            self._statement_atoms[stmt] = tuple(atoms_of(condition))
+        return self._statement_atoms[stmt]
 
     def _fuzzy_atoms_with(self, var, atoms) -> list[Atom]:
         return [a for a in atoms if var in a.variables and self.context.status(a) is Status.FUZZY]
@@ -647,13 +655,13 @@ class Planner:
         if mark is None:
             # Not under a mark (e.g. the init block of a reduction): nothing is split for it, but in a piece of
             # a split loop its predicate atoms are decided like any other (a predicate-free init vectorizes).
-            atoms = tuple(atoms_of(realize.predicate))
+            atoms = self._atoms_of(realize, realize.predicate)
             kept = self._decide(atoms)
             if kept is None:
                 self._note(f"block {name!r}", "dropped where its predicate is always-false (outside the marks)")
                 return None
             return RealizePlan(realize, kept, changed=len(kept) != len(atoms))
-        original = atoms_of(realize.predicate)
+        original = self._atoms_of(realize, realize.predicate)
         kept = self._decide(original)
         if kept is None:
             self.changed = True
@@ -666,7 +674,7 @@ class Planner:
             self._note(f"block {name!r}", f"condition {atom} kept under the mark: {self._why_kept(atom)}")
         binding = block_binding(realize)
         for if_stmt in block_if_statements(realize.block):
-            atoms = atoms_of(if_stmt.condition)
+            atoms = self._atoms_of(if_stmt, if_stmt.condition)
             decided = self._decide(atoms, binding)
             if decided is None:
                 plan.if_decisions[if_stmt] = "else"
@@ -696,7 +704,7 @@ class Planner:
         return "fuzzy on the current ranges"
 
     def _plan_if(self, if_stmt: tirx.IfThenElse, mark: tirx.For | None):
-        atoms = tuple(atoms_of(if_stmt.condition))
+        atoms = self._atoms_of(if_stmt, if_stmt.condition)
         kept = self._decide(atoms)
         else_case = if_stmt.else_case
         if kept is None:
