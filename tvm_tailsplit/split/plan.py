@@ -25,11 +25,18 @@ loop at or below the mark is not cut but has its range intersected with the boun
 ``Bind`` statements when they only depend on variables above the mark), so nothing below the mark branches; a
 range that may be empty gets a guard ``extent > 0`` above the mark. Every piece stays inside its loop's range
 for every value of the symbolic variables; the planner proves it (``tvm.sym``) and keeps the loop as it is
-when it cannot.
+when it cannot. Constant and symbolic loops go through the same code (``_plan_split``): the decomposition
+folds constant split points to integers, and only a symbolic loop at or below the mark takes the
+intersection. A split point that mentions its own loop variable (bounds over an inner loop whose extent
+depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
 statements that define variables or buffers (lets, allocations, blocks with buffers) are never copied. The
 planner only reads IR; ``rewrite.py`` turns a plan into IR.
+
+**Budget.** A planner given ``max_length`` keeps the code length of the sub-plans it has finished (those stay
+in the final plan, so their sum is a lower bound of its length) and raises ``PlanTooLong`` as soon as it
+passes the limit: a full split that could not be chosen is not planned to the end.
 """
 
 from __future__ import annotations
