@@ -14,9 +14,12 @@ narrowed to the piece being planned, inner loops over their whole range. For an 
 points. Opaque atoms give no split point. Each interval is then classified by proof (``tvm.sym``), so a
 status is never assumed: an interval is always-true or always-false only when the analyzer proves it.
 
-**Symbolic ranges.** When a loop bound or an atom contains a symbolic variable (``n``), the same thresholds
-are computed as expressions: ``r_min`` and ``r_max`` become the symbolic bounds of ``rest`` over the other
-loop ranges (``tvm.sym`` interval sets), and each split point is clamped into the loop range with
+**One computation for constant and symbolic ranges.** ``r_min`` and ``r_max`` are the bounds of ``rest``
+over the other loop ranges as expressions (``tvm.sym`` interval sets): constants when those ranges are
+constant (the simplifier folds them; ``decompose_range`` turns the ends into integers and cuts only at
+constant points), expressions when a loop bound or an atom contains a symbolic variable (``n``). A point
+that mentions ``v`` itself (``rest`` over an inner loop whose extent depends on ``v``) is dropped. Each split
+point is clamped into the loop range with
 ``max(lo, min(hi, point))``, so every piece ``[a, b)`` lies inside ``[lo, hi)`` for every value of the symbolic
 variables (an empty piece has ``b <= a``). Points are ordered only where the analyzer proves their order; the
 atoms whose points cannot be ordered are not split on. Statuses are proved as in the static case, with
