@@ -18,8 +18,8 @@ status is never assumed: an interval is always-true or always-false only when th
 over the other loop ranges as expressions (``tvm.sym`` interval sets): constants when those ranges are
 constant (the simplifier folds them; ``decompose_range`` turns the ends into integers and cuts only at
 constant points), expressions when a loop bound or an atom contains a symbolic variable (``n``). A point
-that mentions ``v`` itself (``rest`` over an inner loop whose extent depends on ``v``) is dropped. Each split
-point is clamped into the loop range with
+that mentions ``v`` itself or another loop not enclosing it (``rest`` over an inner loop whose extent depends
+on ``v``) is no cut. Each split point is clamped into the loop range with
 ``max(lo, min(hi, point))``, so every piece ``[a, b)`` lies inside ``[lo, hi)`` for every value of the symbolic
 variables (an empty piece has ``b <= a``). Points are ordered only where the analyzer proves their order; the
 atoms whose points cannot be ordered are not split on. Statuses are proved as in the static case, with
@@ -367,9 +367,7 @@ def split_points(atom: Atom, var, context: RangeContext) -> list:
         for bound in (rest_min, rest_max):
             if bound is not None:
                 points.append(tirx.floordiv(bound, -coefficient) + 1)
-    # Over the range of an inner loop whose extent depends on ``var`` (``range(i // 4 + 1)``) the bounds of
-    # ``rest`` mention ``var`` itself: such a point is no split point of ``var``.
-    return [point for point in (context.analyzer.simplify(p) for p in points) if var not in free_vars(point)]
+    return [context.analyzer.simplify(p) for p in points]
 
 
 def _clamp(point, lo, hi, context: RangeContext, outside: set):
@@ -418,16 +416,23 @@ def decompose_symbolic_range(
     guarded cases on their comparison). Pieces proven empty are dropped; neighbours with the same statuses
     are merged. Proofs about the cut points assume only the ranges of the ``outside`` variables (the
     enclosing loops; every bound loop when ``None``) and the context's assumptions. With
-    ``constant_points_only`` the split points that are not constants are no cuts (``decompose_range``).
+    ``constant_points_only`` the split points that are not constants are no cuts (``decompose_range``);
+    otherwise a split point is a cut only when it mentions no loop variable but those of ``outside`` (the
+    bounds of ``rest`` over an inner loop whose extent depends on ``var`` or on another inner loop mention
+    them: ``range(i // 4 + 1)``).
     """
     dtype = var.ty.dtype
     lo, hi = as_expr(lo, dtype), as_expr(hi, dtype)
     points: list = []
     unordered = None
+    loop_vars = set(context.ranges)
     for atom in atoms:
         candidates = split_points(atom, var, context)
         if constant_points_only:
             candidates = [point for point in candidates if isinstance(point, tirx.IntImm)]
+        else:  # bounds over an inner loop whose extent depends on other loops mention those: no cut there
+            candidates = [point for point in candidates
+                          if all(outside is None or v in outside or v not in loop_vars for v in free_vars(point))]
         candidate, pair = _ordered(points + candidates, context, outside)
         if candidate is not None:
             points = candidate
