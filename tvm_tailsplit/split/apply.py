@@ -17,7 +17,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 
 from .conditions import find_marks, is_mark, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
-from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, RangeProof
+from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, PlanTooLong, RangeProof
 from .privatize import buffer_privacy, give_each_copy_its_buffer
 from .rewrite import Emitter, is_temporary_block_name, unique_block_names
 
@@ -82,16 +82,24 @@ def _block_names(stmt) -> set[str]:
 def plan_nest(
     func: tirx.PrimFunc, nest: tirx.Stmt, strategy: str, max_mapping_cost: int, max_fuzzy_expansion: int
 ) -> tuple[Planner, object, MappingCost]:
-    """Plan one loop nest with both strategies: the chosen planner, its plan, and the mapping cost."""
-    full_planner = Planner(func, FULL_SPLIT, max_fuzzy_expansion)
-    full_plan = full_planner.plan(nest)
+    """Plan one loop nest with both strategies: the chosen planner, its plan, and the mapping cost.
+
+    Unless the full split is forced, its planning stops once its code length passes ``max_mapping_cost``
+    (``PlanTooLong``): such a full split is never chosen, and a long one would take long to plan."""
+    full_planner = Planner(func, FULL_SPLIT, max_fuzzy_expansion,
+                           max_length=None if strategy == FULL_SPLIT else max_mapping_cost)
+    try:
+        full_plan = full_planner.plan(nest)
+        full_length, full_stopped = code_length(full_plan), False
+    except PlanTooLong as stop:
+        full_plan, full_length, full_stopped = None, stop.length, True
     partial_planner = Planner(func, PARTIAL_SPLIT, max_fuzzy_expansion)
     partial_plan = partial_planner.plan(nest)
-    full_length, partial_length = code_length(full_plan), code_length(partial_plan)
+    partial_length = code_length(partial_plan)
     chosen = choose_strategy(full_length, max_mapping_cost) if strategy == "auto" else strategy
     variables, depth, fuzzy, conditions = nest_features(nest)
     cost = MappingCost(full_length, partial_length, variables, depth, fuzzy, conditions, max_mapping_cost,
-                       chosen, forced=strategy != "auto")
+                       chosen, forced=strategy != "auto", full_split_stopped=full_stopped)
     if chosen == PARTIAL_SPLIT:
         return partial_planner, partial_plan, cost
     return full_planner, full_plan, cost
@@ -161,6 +169,7 @@ def split_function(
             nest_report.notes.append(Note("nest", "removed: no guarded point of it ever runs"))
             continue
         new_nests.append(emitter.emit(chosen_plan))
+        nest_report.notes.extend(emitter.take_notes())
         rewritten.append(len(new_nests) - 1)
     if not report.changed:
         return func, report

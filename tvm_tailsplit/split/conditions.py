@@ -27,6 +27,8 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
+from ..ir_utils import substitute
+
 MARK_KEY = "pragma_emit_insn"
 
 __all__ = [
@@ -40,18 +42,11 @@ __all__ = [
     "find_marks",
     "guards_everything",
     "guards_under",
+    "has_load_or_call",
     "is_mark",
     "loop_vars_in",
     "same_atom",
-    "substitute",
 ]
-
-
-def substitute(node, var_map: dict):
-    """Replace variables in ``node`` by the expressions of ``var_map`` (other variables are kept)."""
-    if not var_map:
-        return node
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: var_map.get(v, v)), order="post")
 
 
 def conjunction(exprs: list) -> tvm.ir.PrimExpr:
@@ -126,13 +121,16 @@ def atoms_of(condition) -> list[Atom]:
     return [Atom(condition, None, frozenset(free_vars(condition)))]
 
 
+def has_load_or_call(expr) -> bool:
+    """True when ``expr`` reads a buffer or calls a function (its value may depend on memory)."""
+    found: list = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.TensorLoad, found.append), (tvm.ir.Call, found.append)])
+    return bool(found)
+
+
 def _is_affine(expr, variables: set) -> bool:
     """True when ``expr`` is an affine integer function of its variables (no loads, calls or products)."""
-    has_load_or_call = []
-    tvm_ffi.structural_walk(
-        expr, [(tvm.ir.TensorLoad, has_load_or_call.append), (tvm.ir.Call, has_load_or_call.append)]
-    )
-    if has_load_or_call:
+    if has_load_or_call(expr):
         return False
     coefficients = sym.detect_linear_equation(expr, sorted(variables, key=lambda v: v.name))
     return len(coefficients) == len(variables) + 1 and all(isinstance(c, tirx.IntImm) for c in coefficients[:-1])

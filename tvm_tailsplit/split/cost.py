@@ -11,57 +11,23 @@ estimate so that a user can see why a strategy was chosen.
 
 ``strategy="auto"`` picks the full split when its cost is within ``max_mapping_cost`` and the partial split
 otherwise. The decision depends only on the IR and the options, so it is deterministic.
+
+The budget also bounds the planning time: unless the full split is forced, its planner stops as soon as the
+code length of the sub-plans it has finished (a lower bound of the final length) exceeds ``max_mapping_cost``;
+the estimate then reports that lower bound and that planning stopped, and the partial split is chosen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm_ffi
 from tvm import tirx
 
 from .conditions import guards_under, is_mark, loop_vars_in
 from .intervals import RangeContext, Status, decompose_range
-from .plan import (
-    FULL_SPLIT,
-    PARTIAL_SPLIT,
-    GuardChain,
-    IfPlan,
-    LoopPlan,
-    RealizePlan,
-    SequencePlan,
-    VerbatimPlan,
-    WholeLoopPlan,
-)
+from .plan import FULL_SPLIT, PARTIAL_SPLIT, code_length
 
 __all__ = ["MappingCost", "choose_strategy", "code_length", "nest_features"]
-
-
-def _statement_count(stmt) -> int:
-    count = [0]
-    tvm_ffi.structural_walk(stmt, (tirx.Stmt, lambda _: count.__setitem__(0, count[0] + 1)))
-    return count[0]
-
-
-def code_length(plan) -> int:
-    """The length of the code a plan emits (see the module docstring for the units)."""
-    if plan is None:
-        return 0
-    if isinstance(plan, SequencePlan):
-        return sum(code_length(item) for item in plan.items)
-    if isinstance(plan, LoopPlan):
-        return sum(1 + code_length(piece.body) for piece in plan.pieces)
-    if isinstance(plan, WholeLoopPlan):
-        return 1 + code_length(plan.body)
-    if isinstance(plan, GuardChain):
-        return sum(1 + code_length(case.body) for case in plan.cases)
-    if isinstance(plan, IfPlan):
-        return 1 + code_length(plan.then_plan) + code_length(plan.else_plan)
-    if isinstance(plan, RealizePlan):
-        return 1 + _statement_count(plan.realize.block.body)
-    if isinstance(plan, VerbatimPlan):
-        return _statement_count(plan.stmt)
-    raise TypeError(f"unknown plan node {type(plan).__name__}")
 
 
 @dataclass(frozen=True)
@@ -77,11 +43,14 @@ class MappingCost:
     max_mapping_cost: int
     chosen: str
     forced: bool = False
+    full_split_stopped: bool = False  # planning of the full split stopped: ``full_split`` is a lower bound
 
     def __str__(self) -> str:
         fuzzy = ", ".join(f"{name}: {sizes}" for name, sizes in self.fuzzy_interval_sizes.items()) or "none"
+        full = (f"more than {self.max_mapping_cost} (planning stopped at {self.full_split})"
+                if self.full_split_stopped else str(self.full_split))
         return (
-            f"mapping cost: full split {self.full_split}, partial split {self.partial_split} "
+            f"mapping cost: full split {full}, partial split {self.partial_split} "
             f"(max_mapping_cost {self.max_mapping_cost}) -> {self.chosen} split"
             f"{' (forced by the strategy option)' if self.forced else ''}; condition variables "
             f"{', '.join(self.condition_variables) or 'none'}, loop depth {self.loop_depth}, fuzzy interval "

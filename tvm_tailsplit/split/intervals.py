@@ -14,9 +14,12 @@ narrowed to the piece being planned, inner loops over their whole range. For an 
 points. Opaque atoms give no split point. Each interval is then classified by proof (``tvm.sym``), so a
 status is never assumed: an interval is always-true or always-false only when the analyzer proves it.
 
-**Symbolic ranges.** When a loop bound or an atom contains a symbolic variable (``n``), the same thresholds
-are computed as expressions: ``r_min`` and ``r_max`` become the symbolic bounds of ``rest`` over the other
-loop ranges (``tvm.sym`` interval sets), and each split point is clamped into the loop range with
+**One computation for constant and symbolic ranges.** ``r_min`` and ``r_max`` are the bounds of ``rest``
+over the other loop ranges as expressions (``tvm.sym`` interval sets): constants when those ranges are
+constant (the simplifier folds them; ``decompose_range`` turns the ends into integers and cuts only at
+constant points), expressions when a loop bound or an atom contains a symbolic variable (``n``). A point
+that mentions ``v`` itself or another loop not enclosing it (``rest`` over an inner loop whose extent depends
+on ``v``) is no cut. Each split point is clamped into the loop range with
 ``max(lo, min(hi, point))``, so every piece ``[a, b)`` lies inside ``[lo, hi)`` for every value of the symbolic
 variables (an empty piece has ``b <= a``). Points are ordered only where the analyzer proves their order; the
 atoms whose points cannot be ordered are not split on. Statuses are proved as in the static case, with
@@ -37,10 +40,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 from tvm import sym, tirx
 from tvm.ir import Range
 
-from .conditions import Atom, conjunction, free_vars, substitute
+from ..ir_utils import substitute
+from .conditions import Atom, conjunction, free_vars
 
 __all__ = [
     "Interval",
@@ -51,7 +56,6 @@ __all__ = [
     "decompose_symbolic_range",
     "intersect_range",
     "split_points",
-    "symbolic_split_points",
 ]
 
 # tvm.sym's ConstIntBound uses these sentinels for unbounded ends.
@@ -76,6 +80,24 @@ def _as_int(expr) -> int | None:
     return None
 
 
+class _StructuralKey:
+    """A list of IR nodes as a dictionary key, hashed and compared structurally (variables by identity)."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+        self._hash = tvm_ffi.structural_hash(nodes)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _StructuralKey) and bool(tvm_ffi.structural_equal(self.nodes, other.nodes))
+
+
+def _var_order(var) -> tuple:
+    return var.name, tvm_ffi.structural_hash(var)
+
+
 class RangeContext:
     """Loop variables bound to ranges, with proofs over them (a thin layer on ``tvm.sym.Analyzer``).
 
@@ -87,7 +109,7 @@ class RangeContext:
     def __init__(self) -> None:
         self.ranges: dict = {}
         self._analyzer: sym.Analyzer | None = None
-        self._proofs: dict = {}  # proof cache: (expression, ranges assumed, assumptions) -> proved
+        self._proofs: dict = {}  # proof cache: [expression, ranges assumed, assumptions] -> proved
         self.assumptions: list = []  # conditions of the guarded cases being planned (e.g. ``s // 8 <= n // 8``)
 
     @property
@@ -165,12 +187,11 @@ class RangeContext:
         ends of a loop's pieces must not assume that loop's own range or an inner loop's range (a range
         ``0 <= i < (n + 15) // 16`` would imply ``n >= 1``); they pass the enclosing loops here.
         """
+        if isinstance(expr, tirx.IntImm):  # folded already (a comparison of constants)
+            return bool(expr.value)
         ranges = self._relevant_ranges(expr, over)
-        key = (
-            str(expr),
-            tuple(sorted((v.name, id(v), str(low), str(extent)) for v, (low, extent) in ranges.items())),
-            tuple(str(a) for a in self.assumptions),
-        )
+        key = _StructuralKey([expr, *[item for var in sorted(ranges, key=_var_order) for item in (var, *ranges[var])],
+                              *self.assumptions])
         if key not in self._proofs:
             self._proofs[key] = self._prove(expr, ranges)
         return self._proofs[key]
@@ -224,10 +245,11 @@ class RangeContext:
     def symbolic_bounds(self, expr, excluded) -> tuple[object, object]:
         """Lower and upper bound of ``expr`` as expressions, over the ranges of the bound variables other than
         ``excluded`` (``None`` for an unbounded end)."""
+        variables = free_vars(expr)  # int_set reads the ranges of these only
         domain = {
             var: sym.IntervalSet(low, self.analyzer.simplify(low + extent - 1))
             for var, (low, extent) in self.ranges.items()
-            if var is not excluded and not var.same_as(excluded)
+            if var in variables and not var.same_as(excluded)
         }
         bounds = self.analyzer.int_set(expr, domain)
         return _finite(bounds.min_value), _finite(bounds.max_value)
@@ -284,53 +306,13 @@ class Interval:
         return f"{span} {self.status.value}"
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -((-a) // b)
-
-
-def split_points(atom: Atom, var, context: RangeContext) -> list[int]:
-    """The values of ``var`` where the atom may change status (start of the always-true / always-false parts)."""
-    if atom.linear is None:
-        return []
-    linear = context.analyzer.simplify(atom.linear)
-    coefficients = sym.detect_linear_equation(linear, [var])
-    if len(coefficients) != 2:
-        return []
-    coefficient = _as_int(context.analyzer.simplify(coefficients[0]))
-    if not coefficient:
-        return []
-    rest_min, rest_max = context.bounds(coefficients[1])
-    points = []
-    if coefficient > 0:
-        if rest_min != _NEG_INF:
-            points.append(_ceil_div(-rest_min, coefficient))  # always-true from here on
-        if rest_max != _POS_INF:
-            points.append(_ceil_div(-rest_max, coefficient))  # always-false below this
-    else:
-        magnitude = -coefficient
-        if rest_min != _NEG_INF:
-            points.append(rest_min // magnitude + 1)  # always-true below this
-        if rest_max != _POS_INF:
-            points.append(rest_max // magnitude + 1)  # always-false from here on
-    return points
-
-
-def decompose_range(var, lo: int, hi: int, atoms: Sequence[Atom], context: RangeContext) -> list[Interval]:
-    """Cut ``[lo, hi)`` of ``var`` into maximal intervals on which every atom has one status."""
-    if hi <= lo:
-        return []
-    cuts = {lo, hi}
-    for atom in atoms:
-        cuts.update(p for p in split_points(atom, var, context) if lo < p < hi)
-    return _classify(var, sorted(cuts), atoms, context)
-
-
-def _classify(var, cuts: list, atoms: Sequence[Atom], context: RangeContext, outside: set | None = None):
+def _classify(var, cuts: list, atoms: Sequence[Atom], context: RangeContext, outside: set | None):
     """The intervals between consecutive cuts with the proven status of each atom; neighbours with the same
-    statuses are merged. With ``outside``, pieces proven empty (over those loops' ranges) are dropped."""
+    statuses are merged, and pieces proven empty (over the ranges of the ``outside`` loops, of every loop when
+    ``None``) are dropped."""
     intervals: list[Interval] = []
     for start, end in zip(cuts, cuts[1:], strict=False):
-        if outside is not None and context.prove(end <= start, outside):
+        if context.prove(end <= start, outside):
             continue
         with context.narrowed(var, start, end):
             statuses = tuple(context.status(atom) for atom in atoms)
@@ -366,8 +348,10 @@ def _ceil_div_expr(numerator, divisor: int):
     return tirx.floordiv(numerator + (divisor - 1), divisor)
 
 
-def symbolic_split_points(atom: Atom, var, context: RangeContext) -> list:
-    """``split_points`` as expressions: ``rest``'s bounds are symbolic (over the other bound variables)."""
+def split_points(atom: Atom, var, context: RangeContext) -> list:
+    """The values of ``var`` where the atom may change status (start of the always-true / always-false parts),
+    as expressions over the ranges of the other bound variables: constants when those ranges are constant
+    (the simplifier folds them)."""
     linear = _linear_in(atom, var)
     if linear is None:
         return []
@@ -412,8 +396,17 @@ def _ordered(points: list, context: RangeContext, outside: set) -> tuple[list | 
     return ordered, None
 
 
+def decompose_range(var, lo: int, hi: int, atoms: Sequence[Atom], context: RangeContext) -> list[Interval]:
+    """Cut ``[lo, hi)`` of ``var`` (integers) into maximal intervals on which every atom has one status: the
+    symbolic decomposition with the constant split points only (one that depends on a symbolic variable is no
+    cut here), its ends folded to integers."""
+    intervals, _ = decompose_symbolic_range(var, lo, hi, atoms, context, None, constant_points_only=True)
+    return [Interval(_as_int(i.lo), _as_int(i.hi), i.statuses) for i in intervals]
+
+
 def decompose_symbolic_range(
-    var, lo, hi, atoms: Sequence[Atom], context: RangeContext, outside: set
+    var, lo, hi, atoms: Sequence[Atom], context: RangeContext, outside: set | None,
+    constant_points_only: bool = False,
 ) -> tuple[list[Interval], tuple | None]:
     """Cut ``[lo, hi)`` (expressions) into pieces on which every atom has one proven status (or is fuzzy).
 
@@ -422,14 +415,25 @@ def decompose_symbolic_range(
     first two points that could not be ordered are returned with the pieces (the planner may split into
     guarded cases on their comparison). Pieces proven empty are dropped; neighbours with the same statuses
     are merged. Proofs about the cut points assume only the ranges of the ``outside`` variables (the
-    enclosing loops) and the context's assumptions.
+    enclosing loops; every bound loop when ``None``) and the context's assumptions. With
+    ``constant_points_only`` the split points that are not constants are no cuts (``decompose_range``);
+    otherwise a split point is a cut only when it mentions no loop variable but those of ``outside`` (the
+    bounds of ``rest`` over an inner loop whose extent depends on ``var`` or on another inner loop mention
+    them: ``range(i // 4 + 1)``).
     """
     dtype = var.ty.dtype
     lo, hi = as_expr(lo, dtype), as_expr(hi, dtype)
     points: list = []
     unordered = None
+    loop_vars = set(context.ranges)
     for atom in atoms:
-        candidate, pair = _ordered(points + symbolic_split_points(atom, var, context), context, outside)
+        candidates = split_points(atom, var, context)
+        if constant_points_only:
+            candidates = [point for point in candidates if isinstance(point, tirx.IntImm)]
+        else:  # bounds over an inner loop whose extent depends on other loops mention those: no cut there
+            candidates = [point for point in candidates
+                          if all(outside is None or v in outside or v not in loop_vars for v in free_vars(point))]
+        candidate, pair = _ordered(points + candidates, context, outside)
         if candidate is not None:
             points = candidate
         elif unordered is None:

@@ -25,11 +25,18 @@ loop at or below the mark is not cut but has its range intersected with the boun
 ``Bind`` statements when they only depend on variables above the mark), so nothing below the mark branches; a
 range that may be empty gets a guard ``extent > 0`` above the mark. Every piece stays inside its loop's range
 for every value of the symbolic variables; the planner proves it (``tvm.sym``) and keeps the loop as it is
-when it cannot.
+when it cannot. Constant and symbolic loops go through the same code (``_plan_split``): the decomposition
+folds constant split points to integers, and only a symbolic loop at or below the mark takes the
+intersection. A split point that mentions its own loop variable (bounds over an inner loop whose extent
+depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
 statements that define variables or buffers (lets, allocations, blocks with buffers) are never copied. The
 planner only reads IR; ``rewrite.py`` turns a plan into IR.
+
+**Budget.** A planner given ``max_length`` keeps the code length of the sub-plans it has finished (those stay
+in the final plan, so their sum is a lower bound of its length) and raises ``PlanTooLong`` as soon as it
+passes the limit: a full split that could not be chosen is not planned to the end.
 """
 
 from __future__ import annotations
@@ -70,12 +77,14 @@ __all__ = [
     "LoopPiece",
     "LoopPlan",
     "Note",
+    "PlanTooLong",
     "Planner",
     "RangeProof",
     "RealizePlan",
     "SequencePlan",
     "VerbatimPlan",
     "WholeLoopPlan",
+    "code_length",
 ]
 
 FULL_SPLIT = "full"
@@ -199,6 +208,42 @@ class Note:
         return f"{self.subject}: {self.text}"
 
 
+class PlanTooLong(Exception):
+    """Planning stopped: the code length of the plan passed the planner's ``max_length``."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"code length {length} passed the limit")
+        self.length = length
+
+
+def _statement_count(stmt) -> int:
+    count = [0]
+    tvm_ffi.structural_walk(stmt, (tirx.Stmt, lambda _: count.__setitem__(0, count[0] + 1)))
+    return count[0]
+
+
+def code_length(plan) -> int:
+    """The length of the code a plan emits: one unit per loop copy, guard-chain arm and ``if``, plus one per
+    statement of each block copy and of each statement copied verbatim (0 for ``None``)."""
+    if plan is None:
+        return 0
+    if isinstance(plan, SequencePlan):
+        return sum(code_length(item) for item in plan.items)
+    if isinstance(plan, LoopPlan):
+        return sum(1 + code_length(piece.body) for piece in plan.pieces)
+    if isinstance(plan, WholeLoopPlan):
+        return 1 + code_length(plan.body)
+    if isinstance(plan, GuardChain):
+        return sum(1 + code_length(case.body) for case in plan.cases)
+    if isinstance(plan, IfPlan):
+        return 1 + code_length(plan.then_plan) + code_length(plan.else_plan)
+    if isinstance(plan, RealizePlan):
+        return 1 + _statement_count(plan.realize.block.body)
+    if isinstance(plan, VerbatimPlan):
+        return _statement_count(plan.stmt)
+    raise TypeError(f"unknown plan node {type(plan).__name__}")
+
+
 _DEFINING_STATEMENTS = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer, tirx.AttrStmt, tirx.While)
 
 
@@ -255,17 +300,23 @@ def _same(a, b) -> bool:
 class Planner:
     """Plans one strategy (full or partial split) for the loop nests of a function."""
 
-    def __init__(self, func: tirx.PrimFunc, strategy: str, max_fuzzy_expansion: int) -> None:
+    def __init__(self, func: tirx.PrimFunc, strategy: str, max_fuzzy_expansion: int,
+                 max_length: int | None = None) -> None:
         if strategy not in (FULL_SPLIT, PARTIAL_SPLIT):
             raise ValueError(f"strategy must be {FULL_SPLIT!r} or {PARTIAL_SPLIT!r}, got {strategy!r}")
         self.strategy = strategy
         self.max_fuzzy_expansion = max_fuzzy_expansion
+        self.max_length = max_length
+        # The code length of the finished sub-plans that the plan being built will contain (a lower bound of its
+        # final length: a sub-plan that runs is never dropped again).
+        self._length = 0
         self.context = RangeContext()
         for loop in loop_vars_in(func.body):
             self.context.bind(loop.loop_var, loop.min, loop.extent)
         self._notes: list[Note] = []
         self._splits: dict[str, tuple[str, list[str]]] = {}
         self._guard_atoms: dict = {}
+        self._statement_atoms: dict = {}  # see _atoms_of
         self._enclosing: list[tirx.For] = []
         self._assumptions: list[Atom] = []  # atoms of the enclosing then-branches
         self._split_loops: set = set()
@@ -315,6 +366,13 @@ class Planner:
             self._guard_atoms[key] = atoms
         return self._guard_atoms[key]
 
+    def _atoms_of(self, stmt, condition) -> tuple[Atom, ...]:
+        """The atoms of the condition of ``stmt`` (a block's predicate or an ``if``), computed once per statement
+        (a statement is planned once per piece of every loop around it)."""
+        if stmt not in self._statement_atoms:
+            self._statement_atoms[stmt] = tuple(atoms_of(condition))
+        return self._statement_atoms[stmt]
+
     def _fuzzy_atoms_with(self, var, atoms) -> list[Atom]:
         return [a for a in atoms if var in a.variables and self.context.status(a) is Status.FUZZY]
 
@@ -348,7 +406,17 @@ class Planner:
 
     # -- planning --------------------------------------------------------------------------------------
     def plan(self, stmt, mark: tirx.For | None = None):
-        """The plan of ``stmt``; ``None`` when nothing of it ever runs. ``mark`` is the enclosing mark."""
+        """The plan of ``stmt``; ``None`` when nothing of it ever runs. ``mark`` is the enclosing mark.
+
+        Raises ``PlanTooLong`` as soon as the code length of what is planned exceeds ``max_length``."""
+        before = self._length
+        result = self._plan_statement(stmt, mark)
+        self._length = before + code_length(result)
+        if self.max_length is not None and self._length > self.max_length:
+            raise PlanTooLong(self._length)
+        return result
+
+    def _plan_statement(self, stmt, mark: tirx.For | None):
         if isinstance(stmt, tirx.SeqStmt):
             items = [p for p in (self.plan(s, mark) for s in stmt.seq) if p is not None]
             if not items:
@@ -366,43 +434,60 @@ class Planner:
 
     def _plan_loop(self, loop: tirx.For, mark: tirx.For | None):
         var = loop.loop_var
-        below_mark = mark is not None
-        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, below_mark))
-        constant = self.context.constant_range(var)
-        subject = f"loop {var.name}"
-        if atoms and self._is_symbolic(var, atoms):
-            return self._plan_symbolic_loop(loop, mark, atoms, subject)
-        split = bool(atoms) and self._splits_as_loop(loop, below_mark)
-        if split:
-            blocker = copy_blocker(loop.body)
-            if blocker is not None:
-                self._note(subject, f"not split: {blocker}")
-                split = False
-        self._enclosing.append(loop)
-        try:
-            if not split:
-                body = self.plan(loop.body, mark)
-                if body is None:
-                    return None
-                return WholeLoopPlan(loop, body)
-            lo, hi = constant
+        atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, mark is not None))
+        if not atoms:
+            return self._whole(loop, mark)
+        return self._plan_split(loop, mark, atoms, f"loop {var.name}")
+
+    def _plan_split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
+        """A loop with fuzzy atoms, constant or symbolic: its range intersected with their bounds when it is
+        symbolic and at or below the mark, else cut into one copy per interval (``_split``)."""
+        var = loop.loop_var
+        symbolic = self._is_symbolic(var, atoms)
+        low, extent = self.context.ranges[var]
+        if symbolic and mark is not None:
+            hi = self.context.analyzer.simplify(low + extent)
+            return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
+        if not self._splits_as_loop(loop, mark is not None):
+            return self._whole(loop, mark)
+        blocker = copy_blocker(loop.body)
+        if blocker is not None:
+            self._note(subject, f"not split: {blocker}")
+            return self._whole(loop, mark)
+        if not symbolic:
             deeper = {inner.loop_var for inner in loop_vars_in(loop.body)}
-            self._split_loops.add(var)
-            self._splits.setdefault(subject, (f"split by {_describe(atoms)}", []))
-            pieces: list[LoopPiece] = []
-            for interval in self._pieces(var, lo, hi, atoms, deeper, subject):
-                with self.context.narrowed(var, interval.lo, interval.hi):
-                    body = self.plan(loop.body, mark)
+            return self._split(loop, mark, atoms, subject, self._pieces(var, *self.context.constant_range(var),
+                                                                         atoms, deeper, subject))
+        hi = self.context.analyzer.simplify(low + extent)
+        intervals, unordered = self._symbolic_intervals(var, low, hi, atoms, subject)
+        if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
+            return self._plan_cases(unordered, lambda: self._plan_split(loop, mark, atoms, subject), subject)
+        if intervals is None:
+            return self._whole(loop, mark)
+        return self._split(loop, mark, atoms, subject, intervals)
+
+    def _split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str, intervals: list):
+        """One copy of ``loop`` per interval whose body runs (rebased below a mark); a symbolic interval that
+        may be empty is marked so (its copy's extent is clamped at 0)."""
+        var = loop.loop_var
+        outside = self._outside(var)
+        how = f"split by {_describe(atoms)}"
+        self._split_loops.add(var)
+        self._splits.setdefault(subject, (how, []))
+        pieces: list[LoopPiece] = []
+        try:
+            for interval in intervals:
+                body = self._plan_body(loop, mark, interval.lo, interval.hi)
                 if body is not None:
-                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=below_mark))
-            self._split_loops.discard(var)
-            self.changed = True
-            self._log_split(subject, f"split by {_describe(atoms)}", pieces)
-            if not pieces:
-                return None
-            return LoopPlan(loop, pieces)
+                    may_be_empty = is_symbolic(interval.lo) or is_symbolic(interval.hi)
+                    may_be_empty = may_be_empty and not self.context.prove(interval.lo <= interval.hi, outside)
+                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=mark is not None,
+                                            may_be_empty=may_be_empty))
         finally:
-            self._enclosing.pop()
+            self._split_loops.discard(var)
+        self.changed = True
+        self._log_split(subject, how, pieces)
+        return LoopPlan(loop, pieces) if pieces else None
 
     def _whole(self, loop: tirx.For, mark: tirx.For | None):
         """``loop`` kept over its range, its body planned (``None`` when the body never runs)."""
@@ -424,39 +509,6 @@ class Planner:
         """The variables of the loops enclosing the statement being planned, other than ``var``: the ranges a
         proof about ``var``'s pieces may assume."""
         return {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
-
-    def _plan_symbolic_loop(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str):
-        """A loop whose range or atoms are symbolic: range intersection at or below the mark, cut above it."""
-        var = loop.loop_var
-        low, extent = self.context.ranges[var]
-        hi = self.context.analyzer.simplify(low + extent)
-        if mark is not None:
-            return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
-        if not self._splits_as_loop(loop, False):
-            return self._whole(loop, mark)
-        blocker = copy_blocker(loop.body)
-        if blocker is not None:
-            self._note(subject, f"not split: {blocker}")
-            return self._whole(loop, mark)
-        intervals, unordered = self._symbolic_intervals(var, low, hi, atoms, subject)
-        if unordered is not None and self._case_depth < MAX_CASE_DEPTH:
-            return self._plan_cases(unordered, lambda: self._plan_symbolic_loop(loop, mark, atoms, subject), subject)
-        if intervals is None:
-            return self._whole(loop, mark)
-        outside = self._outside(var)
-        self._split_loops.add(var)
-        pieces: list[LoopPiece] = []
-        try:
-            for interval in intervals:
-                body = self._plan_body(loop, mark, interval.lo, interval.hi)
-                if body is not None:
-                    may_be_empty = not self.context.prove(interval.lo <= interval.hi, outside)
-                    pieces.append(LoopPiece(interval.lo, interval.hi, body, may_be_empty=may_be_empty))
-        finally:
-            self._split_loops.discard(var)
-        self.changed = True
-        self._log_split(subject, f"split by {_describe(atoms)}", pieces)
-        return LoopPlan(loop, pieces) if pieces else None
 
     def _intersect_below_mark(self, loop: tirx.For, mark: tirx.For, atoms: list, lo, hi, subject: str):
         """A loop at or below the mark: its range intersected with the bounds its atoms imply (one piece)."""
@@ -610,13 +662,13 @@ class Planner:
         if mark is None:
             # Not under a mark (e.g. the init block of a reduction): nothing is split for it, but in a piece of
             # a split loop its predicate atoms are decided like any other (a predicate-free init vectorizes).
-            atoms = tuple(atoms_of(realize.predicate))
+            atoms = self._atoms_of(realize, realize.predicate)
             kept = self._decide(atoms)
             if kept is None:
                 self._note(f"block {name!r}", "dropped where its predicate is always-false (outside the marks)")
                 return None
             return RealizePlan(realize, kept, changed=len(kept) != len(atoms))
-        original = atoms_of(realize.predicate)
+        original = self._atoms_of(realize, realize.predicate)
         kept = self._decide(original)
         if kept is None:
             self.changed = True
@@ -629,7 +681,7 @@ class Planner:
             self._note(f"block {name!r}", f"condition {atom} kept under the mark: {self._why_kept(atom)}")
         binding = block_binding(realize)
         for if_stmt in block_if_statements(realize.block):
-            atoms = atoms_of(if_stmt.condition)
+            atoms = self._atoms_of(if_stmt, if_stmt.condition)
             decided = self._decide(atoms, binding)
             if decided is None:
                 plan.if_decisions[if_stmt] = "else"
@@ -659,7 +711,7 @@ class Planner:
         return "fuzzy on the current ranges"
 
     def _plan_if(self, if_stmt: tirx.IfThenElse, mark: tirx.For | None):
-        atoms = tuple(atoms_of(if_stmt.condition))
+        atoms = self._atoms_of(if_stmt, if_stmt.condition)
         kept = self._decide(atoms)
         else_case = if_stmt.else_case
         if kept is None:

@@ -31,7 +31,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlockRealize
 
-from .conditions import loop_vars_in, substitute
+from ..ir_utils import substitute
+from .conditions import loop_vars_in
 
 __all__ = ["BufferPrivacy", "buffer_privacy", "give_each_copy_its_buffer"]
 

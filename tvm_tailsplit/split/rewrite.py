@@ -9,7 +9,18 @@ variables and block iter vars are defined afresh, so the copies of one loop neve
 
 Symbolic pieces below a mark are emitted as ``for v in range(v_extent)`` with ``v_start`` / ``v_extent``
 bound by ``Bind`` statements just above the mark (``if v_extent > 0`` guards the mark when the range may be
-empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header.
+empty); pieces whose ends depend on loops below the mark keep their ``min``/``max`` in the loop header. A copy
+of a vectorized or unrolled loop whose extent is not a constant is emitted serial (TVM vectorizes and unrolls
+only constant extents); the report says so.
+
+**Guards inside a branch of an if/else.** The guards emitted here (guard-chain arms, ``if v_extent > 0``,
+guarded cases) have no ``else`` and often do not depend on the loops around them. TVM 0.27's
+``HoistIfThenElse`` (in its default pipeline) hoists such an ``if`` above the outermost loop it does not depend
+on, also out of a branch of an enclosing if/else, and then the *other* branch only runs when the hoisted
+condition holds. It never hoists out of a loop whose body holds a sequence of statements. So a kept if/else
+whose branches hold a guard emitted here is emitted as two disjoint ``if``s, ``if c: A`` and ``if not c: B``
+(``c`` is bound first by a ``Bind`` when it reads memory, which ``A`` may write): the sequence keeps every
+guard below the innermost loop around it.
 
 Nothing is decided here: the plan (``plan.py``) says what to emit.
 """
@@ -23,11 +34,17 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from .conditions import MARK_KEY, conjunction, is_mark, substitute
+from ..ir_utils import map_loops, substitute, with_loop
+from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark
 from .intervals import as_expr
-from .plan import GuardChain, IfPlan, LoopPlan, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
+from .plan import GuardChain, IfPlan, LoopPlan, Note, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
+
+
+# Loop kinds TVM lowers only with a constant extent (VectorizeLoop, UnrollLoop): a copy whose extent is an
+# expression is emitted serial.
+_CONSTANT_EXTENT_KINDS = {tirx.ForKind.VECTORIZED: "vectorizes", tirx.ForKind.UNROLLED: "unrolls"}
 
 
 def _no_op() -> tirx.Stmt:
@@ -42,6 +59,9 @@ class Emitter:
         self.block_copies: dict[str, int] = {}
         self.loop_copies: dict = {}  # original loop variable -> the loop variables of its copies, in order
         self._hoisted: list[tuple[list, list]] = []  # per mark being emitted: its Binds and emptiness guards
+        self.notes: list[Note] = []  # see take_notes
+        self._bound_extents: dict = {}  # extent variable bound above a mark -> its value (for the notes)
+        self._guards_emitted = 0  # else-less ifs of TailSplit's own (chain arms, emptiness guards, cases)
 
     def _fresh_var(self, var) -> tirx.Var:
         return tirx.Var(var.name, var.ty)
@@ -109,6 +129,7 @@ class Emitter:
             if piece.may_be_empty and not is_mark(loop):
                 extent = tirx.Max(extent, zero)  # a guard above the mark would skip the loop's siblings too
             bindings.append(tirx.Bind(extent_var, extent))
+            self._bound_extents[extent_var] = extent
             if piece.may_be_empty and is_mark(loop):
                 guards.append(extent_var > zero)
             return zero, extent_var, offset
@@ -128,7 +149,7 @@ class Emitter:
 
         def wrap(stmt):
             if guards:
-                stmt = tirx.IfThenElse(conjunction(guards), stmt, None)
+                stmt = self._guard(conjunction(guards), stmt)
             return tirx.SeqStmt([*bindings, stmt]) if bindings else stmt
 
         try:
@@ -155,7 +176,24 @@ class Emitter:
         if loop.thread_binding is not None:
             binding = loop.thread_binding
             thread_binding = tirx.IterVar(binding.dom, new_var, binding.iter_type, binding.thread_tag)
-        return tirx.For(new_var, start, extent, loop.kind, body, thread_binding, dict(loop.annotations))
+        kind = loop.kind
+        if kind in _CONSTANT_EXTENT_KINDS:
+            constant = tvm.sym.Analyzer().simplify(extent)
+            if isinstance(constant, tirx.IntImm):
+                extent = constant
+            else:
+                kind = tirx.ForKind.SERIAL
+                how = _CONSTANT_EXTENT_KINDS[loop.kind]
+                self.notes.append(Note(f"loop {loop.loop_var.name}",
+                                       f"the copy of extent {self._bound_extents.get(extent, extent)} is serial: "
+                                       f"TVM {how} only loops of constant extent"))
+        return with_loop(loop, loop_var=new_var, min=start, extent=extent, kind=kind, body=body,
+                         thread_binding=thread_binding)
+
+    def take_notes(self) -> list[Note]:
+        """What the emission changed beyond the plan (copies made serial) since the last call."""
+        notes, self.notes = self.notes, []
+        return notes
 
     def _restore(self, var, previous) -> None:
         if previous is None:
@@ -186,16 +224,26 @@ class Emitter:
                 if not tvm_ffi.structural_equal(case.hi, plan.range_hi):
                     conditions.append(var < substitute(case.hi, self.var_map))
             body = self.emit(case.body)
-            arms.append(tirx.IfThenElse(conjunction(conditions), body, None) if conditions else body)
+            arms.append(self._guard(conjunction(conditions), body) if conditions else body)
         return arms[0] if len(arms) == 1 else tirx.SeqStmt(arms)
 
+    def _guard(self, condition, body) -> tirx.Stmt:
+        """``if condition: body`` for a guard of TailSplit's own (counted: see ``_emit_if``)."""
+        self._guards_emitted += 1
+        return tirx.IfThenElse(condition, body, None)
+
     def _emit_if(self, plan: IfPlan) -> tirx.Stmt:
-        then_case = self.emit(plan.then_plan) if plan.then_plan is not None else _no_op()
+        guards_before = self._guards_emitted
+        then_case = self.emit(plan.then_plan) if plan.then_plan is not None else None
         else_case = self.emit(plan.else_plan) if plan.else_plan is not None else None
         if not plan.kept_atoms:
-            return then_case
+            return then_case if then_case is not None else _no_op()
         condition = substitute(conjunction([a.expr for a in plan.kept_atoms]), self.var_map)
-        return tirx.IfThenElse(condition, then_case, else_case)
+        if plan.if_stmt is None:  # a guarded case of the planner
+            return self._guard(condition, then_case)
+        if else_case is None or self._guards_emitted == guards_before:
+            return tirx.IfThenElse(condition, then_case if then_case is not None else _no_op(), else_case)
+        return _disjoint_ifs(condition, then_case, else_case)
 
     def _block_name(self, name: str) -> str:
         index = self.block_copies.get(name, 0)
@@ -230,7 +278,8 @@ class Emitter:
             return result[0] if len(result) == 1 else tirx.SeqStmt(result)
 
         new_block = SBlock(
-            [tirx.IterVar(iv.dom, iter_map[iv.var], iv.iter_type, iv.thread_tag) for iv in block.iter_vars],
+            [tirx.IterVar(substitute(iv.dom, self.var_map), iter_map[iv.var], iv.iter_type, iv.thread_tag)
+             for iv in block.iter_vars],
             [substitute(r, body_map) for r in block.reads],
             [substitute(w, body_map) for w in block.writes],
             self._block_name(block.name_hint),
@@ -250,6 +299,21 @@ class Emitter:
 
     def _emit_verbatim(self, stmt) -> tirx.Stmt:
         return substitute(stmt, self.var_map)
+
+
+def _disjoint_ifs(condition, then_case: tirx.Stmt | None, else_case: tirx.Stmt) -> tirx.Stmt:
+    """``if condition: then_case else: else_case`` as ``if c: then_case`` and ``if not c: else_case`` (see the
+    module docstring: TVM's ``HoistIfThenElse`` hoists no guard out of a loop whose body is a sequence). A
+    condition that reads memory is bound to a variable first (``then_case`` may change what it reads)."""
+    statements = []
+    if has_load_or_call(condition):
+        bound = tirx.Var("if_condition", "bool")
+        statements.append(tirx.Bind(bound, condition))
+        condition = bound
+    if then_case is not None:
+        statements.append(tirx.IfThenElse(condition, then_case, None))
+    statements.append(tirx.IfThenElse(tirx.Not(condition), else_case, None))
+    return statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
 
 
 _TEMPORARY_PREFIX = "__tailsplit_copy"
@@ -302,13 +366,6 @@ def remove_marks(mod: tvm.IRModule) -> tvm.IRModule:
     def unmark(loop: tirx.For) -> tirx.For:
         if MARK_KEY not in loop.annotations:
             return loop
-        annotations = {k: v for k, v in loop.annotations.items() if k != MARK_KEY}
-        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding,
-                        annotations)
+        return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != MARK_KEY})
 
-    functions = {}
-    for global_var, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, unmark), order="post"))
-        functions[global_var] = func
-    return tvm.IRModule(functions, attrs=mod.attrs)
+    return map_loops(mod, unmark)
