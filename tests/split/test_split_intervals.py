@@ -6,7 +6,8 @@ import itertools
 import pytest
 from tvm import sym, tirx
 
-from tvm_tailsplit.split.conditions import atoms_of, substitute
+from tvm_tailsplit.ir_utils import substitute
+from tvm_tailsplit.split.conditions import atoms_of
 from tvm_tailsplit.split.intervals import (
     RangeContext,
     Status,

@@ -16,9 +16,10 @@ from tvm.ir import Range
 from tvm.script import tirx as T
 
 from tvm_tailsplit import MARK_KEY, TailSplit
+from tvm_tailsplit.ir_utils import substitute
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split.apply import split_function
-from tvm_tailsplit.split.conditions import find_marks, substitute
+from tvm_tailsplit.split.conditions import find_marks
 from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import assert_same_results
 

@@ -27,9 +27,9 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import substitute
+from ..ir_utils import EMIT_INSN_PRAGMA, substitute
 
-MARK_KEY = "pragma_emit_insn"
+MARK_KEY = EMIT_INSN_PRAGMA
 
 __all__ = [
     "MARK_KEY",

@@ -61,7 +61,11 @@ __all__ = [
 # tvm.sym's ConstIntBound uses these sentinels for unbounded ends.
 _POS_INF = 2**62
 _NEG_INF = -(2**62)
-_Z3_TIMEOUT_MS = 200  # a proof Z3 cannot finish in this time is treated as not proved (sound, maybe less split)
+# Z3's budget per proof, in its deterministic resource units (the same answer on a loaded machine): a proof it cannot
+# finish within it is treated as not proved (sound, maybe less split). The proofs of the test suite take at most
+# ~2,500 units (~3 ms); the wall-clock limit is only a backstop against a pathological query.
+_Z3_RLIMIT = 200_000
+_Z3_TIMEOUT_MS = 10_000
 
 
 class Status(enum.Enum):
@@ -180,8 +184,8 @@ class RangeContext:
     def prove(self, expr, over: set | None = None) -> bool:
         """Prove ``expr`` for every value of the relevant loop variables in their ranges (see
         ``_relevant_ranges``) and every value of the symbolic variables, under the context's assumptions: first
-        with the default strength, then with the symbolic-bound strength (Z3 as a fallback, with a time limit;
-        a timeout is no proof).
+        with the default strength, then with the symbolic-bound strength (Z3 as a fallback, with a deterministic
+        resource limit; a proof that runs out of it is no proof).
 
         ``over`` restricts the ranges that may be assumed to those of the given variables. Proofs about the
         ends of a loop's pieces must not assume that loop's own range or an inner loop's range (a range
@@ -214,6 +218,7 @@ class RangeContext:
             tirx.And(low <= var, var < low + extent) for var, (low, extent) in symbolic_ranges.items()
         ]
         if analyzer.is_z3_enabled:
+            analyzer.set_z3_rlimit(_Z3_RLIMIT)
             analyzer.set_z3_timeout_ms(_Z3_TIMEOUT_MS)
         with analyzer.constraint_scope(conjunction(terms) if terms else tirx.const(True, "bool")):
             return bool(analyzer.can_prove(expr, sym.ProofStrength.SYMBOLIC_BOUND))

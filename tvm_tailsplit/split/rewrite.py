@@ -34,7 +34,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from ..ir_utils import map_loops, substitute, with_loop
+from ..ir_utils import drop_loop_annotation, substitute, with_loop
 from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark
 from .intervals import as_expr
 from .plan import GuardChain, IfPlan, LoopPlan, Note, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
@@ -363,9 +363,4 @@ def remove_marks(mod: tvm.IRModule) -> tvm.IRModule:
     """The module without ``pragma_emit_insn`` annotations (what is left once no instruction is mapped: llvm
     codegen would otherwise warn about an unknown pragma on every marked loop)."""
 
-    def unmark(loop: tirx.For) -> tirx.For:
-        if MARK_KEY not in loop.annotations:
-            return loop
-        return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != MARK_KEY})
-
-    return map_loops(mod, unmark)
+    return drop_loop_annotation(mod, MARK_KEY)
