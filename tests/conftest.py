@@ -1,5 +1,5 @@
 """Shared pytest set-up: the GPU, nvcc and CPU-feature markers skip with the precise reason where the tool or the
-instruction set is absent."""
+instruction set is absent; ``--fuzz-cases=N`` sets how many random cases the TailSplit fuzzer checks."""
 
 import pathlib
 
@@ -18,6 +18,15 @@ def cpu_flags() -> set[str]:
         if line.startswith("flags"):
             return set(line.split(":", 1)[1].split())
     return set()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fuzz-cases",
+        type=int,
+        default=40,
+        help="number of random cases of the TailSplit fuzzer (tests/split/test_split_fuzz.py); case i uses seed i",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
