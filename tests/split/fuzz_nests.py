@@ -14,7 +14,8 @@ same program on every machine. It
    they stay inside the input;
 4. schedules every block with ``s_tir.Schedule``: splits (non-dividing factors give ``T.where``; a split of
    ``n`` gives a tile), reorders, ``decompose_reduction``, thread bindings (``blockIdx.x``/``threadIdx.x``),
-   ``vectorize`` (constant extents only) and ``unroll``; a primitive the schedule refuses is left out;
+   ``vectorize`` (constant extents only) and ``unroll`` (constant extents); at most ``MAX_LOOPS`` loops per
+   block; a primitive the schedule refuses is left out;
 5. marks a random loop of every block that is not thread-bound (sometimes a second, deeper one: nested marks).
 
 The writes of every block are injective in its spatial iterators and the programs have no cross-iteration
@@ -42,10 +43,13 @@ CAPACITY = 50
 """Buffer length along a dimension of extent ``n``; ``n`` runs up to this value."""
 N_RANGE = range(-3, CAPACITY + 1)
 MARK_VALUE = "vinsn"
+MAX_LOOPS = 6
+"""Splits stop when a block has this many loops (TailSplit's planning time grows steeply with the depth)."""
 
 ALL_FEATURES = frozenset({
     "where", "block_if", "block_if_else", "loop_if", "loop_if_else", "and", "or", "floordiv", "floormod", "min",
     "max", "reduction", "two_blocks", "nested_marks", "thread_binding", "symbolic", "vectorized", "unrolled",
+    "dependent_extent",
 })
 
 
@@ -76,9 +80,14 @@ def runnable(mod: tvm.IRModule) -> tvm.IRModule:
 class _Dim:
     loop: str  # loop variable in the source
     var: str  # block iterator
-    extent: str  # "12" or "n"
+    domain: str  # the block iterator's domain: "12" or "n"
     size: int  # buffer length along this dimension
     reduce: bool = False
+    extent: str = ""  # the loop's extent when it is not the domain: "T.min(12, i + 2)" (depends on loop i)
+
+    @property
+    def loop_extent(self) -> str:
+        return self.extent or self.domain
 
 
 class _Writer:
@@ -173,7 +182,7 @@ class _Writer:
         self.emit(depth, f'with T.sblock("{name}"):')
         for d in dims:
             axis = "reduce" if d.reduce else "spatial"
-            self.emit(depth + 1, f"{d.var} = T.axis.{axis}({d.extent}, {d.loop})")
+            self.emit(depth + 1, f"{d.var} = T.axis.{axis}({d.domain}, {d.loop})")
         if self.chance(0.45):
             self.emit(depth + 1, f"T.where({self.condition([d.loop for d in dims])})")
         spatial = [d for d in dims if not d.reduce]
@@ -202,7 +211,7 @@ class _Writer:
         ``else``, when ``else_body`` is given, runs ``else_body`` over the remaining loops)."""
         if_level = int(self.rng.integers(0, len(dims))) if loop_if_ok and len(dims) > 1 and self.chance(0.4) else -1
         for level, d in enumerate(dims):
-            self.emit(depth, f"for {d.loop} in range({d.extent}):")
+            self.emit(depth, f"for {d.loop} in range({d.loop_extent}):")
             depth += 1
             if level == if_level:
                 self.emit(depth, f"if {self.condition([e.loop for e in dims[: level + 1]])}:")
@@ -216,7 +225,7 @@ class _Writer:
 
     def _loops(self, depth: int, dims: list[_Dim], emit_body) -> None:
         for d in dims:
-            self.emit(depth, f"for {d.loop} in range({d.extent}):")
+            self.emit(depth, f"for {d.loop} in range({d.loop_extent}):")
             depth += 1
         emit_body(depth)
 
@@ -229,8 +238,11 @@ def _dims(writer: _Writer, count: int, names: str, reduce_last: bool = False) ->
         name = names[position]
         dims.append(_Dim(name, f"v{name}", extent, CAPACITY if symbolic else int(extent),
                          reduce=reduce_last and position == count - 1))
-    if writer.symbolic and not any(d.extent == "n" for d in dims):
+    if writer.symbolic and not any(d.domain == "n" for d in dims):
         dims[0] = _Dim(dims[0].loop, dims[0].var, "n", CAPACITY, dims[0].reduce)
+    for outer, inner in zip(dims, dims[1:], strict=False):
+        if writer.chance(0.15):  # a triangular loop: its extent depends on the enclosing loop
+            inner.extent = f"T.min({inner.domain}, {outer.loop} + {int(writer.rng.integers(1, 5))})"
     return dims
 
 
@@ -253,7 +265,7 @@ def _source(writer: _Writer, kind: str) -> str:
     elif kind == "two_blocks":
         outer = _dims(writer, int(rng.integers(1, 3)), "ij")
         inner = _dims(writer, 1, "k")
-        inner_consumer = [_Dim("kc", "vk", inner[0].extent, inner[0].size)]
+        inner_consumer = [_Dim("kc", "vk", inner[0].domain, inner[0].size)]
         shape = [d.size for d in outer + inner]
         buffers["A"] = (shape, dtype)
         buffers["B"] = (shape, dtype)
@@ -281,7 +293,7 @@ def _source(writer: _Writer, kind: str) -> str:
                     loop_if_ok=True, else_body=else_block)
         if kind == "two_nests":
             second = _dims(writer, len(dims), "pqr")
-            second = [_Dim(s.loop, s.var, d.extent, d.size) for s, d in zip(second, dims, strict=True)]
+            second = [_Dim(s.loop, s.var, d.domain, d.size) for s, d in zip(second, dims, strict=True)]
             buffers["C"] = (shape, dtype)
             writer.nest(1, second, lambda depth: writer.block(
                 depth, "C", second, "C", dtype, lambda: writer.load("B", shape, second, writer.chance(0.5)), True),
@@ -308,7 +320,8 @@ def _schedule_block(sch: s_tir.Schedule, writer: _Writer, name: str, threads: bo
 
     block = sch.get_sblock(name)
     for loop in sch.get_loops(block):
-        if not writer.chance(0.55):
+        # Blocks sharing loops (two blocks, an else block) see the loops the first one split: stop at MAX_LOOPS.
+        if not writer.chance(0.55) or len(sch.get_loops(block)) >= MAX_LOOPS:
             continue
         symbolic = _constant_extent(sch, loop) is None
         factors = [None, int(writer.rng.integers(2, 9))]
@@ -331,7 +344,8 @@ def _schedule_block(sch: s_tir.Schedule, writer: _Writer, name: str, threads: bo
             else:
                 break
     free = [loop for loop in sch.get_loops(block)[bound:] if sch.get(loop).kind == tirx.ForKind.SERIAL]
-    if free and writer.chance(0.35):
+    vectorized = any(sch.get(loop).kind == tirx.ForKind.VECTORIZED for loop in sch.get_loops(block))
+    if free and not vectorized and writer.chance(0.35):
         innermost = free[-1]
         extent = _constant_extent(sch, innermost)
         if extent is not None and 1 < extent <= 16:
@@ -386,6 +400,8 @@ def features(mod: tvm.IRModule) -> set[str]:
         for node_type, name in expression_features:
             tvm_ffi.structural_walk(node, (node_type, lambda _e, name=name: found.add(name)))
 
+    enclosing_loops: list = []
+
     def visit(stmt, in_block: bool, under_mark: bool, blocks_in_nest: list) -> None:
         if isinstance(stmt, tirx.SeqStmt):
             for child in stmt.seq:
@@ -399,7 +415,13 @@ def features(mod: tvm.IRModule) -> set[str]:
             if stmt.kind in kinds:
                 found.add(kinds[stmt.kind])
             visit_expressions(stmt.extent)
+            in_extent: list = []
+            tvm_ffi.structural_walk(stmt.extent, (tvm.ir.Var, in_extent.append))
+            if any(v.same_as(loop) for v in in_extent for loop in enclosing_loops):
+                found.add("dependent_extent")
+            enclosing_loops.append(stmt.loop_var)
             visit(stmt.body, in_block, under_mark or marked, blocks_in_nest)
+            enclosing_loops.pop()
         elif isinstance(stmt, tirx.IfThenElse):
             where = "block_if" if in_block else "loop_if"
             found.add(where + ("_else" if stmt.else_case is not None else ""))
