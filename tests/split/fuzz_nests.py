@@ -155,14 +155,17 @@ class _Writer:
         return f"{self.atom(names)} and ({self.atom(names)} or {self.atom(names)})"
 
     def index(self, dims: list[_Dim], size: int) -> str:
-        """An in-bounds index of a dimension of length ``size`` computed from the block iterators."""
+        """An in-bounds index of a dimension of length ``size`` computed from the block iterators. Numerators are
+        non-negative: TVM 0.27's llvm build drops or shifts the constant of a buffer index such as
+        ``B[(2 - p) % 50]`` (it loads ``B[(-p) % 50]``), which would make the reference itself wrong."""
         names = [d.var for d in dims]
+        numerator = self.linear(names, nonnegative=True)
         shape = self.pick(["mod", "mod", "clamp", "div"])
         if shape == "mod":
-            return f"({self.linear(names)}) % {size}"
+            return f"({numerator}) % {size}"
         if shape == "clamp":
-            return f"T.min({self.linear(names, nonnegative=True)}, {size - 1})"
-        return f"({self.linear(names)}) // {int(self.rng.integers(2, 4))} % {size}"
+            return f"T.min({numerator}, {size - 1})"
+        return f"({numerator}) // {int(self.rng.integers(2, 4))} % {size}"
 
     def value(self, dtype: str, load: str, dims: list[_Dim]) -> str:
         scale, offset = int(self.rng.integers(-3, 4)), int(self.rng.integers(-5, 6))
@@ -241,7 +244,7 @@ def _dims(writer: _Writer, count: int, names: str, reduce_last: bool = False) ->
     if writer.symbolic and not any(d.domain == "n" for d in dims):
         dims[0] = _Dim(dims[0].loop, dims[0].var, "n", CAPACITY, dims[0].reduce)
     for outer, inner in zip(dims, dims[1:], strict=False):
-        if writer.chance(0.15):  # a triangular loop: its extent depends on the enclosing loop
+        if writer.chance(0.3):  # a triangular loop: its extent depends on the enclosing loop
             inner.extent = f"T.min({inner.domain}, {outer.loop} + {int(writer.rng.integers(1, 5))})"
     return dims
 

@@ -64,9 +64,12 @@ def _show(mod: tvm.IRModule) -> str:
         return f"<TVMScript printer failed: {error}>"
 
 
-def _first_lines(error: Exception, count: int = 6) -> str:
+def _summary(error: Exception) -> str:
+    """The first lines (numpy names the buffer there) and the last lines (TVM's check that failed) of an error."""
     lines = [line for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: " + "\n".join(lines[-count:])
+    if len(lines) > 8:
+        lines = lines[:4] + ["..."] + lines[-4:]
+    return f"{type(error).__name__}: " + "\n".join(lines)
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,7 +85,7 @@ def check_case(seed: int, strategy: str, pipeline: str) -> str | None:
     case, reference, executables = _reference(seed)
 
     def failure(stage: str, error: Exception | str, n: int | None = None, after: tvm.IRModule | None = None) -> str:
-        text = error if isinstance(error, str) else _first_lines(error)
+        text = error if isinstance(error, str) else _summary(error)
         where = f"seed={seed} strategy={strategy} pipeline={pipeline}" + ("" if n is None else f" n={n}")
         shown = "" if after is None else f"\nTailSplit's output:\n{_show(after)}"
         return (f"TailSplit fuzz case {where}: {stage}: {text}\n"
