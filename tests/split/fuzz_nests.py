@@ -212,7 +212,7 @@ class _Writer:
     def nest(self, depth: int, dims: list[_Dim], emit_body, loop_if_ok: bool, else_body=None) -> None:
         """Loops over ``dims`` around ``emit_body(depth)``, sometimes with an ``if`` between two loops (whose
         ``else``, when ``else_body`` is given, runs ``else_body`` over the remaining loops)."""
-        if_level = int(self.rng.integers(0, len(dims))) if loop_if_ok and len(dims) > 1 and self.chance(0.4) else -1
+        if_level = int(self.rng.integers(0, len(dims) - 1)) if loop_if_ok and len(dims) > 1 and self.chance(0.5) else -1
         for level, d in enumerate(dims):
             self.emit(depth, f"for {d.loop} in range({d.loop_extent}):")
             depth += 1
@@ -220,7 +220,7 @@ class _Writer:
                 self.emit(depth, f"if {self.condition([e.loop for e in dims[: level + 1]])}:")
                 inner = dims[level + 1 :]
                 self._loops(depth + 1, inner, emit_body)
-                if else_body is not None and self.chance(0.6):
+                if else_body is not None and self.chance(0.75):
                     self.emit(depth, "else:")
                     self._loops(depth + 1, inner, else_body)
                 return
