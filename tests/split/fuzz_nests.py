@@ -37,7 +37,7 @@ from tvm_tailsplit import MARK_KEY
 from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import threads_as_serial_loops
 
-__all__ = ["ALL_FEATURES", "CAPACITY", "FuzzCase", "features", "random_case", "runnable"]
+__all__ = ["ALL_FEATURES", "CAPACITY", "MARK_VALUE", "FuzzCase", "features", "random_case", "runnable"]
 
 CAPACITY = 50
 """Buffer length along a dimension of extent ``n``; ``n`` runs up to this value."""

@@ -1,85 +1,73 @@
-"""TailSplit fuzzer (issue #12): random scheduled nests (``fuzz_nests.random_case``), every strategy, every pipeline.
+"""TailSplit fuzzer (issue #12): random scheduled nests (``fuzz_nests.random_case``), every strategy, two pipelines.
 
-For case ``seed`` (seeds 0 .. ``--fuzz-cases`` - 1) and each strategy, TailSplit's output must be well formed,
-compile whenever the original compiles, and compute exactly what the original (marks removed) computes: every
-buffer equal and every canary intact, for every ``n`` from -3 to 50 and the tile sizes ± 1 (one compiled
-module serves every ``n``). Thread-bound loops run as serial loops on llvm. A case TailSplit leaves unchanged
-passes. A failure message names the seed, the strategy, the pipeline, ``n`` and the stage that failed, and
-prints the original TVMScript (``fuzz_nests.random_case(seed).mod``) and TailSplit's output.
+For case ``seed`` (seeds 0 .. ``--fuzz-cases`` - 1, default 40) and each strategy, TailSplit's output must be well
+formed, compile whenever the original compiles, and compute exactly what the original (marks removed, TVM's default
+pipeline) computes: every buffer equal and every canary intact, for every ``n`` from -3 to 50 and the tile sizes
+± 1 (one compiled module serves every ``n``). ``PIPELINES`` compiles TailSplit's output with TVM's default pipeline
+(every strategy) and the original with the package's ``"tailsplit"`` pipeline (its default strategy). Thread-bound
+loops run as serial loops on llvm. A case TailSplit leaves unchanged passes. A failure message names the seed, the
+strategy, the pipeline, ``n`` and the stage that failed, and prints the original TVMScript
+(``fuzz_nests.random_case(seed).mod``) and TailSplit's output.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir import SBlockRealize
+from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.testing import assert_same_results
+from tvm_tailsplit.split.pipeline import TAILSPLIT_PIPELINE
+from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
 
-from .fuzz_nests import ALL_FEATURES, FuzzCase, features, random_case, runnable
+from .fuzz_nests import ALL_FEATURES, MARK_VALUE, FuzzCase, features, random_case, runnable
 
 STRATEGIES = ("full", "partial", "auto")
 
 
-def _tvm_default(transformed: tvm.IRModule) -> tvm.runtime.Module:
+@T.prim_func(s_tir=True)
+def _never_matching_desc(a: T.handle, c: T.handle):
+    A = T.match_buffer(a, (1,), "int8", offset_factor=1)
+    C = T.match_buffer(c, (1,), "int8", offset_factor=1)
+    with T.sblock("root"):
+        T.reads(C[0:1], A[0:1])
+        T.writes(C[0:1])
+        with T.sblock("update"):
+            vk = T.axis.reduce(1, 0)
+            with T.init():
+                C[0] = T.int8(0)
+            C[0] = C[0] + A[vk]
+
+
+# The fuzz marks name this intrinsic: int8, so it matches no generated block and ``tensorize_marked`` leaves every
+# region as code; its description has an init, so marked reductions that keep theirs are accepted.
+s_tir.TensorIntrin.register(MARK_VALUE, _never_matching_desc, _never_matching_desc, override=True)
+
+
+def _tvm_default(original: tvm.IRModule, transformed: tvm.IRModule, strategy: str) -> tvm.runtime.Module:
     return tvm.compile(runnable(transformed), target="llvm")
 
 
-# The pipelines TailSplit's output is compiled with (the reference is always compiled with TVM's default).
-# Each takes TailSplit's output, marks and thread bindings included, and returns an llvm executable.
-# >>> LEAD: add the package's own pipeline here once it is merged, e.g.
-# >>>     "tailsplit": lambda transformed: tvm.compile(..., target="llvm", tir_pipeline="tailsplit"),
-PIPELINES: dict[str, Callable[[tvm.IRModule], tvm.runtime.Module]] = {
-    "tvm-default": _tvm_default,
+def _tailsplit(original: tvm.IRModule, transformed: tvm.IRModule, strategy: str) -> tvm.runtime.Module:
+    """The package's pipeline as users get it (``tir_pipeline="tailsplit"``: TailSplit with its default strategy
+    "auto", ``tensorize_marked``, TVM's default) on the original, thread-bound loops made serial first."""
+    return tvm.compile(threads_as_serial_loops(original), target="llvm", tir_pipeline=TAILSPLIT_PIPELINE)
+
+
+# The pipelines a case is compiled with, and the strategies each is run with (the reference is always the original
+# through TVM's default pipeline). Each takes the original, TailSplit's output with that strategy (marks and thread
+# bindings included) and the strategy, and returns an llvm executable. The package's pipeline runs TailSplit again
+# inside, so it runs with its default strategy only, to keep `make test` near a minute.
+PIPELINES: dict[str, tuple[Callable[[tvm.IRModule, tvm.IRModule, str], tvm.runtime.Module], tuple[str, ...]]] = {
+    "tvm-default": (_tvm_default, STRATEGIES),
+    "tailsplit": (_tailsplit, ("auto",)),
 }
-
-
-@dataclass(frozen=True)
-class KnownFailure:
-    """A class of failures being fixed: its cases fail with ``marker`` in the message."""
-
-    reason: str
-    marker: str
-    cases: dict[str, tuple[int, ...]]  # strategy -> seeds
-
-
-# >>> LEAD: the exact cases that fail with a class whose fix is in progress (branch h-splitfix). Remove this list
-# >>> (and KnownFailure) once the fixes are merged: a listed case that passes fails the test, so the list cannot
-# >>> go stale. Seeds found by running 0 .. 499 (`--fuzz-cases=500`).
-KNOWN_FAILURES = (
-    KnownFailure(
-        "a vectorized loop at/below the mark gets a symbolic extent: TVM refuses to vectorize it",
-        "Failed to vectorize loop with extent",
-        {},
-    ),
-    KnownFailure(
-        "an unrolled loop at/below the mark gets a symbolic extent: TVM refuses to unroll it (fuzz finding F1)",
-        "Cannot unroll non-constant loop",
-        {},
-    ),
-    KnownFailure(
-        "full split crashes on a loop extent that depends on an enclosing loop",
-        "Invalid use of undefined variable",
-        {},
-    ),
-    KnownFailure(
-        "TVM's HoistIfThenElse hoists a guard TailSplit emits in one branch of a user's if/else above the loop, so "
-        "the other branch is skipped (each listed case passes on h-splitfix, which emits two disjoint ifs)",
-        "results differ",
-        {},
-    ),
-)
-
-
-def _known_failure(seed: int, strategy: str) -> KnownFailure | None:
-    return next((known for known in KNOWN_FAILURES if seed in known.cases.get(strategy, ())), None)
 
 
 def _show(mod: tvm.IRModule) -> str:
@@ -124,10 +112,10 @@ def check_case(seed: int, strategy: str, pipeline: str) -> str | None:
         s_tir.analysis.verify_well_formed(after["main"])
     except Exception as error:  # noqa: BLE001
         return failure("TailSplit's output is not well formed", error, after=after)
-    key = (pipeline, tvm_ffi.structural_hash(after))
+    key = (pipeline, strategy if pipeline == "tailsplit" else tvm_ffi.structural_hash(after))
     if key not in executables:
         try:
-            executables[key] = PIPELINES[pipeline](after)
+            executables[key] = PIPELINES[pipeline][0](case.mod, after, strategy)
         except Exception as error:  # noqa: BLE001 - the original compiled, so this is a finding
             return failure("TailSplit's output does not compile (the original does)", error, after=after)
     for n in case.n_values or (None,):
@@ -145,20 +133,14 @@ def pytest_generate_tests(metafunc):
         count = metafunc.config.getoption("--fuzz-cases")
         metafunc.parametrize(
             ("fuzz_seed", "strategy", "pipeline"),
-            [(seed, strategy, pipeline) for seed in range(count) for pipeline in PIPELINES for strategy in STRATEGIES],
+            [(seed, strategy, pipeline) for seed in range(count)
+             for pipeline, (_, strategies) in PIPELINES.items() for strategy in strategies],
             ids=lambda value: str(value),
         )
 
 
 def test_tailsplit_fuzz(fuzz_seed, strategy, pipeline):
     message = check_case(fuzz_seed, strategy, pipeline)
-    known = _known_failure(fuzz_seed, strategy)
-    if known is not None:
-        if message is None:
-            pytest.fail(f"seed {fuzz_seed} strategy {strategy} is listed in KNOWN_FAILURES ({known.reason}) but "
-                        "passes now: remove it from the list", pytrace=False)
-        if known.marker in message:
-            pytest.xfail(known.reason)
     if message is not None:
         pytest.fail(message, pytrace=False)
 
