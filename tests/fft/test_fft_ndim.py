@@ -126,7 +126,16 @@ def test_describe_names_nodes_plans_and_dependences():
     assert "node 0: c2c n=9 along axis 1, view (A, N, B) = (8, 9, 10)" in text
     assert "node 1: c2c n=10 along axis 2" in text and "reads node 0" in text
     assert "1-D plan: breakdown" in text
-    assert p.nodes[0].plan is plan(9, 80, "c2c")
+    # B = 10: lane groups of 2 transforms never span two rows of 10
+    assert p.nodes[0].plan is plan(9, 80, "c2c", lanes=2)
+    assert p.nodes[1].plan is plan(10, 72, "c2c")  # the last axis: the 1-D plan's own lanes
+
+
+def test_plan_lanes_argument():
+    assert plan(16, 32, lanes=8).lanes == 8
+    assert plan(16, 4, lanes=8).lanes == 4  # at most the batch
+    with pytest.raises(ValueError, match="lanes"):
+        plan(16, 4, lanes=0)
 
 
 def test_plans_are_cached_on_validated_arguments():

@@ -47,6 +47,7 @@ from tvm import relax, s_tir, tirx
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
 from .planner import Plan, _check_in_place, _resolve_target, _TargetKey, plan
 from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int
+from .tuning import STRIDED_LANES
 
 __all__ = ["NDPlan", "plan_nd"]
 
@@ -100,6 +101,23 @@ class Node:
         if self.plan.is_cuda:
             return self.plan.workspace_bytes if self.plan.kernels > 1 else 0
         return self.plan.workspace_bytes * self.parallel_tasks
+
+
+def _node_lanes(a: int, b: int, real_dtype: str) -> int | None:
+    """Transforms per lane group of the (A, N, B) view (None: the 1-D plan's own choice, for B = 1).
+
+    For B > 1 the transforms side by side in a group read consecutive complex values of each row: `STRIDED_LANES`
+    of them, unless a group would then span two rows (A > 1 and B not a multiple), whose lanes' addresses are
+    no longer a vector: then the largest power of two that divides B, at least 2 (else one transform per group).
+    """
+    if b == 1:
+        return None
+    lanes = STRIDED_LANES[real_dtype]
+    if a == 1 or b % lanes == 0:
+        return lanes
+    while lanes > 1 and b % lanes:
+        lanes //= 2
+    return lanes
 
 
 def _relaid_function(node: Node) -> tirx.PrimFunc:
@@ -224,7 +242,8 @@ class NDPlan:
         for index, (axis, kind, n) in enumerate(steps):
             a, b = math.prod(current[:axis]), math.prod(current[axis + 1:])
             direction = {"c2c": self.direction, "r2c": "forward", "c2r": "backward"}[kind]
-            one_d = plan(n, a * b, kind, direction, self.norm, self.dtype, self.target)
+            one_d = plan(n, a * b, kind, direction, self.norm, self.dtype, self.target,
+                         lanes=_node_lanes(a, b, self.real_dtype) if not self.is_cuda else None)
             length = {"c2c": n, "r2c": n // 2 + 1, "c2r": n}[kind]
             after = current[:axis] + (length,) + current[axis + 1:]
             nodes.append(Node(index, axis, kind, n, (a, current[axis], b), current, after, one_d))
