@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from tvm_tailsplit.cuda import compile_cuda_source
 from tvm_tailsplit.fft import plan
 from tvm_tailsplit.fft.ndim import plan_nd
 from tvm_tailsplit.fft.tuning import PARALLEL_TASKS
@@ -185,3 +186,41 @@ def test_bad_call_arguments():
     with pytest.raises(ValueError, match="out must be writable"):
         p(np.zeros((4, 6), np.complex64), out=readonly)
     assert np.array_equal(p(readonly), np.zeros((4, 6), np.complex64))  # a read-only input is fine
+
+
+CUDA_GRAPHS = [
+    dict(shape=(16, 64, 8), axes=(2, 0, 1), kind="c2c"),
+    dict(shape=(12, 40), axes=(0, 1), kind="r2c"),
+    dict(shape=(6, 9, 5), axes=(0, 2), kind="c2r", dtype="complex128", last_size=8),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("params", CUDA_GRAPHS, ids=str)
+def test_cuda_graph_compiles_with_nvcc(params, arch):
+    p = plan_nd(target={"kind": "cuda", "arch": arch}, **params)
+    source = p.cuda_source()
+    kernels = [node.name for node in p.nodes]
+    assert all(f"{name}_kernel" in source for name in kernels)
+    usages = compile_cuda_source(source, arch)
+    assert {usage.kernel for usage in usages} >= {f"{name}_kernel" for name in kernels}
+    assert all(usage.spill_store_bytes == 0 for usage in usages)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", CUDA_GRAPHS, ids=str)
+def test_cuda_graph_runs_against_numpy(params):
+    p = plan_nd(target="cuda", **params)
+    shape, axes, kind, dtype = params["shape"], params["axes"], params["kind"], params.get("dtype", "complex64")
+    if kind == "r2c":
+        x = random_real(shape, "float32" if dtype == "complex64" else "float64")
+        reference = np.fft.rfftn(x.astype(np.float64), axes=axes)
+    elif kind == "c2r":
+        x = random_complex(shape, dtype)
+        reference = np.fft.irfftn(x.astype(np.complex128), s=[shape[a] for a in axes[:-1]] + [p.nodes[-1].n],
+                                  axes=axes)
+    else:
+        x = random_complex(shape, dtype)
+        reference = np.fft.fftn(x.astype(np.complex128), axes=axes)
+    assert relative_error(p(x), reference) <= tolerance(math.prod(shape), dtype)
