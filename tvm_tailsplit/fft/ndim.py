@@ -11,22 +11,28 @@ Node: for an axis k of the current shape S, the array is viewed as (A, N, B), A 
 B = S[k+1]·…·S[d-1]. The node is the 1-D plan (`planner.plan`) of A·B transforms of N points in the compact
 layout, whose input and output buffers are then laid out by the schedule primitive `transform_layout`
 (b, e, c) → (b // B, e, b % B, c): a two-level batch, in which the b-th transform is row (b // B, ·, b % B)
-of the C-contiguous (A, N, B) array. The plan's lane groups hold consecutive b, so that with B a multiple of
-the lanes a vector of lanes reads consecutive complex elements of one row (contiguous memory, as on the last
-axis); the A·B/lanes lane groups are the independent parts of the node, run in parallel as the plan's
-parallel tasks. Nothing is copied or permuted: measured against a permute (`bench/bench_fft_ndim.py`).
+of the C-contiguous (A, N, B) array (A = 1 or B = 1 are the plain strided and compact layouts). For B > 1 the
+plan's lane groups hold `tuning.STRIDED_LANES` consecutive b (`_node_lanes`), so that the lanes read 128
+contiguous bytes of every row they touch (the 1-D plan's own choice, one vector or one transform per group,
+ran 3 to 15 times slower at power-of-two B); the A·B/lanes lane groups are the independent parts of the node,
+run in parallel as the plan's parallel tasks. Nothing is copied or permuted: a permute node per axis (numpy
+transposes around the contiguous plan) was 2 to 5 times slower (`bench/bench_fft_ndim.py`).
 
 Graph: a Relax function `main(x, out)` whose bindings are, per node, zero-copy views (`R.memory.view`) of the
-previous result as the node's buffer shape, and `R.call_tir` of the node's scheduled PrimFunc with its
-constant tables as `R.const`; the last node writes the caller's `out` (`R.call_tir_inplace`). Every node
-depends on the one before (it reads all of its output). Relax's `StaticPlanBlockMemory` assigns the
-intermediate results to storage before anything runs (a result's storage is reused once its last reader has
-run); `workspace_bytes` is that storage plus the largest node scratch (one lane group's scratch times the
-plan's parallel tasks on llvm, or a multi-kernel CUDA plan's global scratch), all read from the IR. The
-module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
-`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off),
-and the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's
-kernels start after the previous node's have finished (stream order).
+previous result as the node's buffer shapes and a call of the node's scheduled PrimFunc with its constant
+tables as `R.const`. The first node writes the caller's `out` and every later c2c node transforms it in place
+(`R.call_tir_inplace`; a node reads all of each transform before writing it), except in a c2r graph, whose
+complex nodes work on an intermediate result (`R.call_tir`) that the last node transforms into `out`. Every
+node depends on the one before (it reads all of its output). Relax's `StaticPlanBlockMemory` assigns the
+intermediate results to storage before anything runs; `workspace_bytes` is that storage plus the largest node
+scratch (one lane group's scratch times the plan's parallel tasks on llvm: the bound reached when every task
+runs at once; or a multi-kernel CUDA plan's global scratch), all read from the IR. Out of place, a 3-D c2c
+graph held two intermediate arrays; in place it holds none and ran 10-25% faster (64³, 100³, 16⁴, 1 thread).
+The module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
+`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off), and
+the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's kernels
+start after the previous node's have finished (stream order). The graph runs as fast as its PrimFuncs called
+one by one (`bench/bench_fft_ndim.py`).
 """
 
 from __future__ import annotations
@@ -159,7 +165,8 @@ def _last_block_using(func: tirx.PrimFunc, name: str) -> str:
 
 def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple[int, ...], real_dtype: str
                   ) -> tvm.IRModule:
-    """The Relax graph `main(x, out)` of the nodes (module docstring)."""
+    """The Relax graph `main(x, out)` of the nodes (module docstring): a c2c node after the first transforms
+    its input in place; the first node writes `out` unless the graph ends with a c2r node."""
     builder = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(in_shape, real_dtype))
     out = relax.Var("out", relax.TensorType(out_shape, real_dtype))
@@ -170,12 +177,17 @@ def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple
             source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
             constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
             result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
-            if node is nodes[-1]:
-                target = builder.emit(relax.op.memory.view(out, node.buffer_shape("output")))
-                builder.emit(relax.call_tir_inplace(function, [source, *constants, target], len(constants) + 1,
-                                                    result_type))
-            else:
+            destination = None
+            if node.index > 0 and node.kind == "c2c":
+                destination = current
+            elif node is nodes[-1] or nodes[-1].kind != "c2r":
+                destination = out
+            if destination is None:
                 current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
+            else:
+                target = builder.emit(relax.op.memory.view(destination, node.buffer_shape("output")))
+                current = builder.emit(relax.call_tir_inplace(function, [source, *constants, target],
+                                                              len(constants) + 1, result_type))
         builder.emit_func_output(out)
     return builder.get()
 
