@@ -127,7 +127,8 @@ def test_describe_names_nodes_plans_and_dependences():
     p = plan_nd((8, 9, 10), (1, 2), "c2c")
     text = p.describe()
     assert "node 0: c2c n=9 along axis 1, view (A, N, B) = (8, 9, 10)" in text
-    assert "node 1: c2c n=10 along axis 2" in text and "reads node 0" in text
+    assert "node 1: c2c n=10 along axis 2" in text and "reads node 0, writes in place" in text
+    assert "reads the input x, writes out" in text
     assert "1-D plan: breakdown" in text
     # B = 10: lane groups of 2 transforms never span two rows of 10
     assert p.nodes[0].plan is plan(9, 80, "c2c", lanes=2)

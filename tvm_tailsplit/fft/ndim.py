@@ -163,6 +163,14 @@ def _last_block_using(func: tirx.PrimFunc, name: str) -> str:
     return found[-1]
 
 
+def _destination(node: Node, nodes: list[Node]) -> str:
+    """Where a node writes: "in place" (a c2c node after the first), "out" (the first node, unless the graph ends
+    with a c2r node, and the last node) or "an intermediate" (the first node of a c2r graph of several)."""
+    if node.index > 0 and node.kind == "c2c":
+        return "in place"
+    return "out" if node is nodes[-1] or nodes[-1].kind != "c2r" else "an intermediate"
+
+
 def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple[int, ...], real_dtype: str
                   ) -> tvm.IRModule:
     """The Relax graph `main(x, out)` of the nodes (module docstring): a c2c node after the first transforms
@@ -177,11 +185,7 @@ def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple
             source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
             constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
             result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
-            destination = None
-            if node.index > 0 and node.kind == "c2c":
-                destination = current
-            elif node is nodes[-1] or nodes[-1].kind != "c2r":
-                destination = out
+            destination = {"in place": current, "out": out, "an intermediate": None}[_destination(node, nodes)]
             if destination is None:
                 current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
             else:
@@ -358,8 +362,8 @@ class NDPlan:
             depends = "the input x" if node.index == 0 else f"node {node.index - 1}"
             lines.append(
                 f"  node {node.index}: {node.kind} n={node.n} along axis {node.axis}, view (A, N, B) = ({a}, {n}, "
-                f"{b}): {a * b} transforms, reads {depends}, writes "
-                + ("out" if node is self.nodes[-1] else "an intermediate") + f" {node.out_shape}")
+                f"{b}): {a * b} transforms, reads {depends}, writes {_destination(node, self.nodes)} "
+                f"{node.out_shape}")
             lines.append(f"    1-D plan: breakdown {one_d.tree}; {len(one_d.passes.passes)} passes, "
                          f"{one_d.lanes} lanes per group, {node.parallel_tasks} parallel tasks, scratch "
                          f"{node.scratch_bytes} bytes")
