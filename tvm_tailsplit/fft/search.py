@@ -1,0 +1,302 @@
+"""Plan search: time variants of a plan on this machine and keep the fastest (FFTW's MEASURE and PATIENT).
+
+Algorithm: the search starts from the estimate variant (`variants.estimate_variant`, the rules of `tuning`),
+which is always a candidate, so the winner is never slower than it as measured. Each knob of a `Variant` is an
+axis with a few values (`axes`): the breakdown (codelet and radix limits), lanes per group, vector width and
+inner vector scale (only while a group has fewer lanes than a vector), prefetch (off, farther ahead) and, with
+more than one thread, the parallel tasks. CUDA axes are threads per block and one kernel per pass.
+
+* measure: every single-knob change of the estimate variant is timed with it, side by side; the winning value
+  of every axis that beat the estimate is then combined into one variant, which is timed against the best
+  single change and the estimate. The fastest of all is the plan.
+* patient: coordinate descent over wider axes: starting from the measure winner, each axis in turn is timed
+  over all its values with the current best, and the best value kept, until a sweep changes nothing (at most
+  `PATIENT_SWEEPS` sweeps).
+
+Timing (`time_plans`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
+two candidates whose scheduled IR is structurally equal are timed once), then run on fresh buffers of the
+plan's shapes: `rounds` rounds, each timing every candidate in turn (the order rotates per round) as the mean
+call time over calls lasting at least `ROUND_SECONDS`; a candidate's time is its median over the rounds. A
+candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
+choice). On CUDA the timings need a GPU: without one the search returns the estimate plan, saying why.
+The outcome (`SearchReport`) lists every timed variant with its time and why the winner won.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from .variants import Variant
+
+__all__ = ["EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate", "SearchReport", "axes",
+           "label", "search", "time_plans"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+EFFORTS = ("estimate", "measure", "patient")
+# rounds of side-by-side timings per candidate (the median is kept) and the least time of one timing
+ROUNDS = 5
+ROUND_SECONDS = 0.02
+# a candidate must be this much faster (relative) than the current best to replace it
+MARGIN = 0.01
+# coordinate-descent sweeps of a patient search at most
+PATIENT_SWEEPS = 3
+
+
+@dataclass
+class Candidate:
+    """One variant of a search: its `label` (what changed from the estimate), `seconds` per call (median of the
+    rounds; None when not timed) and `note` (why it was not timed, or which candidate has the same IR)."""
+
+    label: str
+    variant: Variant
+    seconds: float | None = None
+    note: str = ""
+
+
+@dataclass
+class SearchReport:
+    """How a plan's variant was chosen: `effort`, `source` ("timed", "wisdom" or "estimate" when the search fell
+    back to the rules), the `candidates` in the order they were timed, the `winner`'s label and the `reason`."""
+
+    effort: str
+    source: str
+    winner: str = "estimate"
+    reason: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def describe(self) -> list[str]:
+        """The report as lines of `Plan.describe()`."""
+        lines = [f"search: effort={self.effort}, variant from {self.source}; winner {self.winner}: {self.reason}"]
+        if self.candidates:
+            lines.append(f"timed variants ({len(self.candidates)}, {self.seconds:.1f} s in all; median µs per call):")
+            for c in sorted(self.candidates, key=lambda c: (c.seconds is None, c.seconds or 0.0)):
+                time_text = "-" if c.seconds is None else f"{c.seconds * 1e6:.1f}"
+                lines.append(f"  {time_text:>10} {c.label}" + (f" ({c.note})" if c.note else ""))
+        return lines
+
+
+def _powers_of_two(low: int, high: int) -> list[int]:
+    values, value = [], 1
+    while value <= high:
+        if value >= low:
+            values.append(value)
+        value *= 2
+    return values
+
+
+def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wide: bool) -> dict[str, list[dict]]:
+    """axis name -> field changes of `base` to try (each a dict for `dataclasses.replace`), for one target.
+
+    `limit` bounds the breakdown (the request's codelet and radix limits are the largest a variant uses);
+    `wide` gives the patient search's wider value sets."""
+    result: dict[str, list[dict]] = {}
+    codelets = [c for c in ((8, 16, 32) if wide else (16,)) if c <= limit.codelet_limit]
+    radices = [r for r in ((2, 4, 8, 16) if wide else (4, 16)) if r <= limit.codelet_limit]
+    result["breakdown"] = [{"codelet_limit": c, "radix_limit": min(r, c)} for c in {base.codelet_limit, *codelets}
+                           for r in {base.radix_limit, *radices}]
+    if cuda:
+        result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
+        result["kernels"] = [{"kernel_per_pass": True}]
+        return result
+    lanes = [1, base.lanes // 2, 2 * base.lanes, 4 * base.lanes] + ([8, 16] if wide else [])
+    result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch]
+    result["vectors"] = [{"vector_width": w, "inner_vector_scale": s} for w in ((4, 8, 16) if wide else (4, 8))
+                         for s in ((1, 2, 4) if wide else (1, 2)) if base.lanes < w]
+    distances = (2 * base.prefetch_distance, 4 * base.prefetch_distance) + ((8 * base.prefetch_distance,)
+                                                                            if wide else ())
+    result["prefetch"] = [{"prefetch_bytes": 0}] + [{"prefetch_distance": d} for d in distances
+                                                      if base.prefetch_bytes]
+    if threads > 1:
+        result["tasks"] = [{"parallel_tasks": t} for t in (threads, 4 * threads, 16 * threads, 256)]
+    return result
+
+
+def label(variant: Variant, estimate: Variant) -> str:
+    """A variant named by its changes from the estimate variant ("estimate" for none)."""
+    difference = variant.differences(estimate)
+    return "estimate" if difference == "same" else difference
+
+
+def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]]) -> dict:
+    """label -> median seconds per call of every plan, timed side by side (`rounds` rounds, rotating order);
+    `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
+    runs = {name: run_inputs(p) for name, p in plans.items()}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    labels = list(runs)
+    for index in range(rounds):
+        for name in labels[index % len(labels):] + labels[:index % len(labels)]:
+            run = runs[name]
+            run()
+            calls, start = 0, time.perf_counter()
+            while True:
+                run()
+                calls += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= ROUND_SECONDS:
+                    break
+            samples[name].append(elapsed / calls)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+class _Search:
+    """One search: the compiled plans by variant, the candidates timed so far, the timing inputs."""
+
+    def __init__(self, build: Callable[[Variant], Any], estimate_plan: Any, rounds: int) -> None:
+        self.build, self.rounds = build, rounds
+        self.estimate = estimate_plan.variant
+        self.plans: dict[Variant, Any] = {self.estimate: estimate_plan}
+        self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
+        self.candidates: dict[Variant, Candidate] = {}
+        self.inputs: dict[str, Any] = {}
+
+    def compiled(self, variant: Variant) -> Any | None:
+        """The plan of `variant`, None (and a logged reason) when it fails to build or repeats another's IR."""
+        if variant in self.plans:
+            return self.plans[variant]
+        name = label(variant, self.estimate)
+        try:
+            started = time.perf_counter()
+            plan = self.build(variant)
+        except Exception as error:  # any failure of TVM's compiler skips the candidate, the search goes on
+            logger.warning("fft search: variant %s failed to compile, skipped: %s", name,
+                           str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__)
+            self.candidates[variant] = Candidate(name, variant, note=f"failed to compile: {type(error).__name__}")
+            self.plans[variant] = None
+            return None
+        key = tvm_ffi.structural_hash(plan.module)
+        same = self.hashes.get(key)
+        if same is not None and tvm_ffi.structural_equal(plan.module, self.plans[same].module):
+            self.candidates[variant] = Candidate(name, variant, note=f"same IR as {label(same, self.estimate)}")
+            self.plans[variant] = None
+            logger.info("fft search: %s compiles to the same IR as %s, not timed", name,
+                        label(same, self.estimate))
+            return None
+        self.hashes[key] = variant
+        self.plans[variant] = plan
+        logger.info("fft search: compiled %s in %.2f s", name, time.perf_counter() - started)
+        return plan
+
+    def _run(self, plan: Any) -> Callable[[], None]:
+        if not self.inputs:
+            rng = np.random.default_rng(0)
+            device = tvm.cuda(0) if plan.is_cuda else tvm.cpu(0)
+            self.inputs["device"] = device
+            self.inputs["x"] = tvm.runtime.tensor(rng.standard_normal(plan.input_shape).astype(plan.real_dtype),
+                                                  device)
+            self.inputs["out"] = tvm.runtime.empty(plan.output_shape, plan.real_dtype, device)
+        x, out, device = self.inputs["x"], self.inputs["out"], self.inputs["device"]
+        if plan.is_cuda:
+            def run() -> None:
+                plan(x, out)
+                device.sync()
+            return run
+        function, constants = plan._function, plan._constant_tensors()
+        return lambda: function(x, out, *constants)
+
+    def time(self, variants: Iterable[Variant]) -> dict[Variant, float]:
+        """Variant -> median seconds per call of those that compile to distinct IR, timed side by side."""
+        plans = {}
+        for variant in dict.fromkeys(variants):
+            plan = self.compiled(variant)
+            if plan is not None:
+                plans[variant] = plan
+        labelled = {label(v, self.estimate): p for v, p in plans.items()}
+        medians = time_plans(labelled, self.rounds, self._run)
+        result = {}
+        for variant in plans:
+            name = label(variant, self.estimate)
+            seconds = medians[name]
+            previous = self.candidates.get(variant)
+            # a variant timed in several groups keeps its latest median (timed beside the current best)
+            self.candidates[variant] = Candidate(name, variant, seconds, "" if previous is None else previous.note)
+            result[variant] = seconds
+            logger.info("fft search: %-60s %10.1f µs per call", name, seconds * 1e6)
+        return result
+
+
+def _best(times: dict[Variant, float], current: Variant) -> Variant:
+    """The fastest variant, unless it beats `current` (one of them) by no more than `MARGIN`."""
+    fastest = min(times, key=times.get)
+    return fastest if times[fastest] < (1 - MARGIN) * times[current] else current
+
+
+def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], limit: Variant, threads: int,
+           rounds: int = ROUNDS) -> tuple[Any, SearchReport]:
+    """(plan, report) of the fastest variant found by `effort` ("measure" or "patient"), starting from
+    `estimate_plan`; `build(variant)` compiles a plan; `limit` bounds the breakdown; `threads` is TVM's thread
+    count."""
+    started = time.perf_counter()
+    report = SearchReport(effort, "timed")
+    if estimate_plan.is_cuda and not tvm.cuda(0).exist:
+        report.source = "estimate"
+        report.reason = "no CUDA GPU to time on: the rules' (estimate) variant"
+        logger.info("fft search: %s needs a GPU to time CUDA plans and none is present: using the estimate "
+                    "variant", effort)
+        return estimate_plan, report
+    state = _Search(build, estimate_plan, rounds)
+    estimate = state.estimate
+
+    def options(base: Variant, wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
+        """axis -> (change, variant) of the valid single-knob changes of `base`."""
+        result = {}
+        for axis, changes in axes(base, limit, estimate_plan.batch, estimate_plan.is_cuda, threads, wide).items():
+            result[axis] = []
+            for change in changes:
+                try:
+                    result[axis].append((change, dataclasses.replace(base, **change)))
+                except ValueError:  # e.g. a radix limit above the codelet limit
+                    continue
+        return result
+
+    # measure: every single-knob change beside the estimate, then the winning changes combined
+    singles = options(estimate, wide=False)
+    times = state.time([estimate, *(v for pairs in singles.values() for _, v in pairs)])
+    best = _best(times, estimate)
+    combined = estimate.to_dict()
+    for pairs in singles.values():
+        timed = {v: (change, times[v]) for change, v in pairs if v in times}
+        if timed:
+            winner = min(timed, key=lambda v: timed[v][1])
+            if timed[winner][1] < (1 - MARGIN) * times[estimate]:
+                combined.update(timed[winner][0])
+    try:
+        merged = Variant(**combined)
+    except ValueError:  # changes of two axes that do not go together: keep the single changes
+        merged = best
+    if merged not in times:
+        times = state.time([estimate, best, merged])
+        best = _best(times, estimate)
+    if effort == "patient":
+        # coordinate descent over the wider axes from the measure winner
+        for _ in range(PATIENT_SWEEPS):
+            previous = best
+            for pairs in options(best, wide=True).values():
+                best = _best(state.time([best, *(v for _, v in pairs)]), best)
+            if best == previous:
+                break
+        best = _best(state.time([estimate, best]), estimate)
+    report.seconds = time.perf_counter() - started
+    report.candidates = list(state.candidates.values())
+    report.winner = label(best, estimate)
+    final = state.candidates[best].seconds if best in state.candidates else None
+    base = state.candidates[estimate].seconds
+    if best == estimate:
+        report.reason = (f"no variant was more than {MARGIN:.0%} faster than the estimate variant "
+                         f"({base * 1e6:.1f} µs per call)")
+    else:
+        report.reason = (f"the fastest median, {final * 1e6:.1f} µs per call against {base * 1e6:.1f} µs for the "
+                         f"estimate variant ({base / final:.2f}x)")
+    logger.info("fft search (%s): %s in %.1f s: %s", effort, report.winner, report.seconds, report.reason)
+    return state.plans[best], report
