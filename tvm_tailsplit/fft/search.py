@@ -102,24 +102,30 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     `limit` bounds the breakdown (the request's codelet and radix limits are the largest a variant uses);
     `wide` gives the patient search's wider value sets."""
     result: dict[str, list[dict]] = {}
-    codelets = [c for c in ((8, 16, 32) if wide else (16,)) if c <= limit.codelet_limit]
-    radices = [r for r in ((2, 4, 8, 16) if wide else (4, 16)) if r <= limit.codelet_limit]
-    result["breakdown"] = [{"codelet_limit": c, "radix_limit": min(r, c)} for c in {base.codelet_limit, *codelets}
-                           for r in {base.radix_limit, *radices}]
+    c, r = base.codelet_limit, base.radix_limit
+    if wide:
+        breakdowns = {(cl, min(rl, cl)) for cl in (8, 16, 32, c) for rl in (2, 4, 8, 16, r)}
+    else:
+        breakdowns = {(c, max(2, r // 2)), (c, min(c, 2 * r)), (max(2, c // 2), min(r, max(2, c // 2)))}
+    result["breakdown"] = [{"codelet_limit": cl, "radix_limit": rl} for cl, rl in sorted(breakdowns)
+                           if cl <= limit.codelet_limit and rl <= limit.radix_limit * (2 if wide else 1) and
+                           (cl, rl) != (c, r)]
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
         result["kernels"] = [{"kernel_per_pass": True}]
         return result
-    lanes = [1, base.lanes // 2, 2 * base.lanes, 4 * base.lanes] + ([8, 16] if wide else [])
-    result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch]
-    result["vectors"] = [{"vector_width": w, "inner_vector_scale": s} for w in ((4, 8, 16) if wide else (4, 8))
-                         for s in ((1, 2, 4) if wide else (1, 2)) if base.lanes < w]
-    distances = (2 * base.prefetch_distance, 4 * base.prefetch_distance) + ((8 * base.prefetch_distance,)
-                                                                            if wide else ())
+    lanes = [1, 2 * base.lanes] + ([base.lanes // 2, 4 * base.lanes, 8, 16] if wide else [])
+    result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch and value != base.lanes]
+    widths, scales = ((4, 8, 16), (1, 2, 4)) if wide else ((2 * base.vector_width,), (base.inner_vector_scale,))
+    result["vectors"] = [{"vector_width": w, "inner_vector_scale": s} for w in widths for s in scales
+                         if base.lanes < w]
+    distances = (4 * base.prefetch_distance,) + ((2 * base.prefetch_distance, 8 * base.prefetch_distance)
+                                                 if wide else ())
     result["prefetch"] = [{"prefetch_bytes": 0}] + [{"prefetch_distance": d} for d in distances
                                                       if base.prefetch_bytes]
     if threads > 1:
-        result["tasks"] = [{"parallel_tasks": t} for t in (threads, 4 * threads, 16 * threads, 256)]
+        result["tasks"] = [{"parallel_tasks": t} for t in ((threads, 4 * threads, 16 * threads, 256) if wide
+                                                            else (threads,))]
     return result
 
 
@@ -160,12 +166,25 @@ class _Search:
         self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
         self.candidates: dict[Variant, Candidate] = {}
         self.inputs: dict[str, Any] = {}
+        self.request = estimate_plan.spec
+        # variants whose breakdown trees are equal and other fields too build the same IR: compiled once
+        self.shapes: dict[tuple, Variant] = {self._shape(self.estimate): self.estimate}
+
+    def _shape(self, variant: Variant) -> tuple:
+        fields = variant.to_dict()
+        del fields["codelet_limit"], fields["radix_limit"]
+        return variant.spec(self.request).tree(), tuple(sorted(fields.items()))
 
     def compiled(self, variant: Variant) -> Any | None:
         """The plan of `variant`, None (and a logged reason) when it fails to build or repeats another's IR."""
         if variant in self.plans:
             return self.plans[variant]
         name = label(variant, self.estimate)
+        same = self.shapes.setdefault(self._shape(variant), variant)
+        if same != variant:
+            self.candidates[variant] = Candidate(name, variant, note=f"same breakdown as {label(same, self.estimate)}")
+            self.plans[variant] = None
+            return None
         try:
             started = time.perf_counter()
             plan = self.build(variant)
