@@ -4,6 +4,7 @@ search reports its timings, wisdom round-trips and foreign wisdom is refused (ff
 import dataclasses
 import json
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -200,3 +201,19 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
     assert p.search.source == "estimate" and "no CUDA GPU" in p.search.reason
     assert any("none is present" in r.getMessage() for r in caplog.records)
     assert not json.loads(fft.export_wisdom())["entries"]  # nothing was timed, nothing is recorded
+
+
+@pytest.mark.parametrize("n, kind, radices", [(40, "c2c", (8, 5)), (48, "c2c", (2, 4, 6)), (40, "r2c", (4, 5))])
+def test_an_explicit_radix_order_is_correct(n, kind, radices):
+    spec = FFTSpec(n, kind)
+    variant = dataclasses.replace(estimate_variant(spec, 3, cuda=False), radices=radices)
+    assert [node.n for node in (variant.tree(spec), variant.tree(spec).right)][1] == math.prod(radices[1:])
+    p = planner.Plan(spec, 3, planner._resolve_target("llvm"), *spec.layouts(3), variant)
+    if kind == "c2c":
+        x = complex_input(3, n)
+        assert relative_error(p(x), np.fft.fft(x)) < 1e-5
+    else:
+        x = RNG.standard_normal((3, n)).astype(np.float32)
+        assert relative_error(p(x), np.fft.rfft(x)) < 1e-5
+    with pytest.raises(ValueError, match="radices"):
+        dataclasses.replace(variant, radices=(3, 5)).tree(spec)

@@ -91,10 +91,9 @@ class Plan:
         self.variant: Variant = estimate_variant(spec, batch, self.is_cuda) if variant is None else variant
         # how the variant was chosen (`search.SearchReport`; None: by the rules, without timing)
         self.search = None
-        built = self.variant.spec(spec)
-        self.tree: Breakdown = built.tree()
+        self.tree: Breakdown = self.variant.tree(spec)
         self.formula: Formula = formula_of(self.tree)
-        self.passes: PassList = built.passes()
+        self.passes: PassList = self.variant.passes(spec)
         self.lanes = self.variant.lanes
         scope = "global"
         # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass

@@ -25,6 +25,7 @@ The outcome (`SearchReport`) lists every timed variant with its time and why the
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import statistics
 import time
@@ -36,6 +37,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
+from .factor import Breakdown, CooleyTukey
 from .variants import Variant
 
 __all__ = ["EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate", "SearchReport", "axes",
@@ -96,20 +98,42 @@ def _powers_of_two(low: int, high: int) -> list[int]:
     return values
 
 
-def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wide: bool) -> dict[str, list[dict]]:
+def _top_radices(tree: Breakdown) -> list[int]:
+    """The radices of a Cooley-Tukey chain in order (one entry for any other breakdown)."""
+    if isinstance(tree, CooleyTukey):
+        return [tree.left.n, *_top_radices(tree.right)]
+    return [tree.n]
+
+
+def _orders(radices: list[int], wide: bool) -> list[tuple[int, ...]]:
+    """Other orders of a chain's radices: reversed and largest first (wide: every distinct order, at most 24)."""
+    if len(set(radices)) < 2:
+        return []
+    if wide:
+        orders = sorted(set(itertools.permutations(radices)))[:24]
+    else:
+        largest = radices.index(max(radices))
+        orders = [tuple(reversed(radices)), (radices[largest], *radices[:largest], *radices[largest + 1:])]
+    return [order for order in dict.fromkeys(orders) if list(order) != radices]
+
+
+def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wide: bool,
+         radices: list[int] | None = None) -> dict[str, list[dict]]:
     """axis name -> field changes of `base` to try (each a dict for `dataclasses.replace`), for one target.
 
     `limit` bounds the breakdown (the request's codelet and radix limits are the largest a variant uses);
-    `wide` gives the patient search's wider value sets."""
+    `wide` gives the patient search's wider value sets; `radices`: the top-level radices of base's breakdown
+    (other orders of them are an axis)."""
     result: dict[str, list[dict]] = {}
     c, r = base.codelet_limit, base.radix_limit
     if wide:
         breakdowns = {(cl, min(rl, cl)) for cl in (8, 16, 32, c) for rl in (2, 4, 8, 16, r)}
     else:
         breakdowns = {(c, max(2, r // 2)), (c, min(c, 2 * r)), (max(2, c // 2), min(r, max(2, c // 2)))}
-    result["breakdown"] = [{"codelet_limit": cl, "radix_limit": rl} for cl, rl in sorted(breakdowns)
+    result["breakdown"] = [{"codelet_limit": cl, "radix_limit": rl, "radices": ()} for cl, rl in sorted(breakdowns)
                            if cl <= limit.codelet_limit and rl <= limit.radix_limit * (2 if wide else 1) and
                            (cl, rl) != (c, r)]
+    result["order"] = [{"radices": order} for order in _orders(radices or [], wide)]
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
         result["kernels"] = [{"kernel_per_pass": True}]
@@ -172,8 +196,8 @@ class _Search:
 
     def _shape(self, variant: Variant) -> tuple:
         fields = variant.to_dict()
-        del fields["codelet_limit"], fields["radix_limit"]
-        return variant.spec(self.request).tree(), tuple(sorted(fields.items()))
+        del fields["codelet_limit"], fields["radix_limit"], fields["radices"]
+        return variant.tree(self.request), tuple(sorted(fields.items()))
 
     def compiled(self, variant: Variant) -> Any | None:
         """The plan of `variant`, None (and a logged reason) when it fails to build or repeats another's IR."""
@@ -270,33 +294,43 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
     def options(base: Variant, wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
         """axis -> (change, variant) of the valid single-knob changes of `base`."""
         result = {}
-        for axis, changes in axes(base, limit, estimate_plan.batch, estimate_plan.is_cuda, threads, wide).items():
+        radices = _top_radices(base.tree(estimate_plan.spec))
+        for axis, changes in axes(base, limit, estimate_plan.batch, estimate_plan.is_cuda, threads, wide,
+                                  radices).items():
             result[axis] = []
             for change in changes:
                 try:
-                    result[axis].append((change, dataclasses.replace(base, **change)))
+                    variant = dataclasses.replace(base, **change)
+                    variant.tree(estimate_plan.spec)
                 except ValueError:  # e.g. a radix limit above the codelet limit
                     continue
+                result[axis].append((change, variant))
         return result
 
-    # measure: every single-knob change beside the estimate, then the winning changes combined
+    # measure: every single-knob change beside the estimate, then the winning changes combined: all of them,
+    # and every two of the three fastest
     singles = options(estimate, wide=False)
     times = state.time([estimate, *(v for pairs in singles.values() for _, v in pairs)])
     best = _best(times, estimate)
-    combined = estimate.to_dict()
+    winners = []  # (seconds, change) of each axis's fastest change that beat the estimate
     for pairs in singles.values():
-        timed = {v: (change, times[v]) for change, v in pairs if v in times}
-        if timed:
-            winner = min(timed, key=lambda v: timed[v][1])
-            if timed[winner][1] < (1 - MARGIN) * times[estimate]:
-                combined.update(timed[winner][0])
-    try:
-        merged = Variant(**combined)
-    except ValueError:  # changes of two axes that do not go together: keep the single changes
-        merged = best
-    if merged not in times:
-        times = state.time([estimate, best, merged])
-        best = _best(times, estimate)
+        timed = [(times[v], change) for change, v in pairs if v in times]
+        if timed and min(timed, key=lambda t: t[0])[0] < (1 - MARGIN) * times[estimate]:
+            winners.append(min(timed, key=lambda t: t[0]))
+    winners.sort(key=lambda t: t[0])
+    merges = [[change for _, change in winners]]
+    merges += [[a, b] for i, (_, a) in enumerate(winners[:3]) for _, b in winners[i + 1:3]]
+    combined = []
+    for changes in merges:
+        try:
+            variant = dataclasses.replace(estimate, **{k: v for change in changes for k, v in change.items()})
+            variant.tree(estimate_plan.spec)
+        except ValueError:  # changes of two axes that do not go together
+            continue
+        if variant not in times:
+            combined.append(variant)
+    if combined:
+        best = _best(state.time([estimate, best, *combined]), estimate)
     if effort == "patient":
         # coordinate descent over the wider axes from the measure winner
         for _ in range(PATIENT_SWEEPS):

@@ -1,7 +1,8 @@
 """Plan variants: every choice the planner makes about the generated program, as one frozen record.
 
 Algorithm: a `Variant` holds the knobs that shape a plan's IR beyond the request itself: the breakdown
-(`codelet_limit`, `radix_limit`: which sizes are one codelet, which radices the Cooley-Tukey passes use), the
+(`codelet_limit`, `radix_limit`: which sizes are one codelet, which radices the Cooley-Tukey passes use;
+`radices`: an explicit order of the top-level radices, the last one the first pass over memory), the
 transforms per lane group (`lanes`: the batch vectorized across lanes), the vectors inside one transform
 (`vector_width`, `inner_vector_scale`: codelet instances of one transform side by side when a group has fewer
 lanes than a vector), the parallel tasks over lane groups (`parallel_tasks`), software prefetch
@@ -15,10 +16,14 @@ around it and times them (MEASURE/PATIENT); wisdom (`wisdom`) stores the winner 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .factor import Breakdown, breakdown, chain
+from .passes import PassList, build_passes
 from .schedule import choose_inner_vector_scale, choose_lanes
 from .spec import FFTSpec, check_int
 from .template import physical_scratch_elements
@@ -48,6 +53,8 @@ class Variant:
     prefetch_distance: int = PREFETCH_DISTANCE
     cuda_threads: int = CUDA_THREADS
     kernel_per_pass: bool = False
+    # the top-level Cooley-Tukey radices in this order (`factor.chain`); empty: the rule's (`factor.breakdown`)
+    radices: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name, minimum in (("codelet_limit", 2), ("radix_limit", 2), ("lanes", 1), ("vector_width", 1),
@@ -58,10 +65,32 @@ class Variant:
             raise ValueError(f"radix_limit must be at most codelet_limit={self.codelet_limit}, got {self.radix_limit}")
         if not isinstance(self.kernel_per_pass, bool):
             raise TypeError(f"kernel_per_pass must be a bool, got {self.kernel_per_pass!r}")
+        if not isinstance(self.radices, (tuple, list)):
+            raise TypeError(f"radices must be a tuple of integers, got {self.radices!r}")
+        object.__setattr__(self, "radices", tuple(check_int("radices", r, 2) for r in self.radices))
+        if len(self.radices) == 1:
+            raise ValueError(f"radices must be empty or have at least two radices, got {self.radices}")
 
     def spec(self, request: FFTSpec) -> FFTSpec:
-        """The request with this variant's breakdown limits (its `tree()` and `passes()` are this variant's)."""
+        """The request with this variant's breakdown limits."""
         return dataclasses.replace(request, codelet_limit=self.codelet_limit, radix_limit=self.radix_limit)
+
+    def tree(self, request: FFTSpec) -> Breakdown:
+        """The breakdown of the request's complex transform in this variant (ValueError when `radices` do not
+        multiply to its size)."""
+        spec = self.spec(request)
+        if not self.radices:
+            return spec.tree()
+        if math.prod(self.radices) != spec.complex_size:
+            raise ValueError(f"radices {self.radices} do not multiply to the complex transform size "
+                             f"{spec.complex_size}")
+        return chain(list(self.radices), self.codelet_limit, self.radix_limit)
+
+    def passes(self, request: FFTSpec) -> PassList:
+        """The passes over memory of the request in this variant (cached)."""
+        if not self.radices:
+            return self.spec(request).passes()
+        return _passes(self.spec(request), self.radices)
 
     def to_dict(self) -> dict:
         """The fields as a JSON-ready dict (`Variant(**d)` rebuilds it)."""
@@ -74,9 +103,19 @@ class Variant:
         return ", ".join(changed) or "same"
 
 
+@functools.lru_cache(maxsize=64)
+def _passes(spec: FFTSpec, radices: tuple[int, ...]) -> PassList:
+    top = chain(list(radices), spec.codelet_limit, spec.radix_limit)
+
+    def tree_for(size: int) -> Breakdown:
+        return top if size == top.n else breakdown(size, spec.codelet_limit, spec.radix_limit)
+
+    return build_passes(spec.kind, spec.n, spec.sign, spec.scale, tree_for)
+
+
 def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
     """Bytes of one lane group's scratch for the variant's passes and lanes."""
-    passes = variant.spec(request).passes()
+    passes = variant.passes(request)
     return 2 * np.dtype(request.real_dtype).itemsize * variant.lanes * physical_scratch_elements(passes)
 
 
