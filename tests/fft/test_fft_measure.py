@@ -5,12 +5,14 @@ import dataclasses
 import json
 import logging
 import math
+import re
 
 import numpy as np
 import pytest
 import tvm
 
 from tvm_tailsplit import fft
+from tvm_tailsplit.cuda import compile_cuda_source, gpu_available
 from tvm_tailsplit.fft import planner, search, wisdom
 from tvm_tailsplit.fft.schedule import choose_inner_vector_scale, choose_lanes
 from tvm_tailsplit.fft.spec import FFTSpec
@@ -193,7 +195,7 @@ def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
 
 
 def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
-    if tvm.cuda(0).exist:
+    if gpu_available():
         pytest.skip("a CUDA GPU is present: the search times on it")
     with caplog.at_level(logging.INFO, logger="tvm_tailsplit.fft"):
         p = fft.plan(64, 4, target="cuda", effort="measure")
@@ -217,3 +219,18 @@ def test_an_explicit_radix_order_is_correct(n, kind, radices):
         assert relative_error(p(x), np.fft.rfft(x)) < 1e-5
     with pytest.raises(ValueError, match="radices"):
         dataclasses.replace(variant, radices=(3, 5)).tree(spec)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("change", [dict(lanes=2, cuda_threads=64), dict(kernel_per_pass=True, cuda_threads=256),
+                                    dict(lanes=4, radices=(4, 16))])
+def test_cuda_variants_compile_with_nvcc(change):
+    spec = FFTSpec(64)
+    variant = dataclasses.replace(estimate_variant(spec, 4, cuda=True), **change)
+    p = planner.Plan(spec, 4, planner._resolve_target("cuda"), *spec.layouts(4), variant)
+    source = p.cuda_source("sm_80")
+    # kernel name -> threads per block (each kernel is declared, then defined)
+    kernels = {name: int(threads) for threads, name in re.findall(r"__launch_bounds__\((\d+)\) (\w+)\(", source)}
+    assert kernels and max(kernels.values()) <= variant.cuda_threads
+    assert len(kernels) == (len(p.passes.passes) if variant.kernel_per_pass else 1)
+    assert compile_cuda_source(source, "sm_80")

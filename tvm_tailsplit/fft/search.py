@@ -4,7 +4,9 @@ Algorithm: the search starts from the estimate variant (`variants.estimate_varia
 which is always a candidate, so the winner is never slower than it as measured. Each knob of a `Variant` is an
 axis with a few values (`axes`): the breakdown (codelet and radix limits), lanes per group, vector width and
 inner vector scale (only while a group has fewer lanes than a vector), prefetch (off, farther ahead) and, with
-more than one thread, the parallel tasks. CUDA axes are threads per block and one kernel per pass.
+more than one thread, the parallel tasks; the order of the top-level radices. CUDA axes are the breakdown, threads
+per block, transforms per block (lanes) and one kernel per pass (a variant whose block scratch exceeds shared
+memory fails to build and is skipped).
 
 * measure: every single-knob change of the estimate variant is timed with it, side by side; the winning value
   of every axis that beat the estimate is then combined into one variant, which is timed against the best
@@ -37,6 +39,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
+from ..cuda import gpu_available
 from .factor import Breakdown, CooleyTukey
 from .variants import Variant
 
@@ -137,6 +140,8 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
         result["kernels"] = [{"kernel_per_pass": True}]
+        result["lanes"] = [{"lanes": value} for value in ((2, 4, 8) if wide else (2, 4))
+                           if value <= batch and value != base.lanes]
         return result
     lanes = [1, 2 * base.lanes] + ([base.lanes // 2, 4 * base.lanes, 8, 16] if wide else [])
     result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch and value != base.lanes]
@@ -282,7 +287,7 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
     count."""
     started = time.perf_counter()
     report = SearchReport(effort, "timed")
-    if estimate_plan.is_cuda and not tvm.cuda(0).exist:
+    if estimate_plan.is_cuda and not gpu_available():
         report.source = "estimate"
         report.reason = "no CUDA GPU to time on: the rules' (estimate) variant"
         logger.info("fft search: %s needs a GPU to time CUDA plans and none is present: using the estimate "
