@@ -2,26 +2,28 @@
 
 Algorithm: the search starts from the estimate variant (`variants.estimate_variant`, the rules of `tuning`),
 which is always a candidate, so the winner is never slower than it as measured. Each knob of a `Variant` is an
-axis with a few values (`axes`): the breakdown (codelet and radix limits), lanes per group, vector width and
-inner vector scale (only while a group has fewer lanes than a vector), prefetch (off, farther ahead) and, with
-more than one thread, the parallel tasks; the order of the top-level radices. CUDA axes are the breakdown, threads
-per block, transforms per block (lanes) and one kernel per pass (a variant whose block scratch exceeds shared
-memory fails to build and is skipped).
+axis with a few values (`axes`): the breakdown (codelet and radix limits), the order of the top-level radices,
+lanes per group, vector width and inner vector scale (only while a group has fewer lanes than a vector),
+prefetch (off, farther ahead) and, with more than one thread, the parallel tasks. CUDA axes are the breakdown,
+threads per block, transforms per block (lanes) and one kernel per pass (a variant whose block scratch exceeds
+shared memory fails to build and is skipped).
 
-* measure: every single-knob change of the estimate variant is timed with it, side by side; the winning value
-  of every axis that beat the estimate is then combined into one variant, which is timed against the best
-  single change and the estimate. The fastest of all is the plan.
-* patient: coordinate descent over wider axes: starting from the measure winner, each axis in turn is timed
-  over all its values with the current best, and the best value kept, until a sweep changes nothing (at most
+* measure: every single-knob change of the estimate variant is timed with it, side by side; then the winning
+  changes of all axes that beat the estimate are combined into one variant, and every two of the three
+  fastest into others, timed with the best single change and the estimate.
+* patient: then coordinate descent over wider axes: from the measure winner, each axis in turn is timed over
+  all its values with the current best, and the best value kept, until a sweep changes nothing (at most
   `PATIENT_SWEEPS` sweeps).
 
 Timing (`time_plans`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
-two candidates whose scheduled IR is structurally equal are timed once), then run on fresh buffers of the
-plan's shapes: `rounds` rounds, each timing every candidate in turn (the order rotates per round) as the mean
-call time over calls lasting at least `ROUND_SECONDS`; a candidate's time is its median over the rounds. A
-candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
-choice). On CUDA the timings need a GPU: without one the search returns the estimate plan, saying why.
-The outcome (`SearchReport`) lists every timed variant with its time and why the winner won.
+candidates with equal breakdown trees and other fields, or whose scheduled IR is structurally equal, are timed
+once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each timing every candidate in turn
+(the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
+time is its median over the rounds. A candidate replaces the current best only when it is faster by more than
+`MARGIN` (noise keeps the simpler choice), and the final winner is timed once more against the estimate variant
+over `CONFIRM_ROUNDS` times the rounds, kept only when it still wins there. On CUDA the timings need a GPU:
+without one the search returns the estimate plan, saying why. The outcome (`SearchReport`) lists every timed
+variant with its time and why the winner won.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from ..cuda import gpu_available
 from .factor import Breakdown, CooleyTukey
 from .variants import Variant
 
-__all__ = ["EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate", "SearchReport", "axes",
-           "label", "search", "time_plans"]
+__all__ = ["CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate",
+           "SearchReport", "axes", "label", "search", "time_plans"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -54,6 +56,8 @@ ROUNDS = 5
 ROUND_SECONDS = 0.02
 # a candidate must be this much faster (relative) than the current best to replace it
 MARGIN = 0.01
+# the final timing of the winner against the estimate variant has this many times the rounds
+CONFIRM_ROUNDS = 2
 # coordinate-descent sweeps of a patient search at most
 PATIENT_SWEEPS = 3
 
@@ -253,15 +257,16 @@ class _Search:
         function, constants = plan._function, plan._constant_tensors()
         return lambda: function(x, out, *constants)
 
-    def time(self, variants: Iterable[Variant]) -> dict[Variant, float]:
-        """Variant -> median seconds per call of those that compile to distinct IR, timed side by side."""
+    def time(self, variants: Iterable[Variant], rounds: int | None = None) -> dict[Variant, float]:
+        """Variant -> median seconds per call of those that compile to distinct IR, timed side by side
+        (`rounds`: None for the search's)."""
         plans = {}
         for variant in dict.fromkeys(variants):
             plan = self.compiled(variant)
             if plan is not None:
                 plans[variant] = plan
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
-        medians = time_plans(labelled, self.rounds, self._run)
+        medians = time_plans(labelled, rounds or self.rounds, self._run)
         result = {}
         for variant in plans:
             name = label(variant, self.estimate)
@@ -344,7 +349,10 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
                 best = _best(state.time([best, *(v for _, v in pairs)]), best)
             if best == previous:
                 break
-        best = _best(state.time([estimate, best]), estimate)
+    if best != estimate:
+        # the winner confirmed against the estimate variant, over twice the rounds: noise in the groups before
+        # (another process taking a core for a while) must not make a slower variant the plan
+        best = _best(state.time([estimate, best], CONFIRM_ROUNDS * rounds), estimate)
     report.seconds = time.perf_counter() - started
     report.candidates = list(state.candidates.values())
     report.winner = label(best, estimate)
