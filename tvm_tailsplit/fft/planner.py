@@ -1,18 +1,22 @@
 """plan(): compile an FFT operator once and call it on numpy arrays or TVM tensors; numpy-like functions.
 
 Algorithm: validate the request once as a `spec.FFTSpec` (size, kind, direction, norm, precision, limits) and
-its layouts (batch, strides; overlapping outputs refused), take from the spec the breakdown of the complex
-transform (`factor.breakdown`) and the passes over memory with their codelets, twiddles and index maps
-(`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
+its layouts (batch, strides; overlapping outputs refused); choose the plan's `variants.Variant` (effort
+"estimate": the rules of `tuning`; "measure"/"patient": the wisdom's variant for this problem, else the fastest
+variant a `search` times on this machine, then recorded in the wisdom); take from the spec and the variant the
+breakdown of the complex transform (`factor.breakdown`) and the passes over memory with their codelets, twiddles
+and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
 over memory, the passes exchanging data through global scratch (`multikernel`). Everything the caller needs
 before the first call is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and
 `workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their
-validated parameters, so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile
-each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are passed without a copy.
-Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger.
+validated parameters (effort included), so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm`
+conventions) compile each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
+passed without a copy.
+Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
+searches at INFO (shown on stderr with `verbose=True`).
 """
 
 from __future__ import annotations
