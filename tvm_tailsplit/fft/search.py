@@ -19,9 +19,10 @@ Timing (`time_plans`): every candidate is compiled (a candidate that fails to co
 candidates with equal breakdown trees and other fields, or whose scheduled IR is structurally equal, are timed
 once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each timing every candidate in turn
 (the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
-time is its median over the rounds. A candidate replaces the current best only when it is faster by more than
-`MARGIN` (noise keeps the simpler choice), and the final winner is timed once more against the estimate variant
-over `CONFIRM_ROUNDS` times the rounds, kept only when it still wins there. On CUDA the timings need a GPU:
+time is its median over the rounds (on the process's CPU time with one thread on llvm, else on wall time). A
+candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
+choice), and the final winner is timed once more against the estimate variant over `CONFIRM_ROUNDS` times the
+rounds, kept only when it still wins there. On CUDA the timings need a GPU:
 without one the search returns the estimate plan, saying why. The outcome (`SearchReport`) lists every timed
 variant with its time and why the winner won.
 """
@@ -168,9 +169,10 @@ def label(variant: Variant, estimate: Variant) -> str:
     return "estimate" if difference == "same" else difference
 
 
-def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]]) -> dict:
-    """label -> median seconds per call of every plan, timed side by side (`rounds` rounds, rotating order);
-    `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
+def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
+               clock: Callable[[], float] = time.perf_counter) -> dict:
+    """label -> median seconds per call of every plan, timed side by side (`rounds` rounds, rotating order) on
+    `clock`; `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
     runs = {name: run_inputs(p) for name, p in plans.items()}
     samples: dict[str, list[float]] = {name: [] for name in runs}
     labels = list(runs)
@@ -178,11 +180,11 @@ def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], C
         for name in labels[index % len(labels):] + labels[:index % len(labels)]:
             run = runs[name]
             run()
-            calls, start = 0, time.perf_counter()
+            calls, start = 0, clock()
             while True:
                 run()
                 calls += 1
-                elapsed = time.perf_counter() - start
+                elapsed = clock() - start
                 if elapsed >= ROUND_SECONDS:
                     break
             samples[name].append(elapsed / calls)
@@ -192,8 +194,9 @@ def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], C
 class _Search:
     """One search: the compiled plans by variant, the candidates timed so far, the timing inputs."""
 
-    def __init__(self, build: Callable[[Variant], Any], estimate_plan: Any, rounds: int) -> None:
-        self.build, self.rounds = build, rounds
+    def __init__(self, build: Callable[[Variant], Any], estimate_plan: Any, rounds: int,
+                 clock: Callable[[], float]) -> None:
+        self.build, self.rounds, self.clock = build, rounds, clock
         self.estimate = estimate_plan.variant
         self.plans: dict[Variant, Any] = {self.estimate: estimate_plan}
         self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
@@ -266,7 +269,7 @@ class _Search:
             if plan is not None:
                 plans[variant] = plan
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
-        medians = time_plans(labelled, rounds or self.rounds, self._run)
+        medians = time_plans(labelled, rounds or self.rounds, self._run, self.clock)
         result = {}
         for variant in plans:
             name = label(variant, self.estimate)
@@ -298,7 +301,10 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
         logger.info("fft search: %s needs a GPU to time CUDA plans and none is present: using the estimate "
                     "variant", effort)
         return estimate_plan, report
-    state = _Search(build, estimate_plan, rounds)
+    # one thread on llvm: this process's CPU time, which other processes on a shared machine do not inflate as
+    # they inflate wall time; more threads or a GPU: wall time (CPU time would count the pool's idle spinning)
+    single = not estimate_plan.is_cuda and threads == 1
+    state = _Search(build, estimate_plan, rounds, time.process_time if single else time.perf_counter)
     estimate = state.estimate
 
     def options(base: Variant, wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
