@@ -481,7 +481,8 @@ def plan(
     "llvm" (the host CPU), "cuda" (sm_80) or a target dict. istride/idist and ostride/odist are the steps
     between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
-    the largest radix of a pass of a larger transform (see `factor`); a search uses them as upper bounds.
+    the largest radix of a pass of a larger transform (see `factor`); a search tries other limits up to
+    codelet_limit.
     effort (FFTW's planner flags): "estimate" builds the variant of the rules of `tuning`; "measure" compiles a
     handful of variants (breakdown, lanes, vectors, prefetch, parallel tasks; on CUDA threads per block and
     kernels) and times them on this machine, side by side on buffers of the plan's shapes (`rounds` rounds,

@@ -129,7 +129,7 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
          radices: list[int] | None = None) -> dict[str, list[dict]]:
     """axis name -> field changes of `base` to try (each a dict for `dataclasses.replace`), for one target.
 
-    `limit` bounds the breakdown (the request's codelet and radix limits are the largest a variant uses);
+    `limit` bounds the breakdown (no variant's codelet or radix limit exceeds its codelet limit);
     `wide` gives the patient search's wider value sets; `radices`: the top-level radices of base's breakdown
     (other orders of them are an axis)."""
     result: dict[str, list[dict]] = {}
@@ -139,8 +139,7 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     else:
         breakdowns = {(c, max(2, r // 2)), (c, min(c, 2 * r)), (max(2, c // 2), min(r, max(2, c // 2)))}
     result["breakdown"] = [{"codelet_limit": cl, "radix_limit": rl, "radices": ()} for cl, rl in sorted(breakdowns)
-                           if cl <= limit.codelet_limit and rl <= limit.radix_limit * (2 if wide else 1) and
-                           (cl, rl) != (c, r)]
+                           if cl <= limit.codelet_limit and (cl, rl) != (c, r)]
     result["order"] = [{"radices": order} for order in _orders(radices or [], wide)]
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
