@@ -66,12 +66,15 @@ PATIENT_SWEEPS = 3
 @dataclass
 class Candidate:
     """One variant of a search: its `label` (what changed from the estimate), `seconds` per call (median of the
-    rounds; None when not timed) and `note` (why it was not timed, or which candidate has the same IR)."""
+    rounds of the last group it was timed in; None when not timed), `against` (the label and seconds of the
+    group's first variant, the one it was compared with, in the same rounds) and `note` (why it was not timed,
+    or which candidate has the same IR)."""
 
     label: str
     variant: Variant
     seconds: float | None = None
     note: str = ""
+    against: tuple[str, float] | None = None
 
 
 @dataclass
@@ -90,20 +93,15 @@ class SearchReport:
         """The report as lines of `Plan.describe()`."""
         lines = [f"search: effort={self.effort}, variant from {self.source}; winner {self.winner}: {self.reason}"]
         if self.candidates:
-            lines.append(f"timed variants ({len(self.candidates)}, {self.seconds:.1f} s in all; median µs per call):")
+            lines.append(f"timed variants ({len(self.candidates)}, {self.seconds:.1f} s in all; median µs per call, "
+                         "and the variant each was compared with in the same rounds):")
             for c in sorted(self.candidates, key=lambda c: (c.seconds is None, c.seconds or 0.0)):
                 time_text = "-" if c.seconds is None else f"{c.seconds * 1e6:.1f}"
-                lines.append(f"  {time_text:>10} {c.label}" + (f" ({c.note})" if c.note else ""))
+                notes = [c.note] if c.note else []
+                if c.against is not None and c.against[0] != c.label:
+                    notes.append(f"vs {c.against[1] * 1e6:.1f} {c.against[0]}")
+                lines.append(f"  {time_text:>10} {c.label}" + (f" ({'; '.join(notes)})" if notes else ""))
         return lines
-
-
-def _powers_of_two(low: int, high: int) -> list[int]:
-    values, value = [], 1
-    while value <= high:
-        if value >= low:
-            values.append(value)
-        value *= 2
-    return values
 
 
 def _top_radices(tree: Breakdown) -> list[int]:
@@ -270,12 +268,14 @@ class _Search:
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
         medians = time_plans(labelled, rounds or self.rounds, self._run, self.clock)
         result = {}
+        first = next(iter(labelled), None)
         for variant in plans:
             name = label(variant, self.estimate)
             seconds = medians[name]
             previous = self.candidates.get(variant)
-            # a variant timed in several groups keeps its latest median (timed beside the current best)
-            self.candidates[variant] = Candidate(name, variant, seconds, "" if previous is None else previous.note)
+            # a variant timed in several groups keeps its latest median, beside the group's first (the current best)
+            self.candidates[variant] = Candidate(name, variant, seconds, "" if previous is None else previous.note,
+                                                 (first, medians[first]))
             result[variant] = seconds
             logger.info("fft search: %-60s %10.1f µs per call", name, seconds * 1e6)
         return result
