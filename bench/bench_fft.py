@@ -8,7 +8,10 @@ before timing. The machine is noisy, so the implementations of a case are timed 
 single-threaded libraries are measured together in a subprocess (TVM's thread pool size is fixed per
 process), on the process's CPU time (all its threads), which other processes on a shared machine do not
 inflate as they inflate wall time; the generated operator on TVM_NUM_THREADS threads (default: all cores)
-and the multi-threaded libraries together in the main process, on wall time. The memory-bandwidth ceiling
+and the multi-threaded libraries together in the main process, on wall time. Each generated column has a
+`measure` twin: the plan made with `effort="measure"` (variants timed on this machine, with the process's thread
+count, before the benchmark's timing), beside the estimate plan in the same rotation; pyFFTW plans with
+FFTW_MEASURE. The memory-bandwidth ceiling
 is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
 converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once.
 
@@ -140,9 +143,13 @@ def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], 
         direction = "backward" if kind == "c2r" else "forward"
         plan = tfft.plan(n, batch, kind=kind, direction=direction)
         compile_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        measured = tfft.plan(n, batch, kind=kind, direction=direction, effort="measure")
+        measure_seconds = time.perf_counter() - start
         x = make_input(kind, n, batch)
         out = plan(x)
-        runners = {"generated": lambda plan=plan, x=x, out=out: plan(x, out)}
+        runners = {"generated": lambda plan=plan, x=x, out=out: plan(x, out),
+                   "generated measure": lambda plan=measured, x=x, out=out: plan(x, out)}
         skipped = {}
         for name, runner in library_runners(kind, n, x).items():
             if isinstance(runner, str):
@@ -153,9 +160,10 @@ def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], 
         # not inflate; multi-threaded: wall time (CPU time would count the libraries' spinning threads)
         clock = time.process_time if single_threaded else time.perf_counter
         gflops = side_by_side(kind, n, batch, runners, rounds, clock=clock)
-        results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "compile_seconds": compile_seconds,
-                                  "passes": len(plan.passes.passes), "lanes": plan.lanes, "libraries": gflops,
-                                  "skipped": skipped}
+        results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "gflops_measure": gflops.pop("generated measure"),
+                                  "compile_seconds": compile_seconds, "measure_seconds": measure_seconds,
+                                  "measure_variant": measured.search.winner, "passes": len(plan.passes.passes),
+                                  "lanes": plan.lanes, "libraries": gflops, "skipped": skipped}
     return results
 
 
@@ -249,10 +257,16 @@ def main(argv: list[str] | None = None) -> None:
         # bytes read + written once, over the copy bandwidth: the memory-bound GFLOP/s ceiling
         moved = x.nbytes + make_output_bytes(kind, n, batch)
         ceiling = flops(kind, n, batch) / (moved / (bandwidth * 1e9)) / 1e9
+        threads = info["tvm_num_threads"]
         row = {"kind": kind, "n": n, "batch": batch, "ceiling": ceiling,
                "generated t=1": generated_one[key]["gflops"],
-               f"generated t={info['tvm_num_threads']}": generated_all[key]["gflops"],
-               "compile_seconds": generated_all[key]["compile_seconds"], "passes": generated_all[key]["passes"]}
+               "generated t=1 measure": generated_one[key]["gflops_measure"],
+               f"generated t={threads}": generated_all[key]["gflops"],
+               f"generated t={threads} measure": generated_all[key]["gflops_measure"],
+               "compile_seconds": generated_all[key]["compile_seconds"], "passes": generated_all[key]["passes"],
+               "measure_seconds": generated_one[key]["measure_seconds"],
+               "measure t=1 variant": generated_one[key]["measure_variant"],
+               f"measure t={threads} variant": generated_all[key]["measure_variant"]}
         for generated in (generated_one, generated_all):
             row.update(generated[key]["libraries"])
             skipped.update(generated[key]["skipped"])
@@ -276,7 +290,8 @@ def make_output_bytes(kind: str, n: int, batch: int) -> int:
 
 def markdown(report: dict) -> str:
     info = report["machine"]
-    columns = [c for c in report["rows"][0] if c not in ("kind", "n", "batch", "compile_seconds", "passes")]
+    columns = [c for c in report["rows"][0] if isinstance(report["rows"][0][c], float) and
+               c not in ("compile_seconds", "measure_seconds")]
     lines = [
         "# FFT benchmark (GFLOP/s, higher is better)",
         "",
@@ -285,18 +300,25 @@ def markdown(report: dict) -> str:
         f"and {report['dram_bandwidth_GBps']:.1f} GB/s for 256 MiB (DRAM); `ceiling` is the GFLOP/s of a transform "
         "that reads its input and writes its output once at the 16 MiB copy bandwidth.",
         "GFLOP/s = 5·n·log2(n)·batch/time (half for r2c/c2r); batches of 16 MiB of complex64 (float32 for the real "
-        f"side of r2c/c2r). `generated t=k`: the generated operator on k threads. Every value is the median of "
-        f"{ROUNDS} rounds that time the implementations of a case side by side; the single-threaded columns (generated "
-        "t=1, numpy.fft, scipy.fft w=1, pyfftw t=1, timed together in one process) on the process's CPU time, the "
-        "others on wall time. Command: "
+        "side of r2c/c2r). `generated t=k`: the generated operator on k threads (effort='estimate', the rules); "
+        "`generated t=k measure`: its plan with effort='measure' (variants timed on this machine). Every value is "
+        f"the median of {ROUNDS} rounds that time the implementations of a case side by side; the single-threaded "
+        "columns (generated t=1 and its measure plan, numpy.fft, scipy.fft w=1, pyfftw t=1 with FFTW_MEASURE, timed "
+        "together in one process) on the process's CPU time, the others on wall time. Command: "
         f"`{report['command']}`.",
         "",
-        "| kind | n | batch | " + " | ".join(columns) + " | compile s |",
-        "|" + "---|" * (len(columns) + 4),
+        "| kind | n | batch | " + " | ".join(columns) + " | compile s | measure s |",
+        "|" + "---|" * (len(columns) + 5),
     ]
     for row in report["rows"]:
         values = " | ".join(f"{row[c]:.2f}" if c in row else "-" for c in columns)
-        lines.append(f"| {row['kind']} | {row['n']} | {row['batch']} | {values} | {row['compile_seconds']:.1f} |")
+        lines.append(f"| {row['kind']} | {row['n']} | {row['batch']} | {values} | {row['compile_seconds']:.1f} | "
+                     f"{row['measure_seconds']:.1f} |")
+    variants = [c for c in report["rows"][0] if c.endswith(" variant")]
+    lines += ["", "Variants that effort='measure' chose (changes from the estimate variant):", "",
+              "| kind | n | " + " | ".join(variants) + " |", "|" + "---|" * (len(variants) + 2)]
+    for row in report["rows"]:
+        lines.append(f"| {row['kind']} | {row['n']} | " + " | ".join(row[c] for c in variants) + " |")
     if report["skipped_libraries"]:
         lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in report["skipped_libraries"].items())]
     return "\n".join(lines) + "\n"

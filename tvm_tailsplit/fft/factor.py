@@ -39,6 +39,7 @@ __all__ = [
     "Rader",
     "bluestein_length",
     "breakdown",
+    "chain",
     "prime_algorithm",
     "prime_factors",
     "primitive_root",
@@ -181,12 +182,14 @@ def breakdown(n: int, codelet_limit: int = CODELET_LIMIT, radix_limit: int = RAD
             return Rader(p, primitive_root(p), breakdown(p - 1, codelet_limit, radix_limit))
         m = bluestein_length(p, min(BLUESTEIN_LARGEST_PRIME, codelet_limit))
         return Bluestein(p, m, breakdown(m, codelet_limit, radix_limit))
-    return _chain(parts, codelet_limit, radix_limit)
+    return chain(parts, codelet_limit, radix_limit)
 
 
-def _chain(parts: list[int], codelet_limit: int, radix_limit: int) -> Breakdown:
+def chain(parts: list[int], codelet_limit: int = CODELET_LIMIT, radix_limit: int = RADIX_LIMIT) -> Breakdown:
+    """The Cooley-Tukey chain `CT(parts[0], CT(parts[1], ...))` of the radices `parts` in this order (the last is
+    the first pass over memory), each radix broken down by `breakdown`."""
     head = breakdown(parts[0], codelet_limit, radix_limit)
     if len(parts) == 1:
         return head
-    rest = _chain(parts[1:], codelet_limit, radix_limit)
+    rest = chain(parts[1:], codelet_limit, radix_limit)
     return CooleyTukey(head.n * rest.n, head, rest)

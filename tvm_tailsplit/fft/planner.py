@@ -1,25 +1,31 @@
 """plan(): compile an FFT operator once and call it on numpy arrays or TVM tensors; numpy-like functions.
 
 Algorithm: validate the request once as a `spec.FFTSpec` (size, kind, direction, norm, precision, limits) and
-its layouts (batch, strides; overlapping outputs refused), take from the spec the breakdown of the complex
-transform (`factor.breakdown`) and the passes over memory with their codelets, twiddles and index maps
-(`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
+its layouts (batch, strides; overlapping outputs refused); choose the plan's `variants.Variant` (effort
+"estimate": the rules of `tuning`; "measure"/"patient": the wisdom's variant for this problem, else the fastest
+variant a `search` times on this machine, then recorded in the wisdom); take from the spec and the variant the
+breakdown of the complex transform (`factor.breakdown`) and the passes over memory with their codelets, twiddles
+and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
 over memory, the passes exchanging data through global scratch (`multikernel`). Everything the caller needs
 before the first call is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and
 `workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their
-validated parameters, so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile
-each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are passed without a copy.
-Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger.
+validated parameters (effort included), so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm`
+conventions) compile each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
+passed without a copy.
+Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
+searches at INFO (shown on stderr with `verbose=True`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
+import sys
 import time
 from typing import Any
 
@@ -33,19 +39,13 @@ from .formula import Formula, formula_of
 from .lowering import register_pipeline
 from .multikernel import schedule_cuda_multikernel
 from .passes import PassList
-from .schedule import choose_lanes, schedule_cuda, schedule_llvm
+from .schedule import schedule_cuda, schedule_llvm
+from .search import EFFORTS, ROUNDS, SearchReport, label, search
 from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int
-from .template import ExternalLayout, build_primfunc, lane_groups, physical_scratch_elements
-from .tuning import (
-    CODELET_LIMIT,
-    CUDA_SHARED_LIMIT,
-    CUDA_STATIC_SHARED_LIMIT,
-    CUDA_THREADS,
-    PREFETCH_BYTES,
-    PREFETCH_DISTANCE,
-    RADIX_LIMIT,
-    VECTOR_LANES,
-)
+from .template import ExternalLayout, build_primfunc, lane_groups
+from .tuning import CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
+from .variants import Variant, estimate_variant, scratch_bytes
+from .wisdom import lookup, problem_key, record
 
 __all__ = ["Plan", "fft", "ifft", "irfft", "plan", "rfft"]
 
@@ -85,37 +85,42 @@ class Plan:
     """A compiled FFT operator; build it with `plan(...)`."""
 
     def __init__(self, spec: FFTSpec, batch: int, target: tvm.target.Target, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout, lanes: int | None = None) -> None:
-        """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts` (use `plan()`); `lanes`
-        transforms per lane group on llvm (default: `schedule.choose_lanes`)."""
+                 output_layout: ExternalLayout, variant: Variant | None = None) -> None:
+        """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts`, built as `variant` says
+        (None: `estimate_variant`, the rules of `tuning`); use `plan()`."""
         started = time.perf_counter()
         self.spec, self.batch, self.target = spec, batch, target
         self.input_layout, self.output_layout = input_layout, output_layout
-        self.tree: Breakdown = spec.tree()
-        self.formula: Formula = formula_of(self.tree)
-        self.passes: PassList = spec.passes()
         self.is_cuda = self.target.kind.name == "cuda"
-        self.lanes = 1 if self.is_cuda else lanes or choose_lanes(self.passes, self.real_dtype, batch)
-        scratch_bytes = 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
+        self.variant: Variant = estimate_variant(spec, batch, self.is_cuda) if variant is None else variant
+        # how the variant was chosen (`search.SearchReport`; None: by the rules, without timing)
+        self.search = None
+        self.tree: Breakdown = self.variant.tree(spec)
+        self.formula: Formula = formula_of(self.tree)
+        self.passes: PassList = self.variant.passes(spec)
+        self.lanes = self.variant.lanes
         scope = "global"
         # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass
-        self.kernels = 1
-        if self.is_cuda:
-            if scratch_bytes > CUDA_SHARED_LIMIT:
-                self.kernels = len(self.passes.passes)
-            else:
-                scope = "shared" if scratch_bytes <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
+        self.kernels = len(self.passes.passes) if self.is_cuda and self.variant.kernel_per_pass else 1
+        if self.is_cuda and self.kernels == 1:
+            group_scratch = scratch_bytes(spec, self.variant)
+            if group_scratch > CUDA_SHARED_LIMIT:
+                raise ValueError(f"variant {self.variant} needs {group_scratch} bytes of shared memory per block "
+                                 f"(at most {CUDA_SHARED_LIMIT}): it must have kernel_per_pass=True")
+            scope = "shared" if group_scratch <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
         func = build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
-                              prefetch_bytes=0 if self.is_cuda else PREFETCH_BYTES,
-                              prefetch_distance=PREFETCH_DISTANCE, loop_orders=not self.is_cuda)
+                              prefetch_bytes=self.variant.prefetch_bytes,
+                              prefetch_distance=self.variant.prefetch_distance,
+                              loop_orders=not self.is_cuda)
         self.template = func
         if self.kernels > 1:
-            self.schedule = schedule_cuda_multikernel(func, CUDA_THREADS)
+            self.schedule = schedule_cuda_multikernel(func, self.variant.cuda_threads)
         elif self.is_cuda:
-            self.schedule = schedule_cuda(func, CUDA_THREADS, whole_rounds=scope == "shared.dyn")
+            self.schedule = schedule_cuda(func, self.variant.cuda_threads, whole_rounds=scope == "shared.dyn")
         else:
-            self.schedule = schedule_llvm(func, VECTOR_LANES[self.real_dtype], scratch_bytes)
+            self.schedule = schedule_llvm(func, self.variant.vector_width, self.variant.inner_vector_scale,
+                                          self.variant.parallel_tasks)
         self.module: tvm.IRModule = self.schedule.mod
         self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
         # looking a function up in the executable costs more than running a small transform: do it once
@@ -127,8 +132,9 @@ class Plan:
         if self.passes.index_size:
             self._constants.append(indices)
         self._device_constants: dict[str, list] = {}
+        self.build_seconds = time.perf_counter() - started
         logger.debug("%r: breakdown %s, %d passes, %d lanes per group, %d kernel(s), built in %.2f s", self,
-                     self.tree, len(self.passes.passes), self.lanes, self.kernels, time.perf_counter() - started)
+                     self.tree, len(self.passes.passes), self.lanes, self.kernels, self.build_seconds)
 
     # ---- the request, from the spec ----------------------------------------------------------------------
     n = property(lambda self: self.spec.n, doc="Logical transform size.")
@@ -137,8 +143,8 @@ class Plan:
     norm = property(lambda self: self.spec.norm, doc="numpy's normalization mode.")
     dtype = property(lambda self: self.spec.dtype, doc='"complex64" or "complex128".')
     real_dtype = property(lambda self: self.spec.real_dtype, doc="The float type of the real and imaginary parts.")
-    codelet_limit = property(lambda self: self.spec.codelet_limit, doc="The largest DFT of one codelet.")
-    radix_limit = property(lambda self: self.spec.radix_limit, doc="The largest radix of a pass.")
+    codelet_limit = property(lambda self: self.variant.codelet_limit, doc="The largest DFT of one codelet.")
+    radix_limit = property(lambda self: self.variant.radix_limit, doc="The largest radix of a pass.")
     sign = property(lambda self: self.spec.sign, doc="-1 forward, +1 backward.")
     scale = property(lambda self: self.spec.scale, doc="The normalization factor applied to the output.")
     complex_size = property(lambda self: self.spec.complex_size, doc="Points of the complex transform.")
@@ -315,7 +321,8 @@ class Plan:
         return sorted({p.codelet for p in self.passes.passes if p.codelet is not None})
 
     def describe(self) -> str:
-        """The factorization, the formula, the passes over memory and the codelets of this plan."""
+        """The factorization, the formula, the variant (with the variants a search timed, their times and why the
+        winner won), the passes over memory and the codelets of this plan."""
         from .codelet import derive_codelet
         from .factor import prime_factors
 
@@ -328,6 +335,7 @@ class Plan:
             f"formula: {self.formula}",
             f"input {self.input_shape} {self.input_layout}",
             f"output {self.output_shape} {self.output_layout}",
+            f"variant: {self.variant}",
             f"lanes per group: {self.lanes}; groups: "
             + ", ".join(f"{name} {groups}x{width}" for name, _, groups, width in lane_groups(self.batch,
                                                                                           self.lanes)),
@@ -338,6 +346,8 @@ class Plan:
         if self.is_cuda:
             lines.append(f"CUDA kernels: {self.kernels}" + (" (one per pass over memory, scratch in global memory)"
                                                             if self.kernels > 1 else " (scratch in shared memory)"))
+        if self.search is not None:
+            lines.extend(self.search.describe())
         lines.append(f"passes over memory ({len(self.passes.passes)}):")
         for index, p in enumerate(self.passes.passes):
             lines.append(f"  {index}. {p.name} loops {list(p.loops)}: {p.text}")
@@ -402,8 +412,48 @@ class _TargetKey:
 
 @functools.lru_cache(maxsize=256)
 def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout, lanes: int | None = None) -> Plan:
-    return Plan(spec, batch, target.target, input_layout, output_layout, lanes)
+                 output_layout: ExternalLayout, effort: str, rounds: int, lanes: int | None) -> Plan:
+    cuda = target.target.kind.name == "cuda"
+    estimate = estimate_variant(spec, batch, cuda, lanes)
+
+    def build(variant: Variant | None = None) -> Plan:
+        return Plan(spec, batch, target.target, input_layout, output_layout, variant or estimate)
+
+    if effort == "estimate":
+        return build()
+    threads = 1 if cuda else tvm.runtime.num_threads()
+    key = problem_key(spec, batch, input_layout, output_layout, target.target, threads)
+    known = lookup(key, effort)
+    if known is not None:
+        result = build(known)
+        result.search = SearchReport(effort, "wisdom", label(known, estimate),
+                                     "recorded by an earlier search (wisdom), not timed again")
+        logger.info("fft plan (%s) of %r from wisdom: %s", effort, result, result.search.winner)
+        return result
+    result, report = search(effort, build(), build, estimate, threads, rounds)
+    result.search = report
+    if report.source == "timed":
+        record(key, effort, result.variant)
+    return result
+
+
+@contextlib.contextmanager
+def _progress(verbose: bool):
+    """With `verbose`, the `tvm_tailsplit.fft` logger's INFO records go to stderr for the duration."""
+    if not verbose:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def plan(
@@ -422,6 +472,9 @@ def plan(
     codelet_limit: int = CODELET_LIMIT,
     radix_limit: int = RADIX_LIMIT,
     lanes: int | None = None,
+    effort: str = "estimate",
+    verbose: bool = False,
+    rounds: int = ROUNDS,
 ) -> Plan:
     """Compile (once; plans are cached by their parameters) an FFT operator for `batch` transforms of size n.
 
@@ -430,9 +483,16 @@ def plan(
     "llvm" (the host CPU), "cuda" (sm_80) or a target dict. istride/idist and ostride/odist are the steps
     between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
-    the largest radix of a pass of a larger transform (see `factor`). lanes: transforms per lane group on llvm
-    (vectorized side by side; default: `schedule.choose_lanes`, which may also put one transform per group,
-    vectorized inside). A wrong type raises TypeError, a wrong value ValueError, naming the argument.
+    the largest radix of a pass of a larger transform (see `factor`); a search tries other limits up to
+    codelet_limit. lanes: transforms per lane group on llvm in the rules' variant (vectorized side by side;
+    default: `schedule.choose_lanes`, which may also put one transform per group, vectorized inside).
+    effort (FFTW's planner flags): "estimate" builds the variant of the rules of `tuning`; "measure" compiles a
+    handful of variants (breakdown, lanes, vectors, prefetch, parallel tasks; on CUDA threads per block and
+    kernels) and times them on this machine, side by side on buffers of the plan's shapes (`rounds` rounds,
+    median), keeping the fastest (never the estimate variant's inferior); "patient" searches wider (`search`).
+    A searched problem whose winner is in the wisdom (`import_wisdom`) is built from it without timing.
+    verbose: show the search's progress (INFO records of the `tvm_tailsplit.fft` logger) on stderr.
+    A wrong type raises TypeError, a wrong value ValueError, naming the argument.
     """
     if kind == "c2r" and direction == "forward":
         direction = "backward"
@@ -440,9 +500,15 @@ def plan(
     spec = FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)
     batch = check_int("batch", batch, 1)
     input_layout, output_layout = spec.layouts(batch, istride, idist, ostride, odist)
+    effort = check_choice("effort", effort, EFFORTS)
+    if not isinstance(verbose, bool):
+        raise TypeError(f"verbose must be a bool, got {verbose!r} ({type(verbose).__name__})")
+    rounds = check_int("rounds", rounds, 1)
     if lanes is not None:
         lanes = min(check_int("lanes", lanes, 1), batch)
-    return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout, lanes)
+    with _progress(verbose):
+        return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout, effort,
+                            rounds, lanes)
 
 
 def _norm(norm: str | None) -> str:

@@ -28,7 +28,7 @@ from .tuning import (
     VECTOR_LANES,
 )
 
-__all__ = ["choose_lanes", "schedule_cuda", "schedule_llvm"]
+__all__ = ["choose_inner_vector_scale", "choose_lanes", "schedule_cuda", "schedule_llvm"]
 
 
 def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
@@ -46,6 +46,12 @@ def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
     return lanes
 
 
+def choose_inner_vector_scale(scratch_bytes: int) -> int:
+    """Codelet instances of one transform per vector, in vector widths: `INNER_VECTOR_SCALE`, or
+    `LARGE_INNER_VECTOR_SCALE` when the group's scratch exceeds `LARGE_SCRATCH_BYTES` (it streams through L2/L3)."""
+    return LARGE_INNER_VECTOR_SCALE if scratch_bytes > LARGE_SCRATCH_BYTES else INNER_VECTOR_SCALE
+
+
 def _pass_blocks(sch: s_tir.Schedule) -> list:
     root = sch.get_sblock("root")
     return list(sch.get_child_blocks(root))
@@ -61,13 +67,14 @@ def _group_loops(sch: s_tir.Schedule, blocks: list) -> list:
     return seen
 
 
-def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0) -> s_tir.Schedule:
-    """Vectorize across lanes, parallelize over lane groups.
+def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: int = INNER_VECTOR_SCALE,
+                  parallel_tasks: int = PARALLEL_TASKS) -> s_tir.Schedule:
+    """Vectorize across lanes, parallelize over lane groups in at most `parallel_tasks` tasks.
 
     When a group has fewer lanes than `vector_width` (a batch of 1, or scratch too large for more lanes) and
     the lane count divides it, the innermost transform loop of a pass is split and fused with the lanes, so
-    that a vector also holds independent codelet instances of the same transform (`INNER_VECTOR_SCALE`
-    times `vector_width` of them when the loop divides).
+    that a vector also holds independent codelet instances of the same transform (`inner_vector_scale`
+    times `vector_width` of them when the loop divides, else `vector_width`).
     """
     sch = s_tir.Schedule(func)
     blocks = _pass_blocks(sch)
@@ -79,8 +86,7 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0
         lanes = sch.get(lane).extent.value
         if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3:
             extent = sch.get(loops[-2]).extent.value
-            scale = LARGE_INNER_VECTOR_SCALE if scratch_bytes > LARGE_SCRATCH_BYTES else INNER_VECTOR_SCALE
-            for width in (scale * vector_width, vector_width):
+            for width in (inner_vector_scale * vector_width, vector_width):
                 if extent % (width // lanes) == 0:
                     _, inner = sch.split(loops[-2], [None, width // lanes])
                     lane = sch.fuse(inner, lane)
@@ -92,7 +98,7 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0
         extent = sch.get(group).extent.value
         if extent > 1:
             # parallel tasks of serial groups that share one scratch allocation (`lowering`)
-            tasks = max(d for d in range(1, min(extent, PARALLEL_TASKS) + 1) if extent % d == 0)
+            tasks = max(d for d in range(1, min(extent, parallel_tasks) + 1) if extent % d == 0)
             if tasks < extent:
                 group, _ = sch.split(group, [tasks, None])
             sch.parallel(group)

@@ -1,0 +1,236 @@
+"""plan(effort="measure" | "patient"): searched plans are correct, the estimate variant is the rules' plan, the
+search reports its timings, wisdom round-trips and foreign wisdom is refused (fft/variants, search, wisdom)."""
+
+import dataclasses
+import json
+import logging
+import math
+import re
+
+import numpy as np
+import pytest
+import tvm
+
+from tvm_tailsplit import fft
+from tvm_tailsplit.cuda import compile_cuda_source, gpu_available
+from tvm_tailsplit.fft import planner, search, wisdom
+from tvm_tailsplit.fft.schedule import choose_inner_vector_scale, choose_lanes
+from tvm_tailsplit.fft.spec import FFTSpec
+from tvm_tailsplit.fft.tuning import CUDA_THREADS, PARALLEL_TASKS, PREFETCH_BYTES, PREFETCH_DISTANCE, VECTOR_LANES
+from tvm_tailsplit.fft.variants import Variant, estimate_variant, scratch_bytes
+
+RNG = np.random.default_rng(7)
+
+
+def complex_input(batch: int, n: int, dtype=np.complex64) -> np.ndarray:
+    return (RNG.standard_normal((batch, n)) + 1j * RNG.standard_normal((batch, n))).astype(dtype)
+
+
+def relative_error(result: np.ndarray, expected: np.ndarray) -> float:
+    return float(np.linalg.norm(result - expected) / np.linalg.norm(expected))
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No wisdom and no cached plans before and after the test; searches time 1 ms per round."""
+    monkeypatch.setattr(search, "ROUND_SECONDS", 0.001)
+    fft.forget_wisdom()
+    planner._cached_plan.cache_clear()
+    yield
+    fft.forget_wisdom()
+    planner._cached_plan.cache_clear()
+
+
+@pytest.mark.parametrize("n, batch, kind", [(64, 6, "c2c"), (13, 5, "c2c"), (30, 4, "r2c"), (32, 5, "c2r")])
+def test_measure_plans_match_numpy(fresh, n, batch, kind):
+    p = fft.plan(n, batch, kind=kind, effort="measure", rounds=1)
+    if kind == "c2c":
+        x = complex_input(batch, n)
+        expected = np.fft.fft(x)
+    elif kind == "r2c":
+        x = RNG.standard_normal((batch, n)).astype(np.float32)
+        expected = np.fft.rfft(x)
+    else:
+        x = complex_input(batch, n // 2 + 1)
+        expected = np.fft.irfft(x, n=n)
+    assert relative_error(p(x), expected) < 1e-5
+    timed = [c for c in p.search.candidates if c.seconds is not None]
+    assert any(c.label == "estimate" for c in timed) and len(timed) >= 2
+    winner = next(c for c in timed if c.variant == p.variant)
+    estimate = next(c for c in timed if c.label == "estimate")
+    assert winner.seconds <= estimate.seconds  # the estimate variant is a candidate: never a slower winner
+
+
+def test_patient_plan_matches_numpy_and_times_more_variants(fresh):
+    measured = fft.plan(12, 2, effort="measure", rounds=1)
+    patient = fft.plan(12, 2, effort="patient", rounds=1)
+    x = complex_input(2, 12)
+    assert relative_error(patient(x), np.fft.fft(x)) < 1e-5
+    assert len(patient.search.candidates) > len(measured.search.candidates)
+
+
+@pytest.mark.parametrize("n, batch, dtype", [(16, 1000, "complex64"), (1000, 3, "complex64"), (97, 8, "complex128"),
+                                             (4096, 2, "complex64")])
+def test_estimate_variant_is_the_rules(n, batch, dtype):
+    spec = FFTSpec(n, dtype=dtype)
+    variant = estimate_variant(spec, batch, cuda=False)
+    lanes = choose_lanes(spec.passes(), spec.real_dtype, batch)
+    group_scratch = scratch_bytes(spec, variant)  # a lane group's scratch: 2 floats per complex, per lane
+    assert group_scratch % (2 * np.dtype(spec.real_dtype).itemsize * lanes) == 0
+    assert variant == Variant(spec.codelet_limit, spec.radix_limit, lanes, VECTOR_LANES[spec.real_dtype],
+                              choose_inner_vector_scale(group_scratch), PARALLEL_TASKS, PREFETCH_BYTES,
+                              PREFETCH_DISTANCE, CUDA_THREADS, False)
+    p = fft.plan(n, batch, dtype=dtype)
+    assert p.variant == variant and p.search is None and p.lanes == lanes
+    # a plan built from the variant explicitly is the same IR as the default plan
+    again = planner.Plan(p.spec, batch, p.target, p.input_layout, p.output_layout, variant)
+    tvm.ir.assert_structural_equal(again.module, p.module)
+
+
+def test_estimate_variant_on_cuda_runs_one_kernel_per_pass_beyond_shared_memory():
+    assert not estimate_variant(FFTSpec(1024), 4, cuda=True).kernel_per_pass
+    assert estimate_variant(FFTSpec(65536), 4, cuda=True).kernel_per_pass
+    assert estimate_variant(FFTSpec(1024), 4, cuda=True).prefetch_bytes == 0
+
+
+def test_describe_lists_timed_variants_and_why(fresh):
+    text = fft.plan(64, 8, effort="measure", rounds=1).describe()
+    assert "search: effort=measure, variant from timed; winner" in text
+    assert "timed variants" in text and "µs per call" in text
+    timed_lines = [line for line in text.splitlines() if line.startswith("  ") and line.strip()[0].isdigit()]
+    assert any(line.endswith(" estimate") for line in timed_lines) and len(timed_lines) >= 2
+
+
+def test_wisdom_round_trip_builds_the_same_variant_without_timing(fresh, caplog):
+    first = fft.plan(24, 5, effort="measure", rounds=1)
+    text = fft.export_wisdom()
+    data = json.loads(text)
+    assert data["format"] == 1 and data["tvm"] == tvm.__version__ and len(data["entries"]) == 1
+    fft.forget_wisdom()
+    planner._cached_plan.cache_clear()
+    assert fft.import_wisdom(text) == 1
+    with caplog.at_level(logging.INFO, logger="tvm_tailsplit.fft"):
+        again = fft.plan(24, 5, effort="measure", rounds=1)
+    assert again.variant == first.variant and again is not first
+    assert again.search.source == "wisdom" and not again.search.candidates
+    assert not [r for r in caplog.records if "fft search" in r.getMessage()]  # nothing compiled or timed
+    x = complex_input(5, 24)
+    assert relative_error(again(x), np.fft.fft(x)) < 1e-5
+
+
+def test_wisdom_file_round_trip(fresh, tmp_path):
+    fft.plan(8, 3, effort="measure", rounds=1)
+    # a patient search does not take a measure search's wisdom; a measure search takes a patient one's
+    assert fft.plan(8, 3, effort="patient", rounds=1).search.source == "timed"
+    planner._cached_plan.cache_clear()
+    assert fft.plan(8, 3, effort="measure", rounds=1).search.source == "wisdom"
+    path = tmp_path / "wisdom.json"
+    text = fft.export_wisdom(path)
+    assert path.read_text() == text
+    fft.forget_wisdom()
+    assert fft.import_wisdom(path=path) == 1
+    assert json.loads(text)["entries"][0]["effort"] == "patient"
+
+
+@pytest.mark.parametrize("field, value", [("tvm", "0.1.0"), ("tvm_tailsplit", "0.0.0"), ("format", 99),
+                                          ("host", {"cpu": "pentium", "features": "0"})])
+def test_foreign_wisdom_is_ignored_with_a_warning(fresh, field, value):
+    key = wisdom.problem_key(FFTSpec(8), 3, *FFTSpec(8).layouts(3), planner._resolve_target("llvm"), 1)
+    variant = dataclasses.replace(estimate_variant(FFTSpec(8), 3, cuda=False), prefetch_bytes=0)
+    wisdom.record(key, "measure", variant)
+    data = json.loads(fft.export_wisdom())
+    fft.forget_wisdom()
+    assert fft.import_wisdom(json.dumps(data)) == 1 and wisdom.lookup(key, "measure") == variant
+    fft.forget_wisdom()
+    data[field] = value
+    with pytest.warns(UserWarning, match="wisdom ignored"):
+        assert fft.import_wisdom(json.dumps(data)) == 0
+    assert wisdom.lookup(key, "measure") is None
+
+
+def test_bad_wisdom_and_bad_arguments_name_them(fresh):
+    with pytest.raises(ValueError, match="not wisdom"):
+        fft.import_wisdom("{")
+    with pytest.raises(TypeError, match="text must be a str"):
+        fft.import_wisdom(b"{}")
+    with pytest.raises(ValueError, match="effort"):
+        fft.plan(8, effort="exhaustive")
+    with pytest.raises(TypeError, match="effort"):
+        fft.plan(8, effort=1)
+    with pytest.raises(TypeError, match="verbose"):
+        fft.plan(8, verbose="yes")
+    with pytest.raises(ValueError, match="rounds"):
+        fft.plan(8, effort="measure", rounds=0)
+    with pytest.raises(ValueError, match="radix_limit"):
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=False), radix_limit=64)
+    with pytest.raises(ValueError, match="lanes"):
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=False), lanes=0)
+
+
+def test_verbose_shows_progress_on_stderr(fresh, capsys):
+    fft.plan(8, 8, effort="measure", rounds=1, verbose=True)
+    err = capsys.readouterr().err
+    assert "tvm_tailsplit.fft: fft search: compiled" in err and "µs per call" in err
+    fft.plan(8, 6, effort="measure", rounds=1)
+    assert "fft search" not in capsys.readouterr().err  # the handler is gone after the call
+
+
+def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
+    spec = FFTSpec(64)
+    (layout_in, layout_out), target = spec.layouts(8), planner._resolve_target("llvm")
+
+    def build(variant=None):
+        if variant is not None and variant.lanes == 2 * estimate_lanes:
+            raise RuntimeError("no code for these lanes")
+        return planner.Plan(spec, 8, target, layout_in, layout_out, variant)
+
+    estimate_lanes = estimate_variant(spec, 8, cuda=False).lanes
+    estimate = build()
+    with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.fft"):
+        chosen, report = search.search("measure", estimate, build, estimate.variant, threads=1, rounds=1)
+    failed = [c for c in report.candidates if c.variant.lanes == 2 * estimate_lanes]
+    assert failed and all(c.seconds is None and "failed to compile" in c.note for c in failed)
+    assert any("failed to compile" in r.getMessage() for r in caplog.records)
+    assert chosen.variant.lanes != 2 * estimate_lanes
+
+
+def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
+    if gpu_available():
+        pytest.skip("a CUDA GPU is present: the search times on it")
+    with caplog.at_level(logging.INFO, logger="tvm_tailsplit.fft"):
+        p = fft.plan(64, 4, target="cuda", effort="measure")
+    assert p.variant == estimate_variant(FFTSpec(64), 4, cuda=True)
+    assert p.search.source == "estimate" and "no CUDA GPU" in p.search.reason
+    assert any("none is present" in r.getMessage() for r in caplog.records)
+    assert not json.loads(fft.export_wisdom())["entries"]  # nothing was timed, nothing is recorded
+
+
+@pytest.mark.parametrize("n, kind, radices", [(40, "c2c", (8, 5)), (48, "c2c", (2, 4, 6)), (40, "r2c", (4, 5))])
+def test_an_explicit_radix_order_is_correct(n, kind, radices):
+    spec = FFTSpec(n, kind)
+    variant = dataclasses.replace(estimate_variant(spec, 3, cuda=False), radices=radices)
+    assert [node.n for node in (variant.tree(spec), variant.tree(spec).right)][1] == math.prod(radices[1:])
+    p = planner.Plan(spec, 3, planner._resolve_target("llvm"), *spec.layouts(3), variant)
+    if kind == "c2c":
+        x = complex_input(3, n)
+        assert relative_error(p(x), np.fft.fft(x)) < 1e-5
+    else:
+        x = RNG.standard_normal((3, n)).astype(np.float32)
+        assert relative_error(p(x), np.fft.rfft(x)) < 1e-5
+    with pytest.raises(ValueError, match="radices"):
+        dataclasses.replace(variant, radices=(3, 5)).tree(spec)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("change", [dict(lanes=2, cuda_threads=64), dict(kernel_per_pass=True, cuda_threads=256),
+                                    dict(lanes=4, radices=(4, 16))])
+def test_cuda_variants_compile_with_nvcc(change):
+    spec = FFTSpec(64)
+    variant = dataclasses.replace(estimate_variant(spec, 4, cuda=True), **change)
+    p = planner.Plan(spec, 4, planner._resolve_target("cuda"), *spec.layouts(4), variant)
+    source = p.cuda_source("sm_80")
+    # kernel name -> threads per block (each kernel is declared, then defined)
+    kernels = {name: int(threads) for threads, name in re.findall(r"__launch_bounds__\((\d+)\) (\w+)\(", source)}
+    assert kernels and max(kernels.values()) <= variant.cuda_threads
+    assert len(kernels) == (len(p.passes.passes) if variant.kernel_per_pass else 1)
+    assert compile_cuda_source(source, "sm_80")

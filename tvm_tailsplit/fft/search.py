@@ -1,0 +1,373 @@
+"""Plan search: time variants of a plan on this machine and keep the fastest (FFTW's MEASURE and PATIENT).
+
+Algorithm: the search starts from the estimate variant (`variants.estimate_variant`, the rules of `tuning`),
+which is always a candidate, so the winner is never slower than it as measured. Each knob of a `Variant` is an
+axis with a few values (`axes`): the breakdown (codelet and radix limits), the order of the top-level radices,
+lanes per group, vector width and inner vector scale (only while a group has fewer lanes than a vector),
+prefetch (off, farther ahead) and, with more than one thread, the parallel tasks. CUDA axes are the breakdown,
+threads per block, transforms per block (lanes) and one kernel per pass (a variant whose block scratch exceeds
+shared memory fails to build and is skipped).
+
+* measure: every single-knob change of the estimate variant is timed with it, side by side; then the winning
+  changes of all axes that beat the estimate are combined into one variant, and every two of the three
+  fastest into others, timed with the best single change and the estimate.
+* patient: then coordinate descent over wider axes: from the measure winner, each axis in turn is timed over
+  all its values with the current best, and the best value kept, until a sweep changes nothing (at most
+  `PATIENT_SWEEPS` sweeps).
+
+Timing (`time_plans`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
+candidates with equal breakdown trees and other fields, or whose scheduled IR is structurally equal, are timed
+once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each timing every candidate in turn
+(the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
+time is its median over the rounds (on the process's CPU time with one thread on llvm, else on wall time). A
+candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
+choice), and the final winner is timed once more against the estimate variant over `CONFIRM_ROUNDS` times the
+rounds, kept only when it still wins there. On CUDA the timings need a GPU:
+without one the search returns the estimate plan, saying why. The outcome (`SearchReport`) lists every timed
+variant with its time and why the winner won.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from ..cuda import gpu_available
+from .factor import Breakdown, CooleyTukey
+from .variants import Variant
+
+__all__ = ["CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate",
+           "SearchReport", "axes", "label", "search", "time_plans"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+EFFORTS = ("estimate", "measure", "patient")
+# rounds of side-by-side timings per candidate (the median is kept) and the least time of one timing
+ROUNDS = 5
+ROUND_SECONDS = 0.02
+# a candidate must be this much faster (relative) than the current best to replace it
+MARGIN = 0.01
+# the final timing of the winner against the estimate variant has this many times the rounds
+CONFIRM_ROUNDS = 2
+# coordinate-descent sweeps of a patient search at most
+PATIENT_SWEEPS = 3
+
+
+@dataclass
+class Candidate:
+    """One variant of a search: its `label` (what changed from the estimate), `seconds` per call (median of the
+    rounds of the last group it was timed in; None when not timed), `against` (the label and seconds of the
+    group's first variant, the one it was compared with, in the same rounds) and `note` (why it was not timed,
+    or which candidate has the same IR)."""
+
+    label: str
+    variant: Variant
+    seconds: float | None = None
+    note: str = ""
+    against: tuple[str, float] | None = None
+
+
+@dataclass
+class SearchReport:
+    """How a plan's variant was chosen: `effort`, `source` ("timed", "wisdom" or "estimate" when the search fell
+    back to the rules), the `candidates` in the order they were timed, the `winner`'s label and the `reason`."""
+
+    effort: str
+    source: str
+    winner: str = "estimate"
+    reason: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def describe(self) -> list[str]:
+        """The report as lines of `Plan.describe()`."""
+        lines = [f"search: effort={self.effort}, variant from {self.source}; winner {self.winner}: {self.reason}"]
+        if self.candidates:
+            lines.append(f"timed variants ({len(self.candidates)}, {self.seconds:.1f} s in all; median µs per call, "
+                         "and the variant each was compared with in the same rounds):")
+            for c in sorted(self.candidates, key=lambda c: (c.seconds is None, c.seconds or 0.0)):
+                time_text = "-" if c.seconds is None else f"{c.seconds * 1e6:.1f}"
+                notes = [c.note] if c.note else []
+                if c.against is not None and c.against[0] != c.label:
+                    notes.append(f"vs {c.against[1] * 1e6:.1f} {c.against[0]}")
+                lines.append(f"  {time_text:>10} {c.label}" + (f" ({'; '.join(notes)})" if notes else ""))
+        return lines
+
+
+def _top_radices(tree: Breakdown) -> list[int]:
+    """The radices of a Cooley-Tukey chain in order (one entry for any other breakdown)."""
+    if isinstance(tree, CooleyTukey):
+        return [tree.left.n, *_top_radices(tree.right)]
+    return [tree.n]
+
+
+def _orders(radices: list[int], wide: bool) -> list[tuple[int, ...]]:
+    """Other orders of a chain's radices: reversed and largest first (wide: every distinct order, at most 24)."""
+    if len(set(radices)) < 2:
+        return []
+    if wide:
+        orders = sorted(set(itertools.permutations(radices)))[:24]
+    else:
+        largest = radices.index(max(radices))
+        orders = [tuple(reversed(radices)), (radices[largest], *radices[:largest], *radices[largest + 1:])]
+    return [order for order in dict.fromkeys(orders) if list(order) != radices]
+
+
+def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wide: bool,
+         radices: list[int] | None = None) -> dict[str, list[dict]]:
+    """axis name -> field changes of `base` to try (each a dict for `dataclasses.replace`), for one target.
+
+    `limit` bounds the breakdown (no variant's codelet or radix limit exceeds its codelet limit);
+    `wide` gives the patient search's wider value sets; `radices`: the top-level radices of base's breakdown
+    (other orders of them are an axis)."""
+    result: dict[str, list[dict]] = {}
+    c, r = base.codelet_limit, base.radix_limit
+    if wide:
+        breakdowns = {(cl, min(rl, cl)) for cl in (8, 16, 32, c) for rl in (2, 4, 8, 16, r)}
+    else:
+        breakdowns = {(c, max(2, r // 2)), (c, min(c, 2 * r)), (max(2, c // 2), min(r, max(2, c // 2)))}
+    result["breakdown"] = [{"codelet_limit": cl, "radix_limit": rl, "radices": ()} for cl, rl in sorted(breakdowns)
+                           if cl <= limit.codelet_limit and (cl, rl) != (c, r)]
+    result["order"] = [{"radices": order} for order in _orders(radices or [], wide)]
+    if cuda:
+        result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
+        result["kernels"] = [{"kernel_per_pass": True}]
+        result["lanes"] = [{"lanes": value} for value in ((2, 4, 8) if wide else (2, 4))
+                           if value <= batch and value != base.lanes]
+        return result
+    lanes = [1, 2 * base.lanes] + ([base.lanes // 2, 4 * base.lanes, 8, 16] if wide else [])
+    result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch and value != base.lanes]
+    widths, scales = ((4, 8, 16), (1, 2, 4)) if wide else ((2 * base.vector_width,), (base.inner_vector_scale,))
+    result["vectors"] = [{"vector_width": w, "inner_vector_scale": s} for w in widths for s in scales
+                         if base.lanes < w]
+    distances = (4 * base.prefetch_distance,) + ((2 * base.prefetch_distance, 8 * base.prefetch_distance)
+                                                 if wide else ())
+    result["prefetch"] = [{"prefetch_bytes": 0}] + [{"prefetch_distance": d} for d in distances
+                                                      if base.prefetch_bytes]
+    if threads > 1:
+        result["tasks"] = [{"parallel_tasks": t} for t in ((threads, 4 * threads, 16 * threads, 256) if wide
+                                                            else (threads,))]
+    return result
+
+
+def label(variant: Variant, estimate: Variant) -> str:
+    """A variant named by its changes from the estimate variant ("estimate" for none)."""
+    difference = variant.differences(estimate)
+    return "estimate" if difference == "same" else difference
+
+
+def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
+               clock: Callable[[], float] = time.perf_counter) -> dict:
+    """label -> median seconds per call of every plan, timed side by side (`rounds` rounds, rotating order) on
+    `clock`; `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
+    runs = {name: run_inputs(p) for name, p in plans.items()}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    labels = list(runs)
+    for index in range(rounds):
+        for name in labels[index % len(labels):] + labels[:index % len(labels)]:
+            run = runs[name]
+            run()
+            calls, start = 0, clock()
+            while True:
+                run()
+                calls += 1
+                elapsed = clock() - start
+                if elapsed >= ROUND_SECONDS:
+                    break
+            samples[name].append(elapsed / calls)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+class _Search:
+    """One search: the compiled plans by variant, the candidates timed so far, the timing inputs."""
+
+    def __init__(self, build: Callable[[Variant], Any], estimate_plan: Any, rounds: int,
+                 clock: Callable[[], float]) -> None:
+        self.build, self.rounds, self.clock = build, rounds, clock
+        self.estimate = estimate_plan.variant
+        self.plans: dict[Variant, Any] = {self.estimate: estimate_plan}
+        self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
+        self.candidates: dict[Variant, Candidate] = {}
+        self.inputs: dict[str, Any] = {}
+        self.request = estimate_plan.spec
+        # variants whose breakdown trees are equal and other fields too build the same IR: compiled once
+        self.shapes: dict[tuple, Variant] = {self._shape(self.estimate): self.estimate}
+
+    def _shape(self, variant: Variant) -> tuple:
+        fields = variant.to_dict()
+        del fields["codelet_limit"], fields["radix_limit"], fields["radices"]
+        return variant.tree(self.request), tuple(sorted(fields.items()))
+
+    def compiled(self, variant: Variant) -> Any | None:
+        """The plan of `variant`, None (and a logged reason) when it fails to build or repeats another's IR."""
+        if variant in self.plans:
+            return self.plans[variant]
+        name = label(variant, self.estimate)
+        same = self.shapes.setdefault(self._shape(variant), variant)
+        if same != variant:
+            self.candidates[variant] = Candidate(name, variant, note=f"same breakdown as {label(same, self.estimate)}")
+            self.plans[variant] = None
+            return None
+        try:
+            started = time.perf_counter()
+            plan = self.build(variant)
+        except Exception as error:  # any failure of TVM's compiler skips the candidate, the search goes on
+            logger.warning("fft search: variant %s failed to compile, skipped: %s", name,
+                           str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__)
+            self.candidates[variant] = Candidate(name, variant, note=f"failed to compile: {type(error).__name__}")
+            self.plans[variant] = None
+            return None
+        key = tvm_ffi.structural_hash(plan.module)
+        same = self.hashes.get(key)
+        if same is not None and tvm_ffi.structural_equal(plan.module, self.plans[same].module):
+            self.candidates[variant] = Candidate(name, variant, note=f"same IR as {label(same, self.estimate)}")
+            self.plans[variant] = None
+            logger.info("fft search: %s compiles to the same IR as %s, not timed", name,
+                        label(same, self.estimate))
+            return None
+        self.hashes[key] = variant
+        self.plans[variant] = plan
+        logger.info("fft search: compiled %s in %.2f s", name, time.perf_counter() - started)
+        return plan
+
+    def _run(self, plan: Any) -> Callable[[], None]:
+        if not self.inputs:
+            rng = np.random.default_rng(0)
+            device = tvm.cuda(0) if plan.is_cuda else tvm.cpu(0)
+            self.inputs["device"] = device
+            self.inputs["x"] = tvm.runtime.tensor(rng.standard_normal(plan.input_shape).astype(plan.real_dtype),
+                                                  device)
+            self.inputs["out"] = tvm.runtime.empty(plan.output_shape, plan.real_dtype, device)
+        x, out, device = self.inputs["x"], self.inputs["out"], self.inputs["device"]
+        if plan.is_cuda:
+            def run() -> None:
+                plan(x, out)
+                device.sync()
+            return run
+        function, constants = plan._function, plan._constant_tensors()
+        return lambda: function(x, out, *constants)
+
+    def time(self, variants: Iterable[Variant], rounds: int | None = None) -> dict[Variant, float]:
+        """Variant -> median seconds per call of those that compile to distinct IR, timed side by side
+        (`rounds`: None for the search's)."""
+        plans = {}
+        for variant in dict.fromkeys(variants):
+            plan = self.compiled(variant)
+            if plan is not None:
+                plans[variant] = plan
+        labelled = {label(v, self.estimate): p for v, p in plans.items()}
+        medians = time_plans(labelled, rounds or self.rounds, self._run, self.clock)
+        result = {}
+        first = next(iter(labelled), None)
+        for variant in plans:
+            name = label(variant, self.estimate)
+            seconds = medians[name]
+            previous = self.candidates.get(variant)
+            # a variant timed in several groups keeps its latest median, beside the group's first (the current best)
+            self.candidates[variant] = Candidate(name, variant, seconds, "" if previous is None else previous.note,
+                                                 (first, medians[first]))
+            result[variant] = seconds
+            logger.info("fft search: %-60s %10.1f µs per call", name, seconds * 1e6)
+        return result
+
+
+def _best(times: dict[Variant, float], current: Variant) -> Variant:
+    """The fastest variant, unless it beats `current` (one of them) by no more than `MARGIN`."""
+    fastest = min(times, key=times.get)
+    return fastest if times[fastest] < (1 - MARGIN) * times[current] else current
+
+
+def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], limit: Variant, threads: int,
+           rounds: int = ROUNDS) -> tuple[Any, SearchReport]:
+    """(plan, report) of the fastest variant found by `effort` ("measure" or "patient"), starting from
+    `estimate_plan`; `build(variant)` compiles a plan; `limit` bounds the breakdown; `threads` is TVM's thread
+    count."""
+    started = time.perf_counter()
+    report = SearchReport(effort, "timed")
+    if estimate_plan.is_cuda and not gpu_available():
+        report.source = "estimate"
+        report.reason = "no CUDA GPU to time on: the rules' (estimate) variant"
+        logger.info("fft search: %s needs a GPU to time CUDA plans and none is present: using the estimate "
+                    "variant", effort)
+        return estimate_plan, report
+    # one thread on llvm: this process's CPU time, which other processes on a shared machine do not inflate as
+    # they inflate wall time; more threads or a GPU: wall time (CPU time would count the pool's idle spinning)
+    single = not estimate_plan.is_cuda and threads == 1
+    state = _Search(build, estimate_plan, rounds, time.process_time if single else time.perf_counter)
+    estimate = state.estimate
+
+    def options(base: Variant, wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
+        """axis -> (change, variant) of the valid single-knob changes of `base`."""
+        result = {}
+        radices = _top_radices(base.tree(estimate_plan.spec))
+        for axis, changes in axes(base, limit, estimate_plan.batch, estimate_plan.is_cuda, threads, wide,
+                                  radices).items():
+            result[axis] = []
+            for change in changes:
+                try:
+                    variant = dataclasses.replace(base, **change)
+                    variant.tree(estimate_plan.spec)
+                except ValueError:  # e.g. a radix limit above the codelet limit
+                    continue
+                result[axis].append((change, variant))
+        return result
+
+    # measure: every single-knob change beside the estimate, then the winning changes combined: all of them,
+    # and every two of the three fastest
+    singles = options(estimate, wide=False)
+    times = state.time([estimate, *(v for pairs in singles.values() for _, v in pairs)])
+    best = _best(times, estimate)
+    winners = []  # (seconds, change) of each axis's fastest change that beat the estimate
+    for pairs in singles.values():
+        timed = [(times[v], change) for change, v in pairs if v in times]
+        if timed and min(timed, key=lambda t: t[0])[0] < (1 - MARGIN) * times[estimate]:
+            winners.append(min(timed, key=lambda t: t[0]))
+    winners.sort(key=lambda t: t[0])
+    merges = [[change for _, change in winners]]
+    merges += [[a, b] for i, (_, a) in enumerate(winners[:3]) for _, b in winners[i + 1:3]]
+    combined = []
+    for changes in merges:
+        try:
+            variant = dataclasses.replace(estimate, **{k: v for change in changes for k, v in change.items()})
+            variant.tree(estimate_plan.spec)
+        except ValueError:  # changes of two axes that do not go together
+            continue
+        if variant not in times:
+            combined.append(variant)
+    if combined:
+        best = _best(state.time([estimate, best, *combined]), estimate)
+    if effort == "patient":
+        # coordinate descent over the wider axes from the measure winner
+        for _ in range(PATIENT_SWEEPS):
+            previous = best
+            for pairs in options(best, wide=True).values():
+                best = _best(state.time([best, *(v for _, v in pairs)]), best)
+            if best == previous:
+                break
+    if best != estimate:
+        # the winner confirmed against the estimate variant, over twice the rounds: noise in the groups before
+        # (another process taking a core for a while) must not make a slower variant the plan
+        best = _best(state.time([estimate, best], CONFIRM_ROUNDS * rounds), estimate)
+    report.seconds = time.perf_counter() - started
+    report.candidates = list(state.candidates.values())
+    report.winner = label(best, estimate)
+    final = state.candidates[best].seconds if best in state.candidates else None
+    base = state.candidates[estimate].seconds
+    if best == estimate:
+        report.reason = (f"no variant was more than {MARGIN:.0%} faster than the estimate variant "
+                         f"({base * 1e6:.1f} µs per call)")
+    else:
+        report.reason = (f"the fastest median, {final * 1e6:.1f} µs per call against {base * 1e6:.1f} µs for the "
+                         f"estimate variant ({base / final:.2f}x)")
+    logger.info("fft search (%s): %s in %.1f s: %s", effort, report.winner, report.seconds, report.reason)
+    return state.plans[best], report
