@@ -93,8 +93,12 @@ def one_chunk_along(a: Any, axis: int) -> Any:
 
 
 def _as_dask(a: Any) -> Any:
-    import dask.array as da
-
+    """`a` as a dask array (ImportError saying what to install when dask is missing)."""
+    try:
+        import dask.array as da
+    except ImportError as error:
+        raise ImportError(f"tvm_tailsplit.fft.dask_array needs dask.array ({error}); install it with "
+                          "pip install 'tvm-tailsplit[dask]'") from error
     return a if isinstance(a, da.Array) else da.asarray(a)
 
 
@@ -160,7 +164,7 @@ def _nd_args(a: Any, s: Sequence[int] | None, axes: Sequence[int] | None) -> tup
     if s is not None and (isinstance(s, (int, np.integer)) or not isinstance(s, Sequence)):
         raise TypeError(f"s must be a sequence of integers, got {s!r} ({type(s).__name__})")
     if axes is None:
-        axes = range(a.ndim if s is None else a.ndim - len(s), a.ndim)
+        axes = range(0 if s is None else a.ndim - len(s), a.ndim)
     if isinstance(axes, (int, np.integer)) or not isinstance(axes, Sequence):
         raise TypeError(f"axes must be a sequence of integers, got {axes!r} ({type(axes).__name__})")
     axes = [_check_axis(a, axis) for axis in axes]
