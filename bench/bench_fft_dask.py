@@ -51,7 +51,7 @@ P2P_BUFFER_FRACTION = 1 / 8
 # (it computes in complex128), so with 128 MiB chunks a 1.5 GiB worker running it was restarted by its nanny;
 # quick: 16 chunks of the 2048² array
 CHUNK_SIZE, QUICK_CHUNK_SIZE = "32MiB", "2MiB"
-ROUNDS, QUICK_ROUNDS = 2, 1  # a round of the default run takes about 2.5 min on 2 cores
+ROUNDS, QUICK_ROUNDS = 3, 1  # a round of the default run: about 40 s on 2 cores (3 min when others share them)
 WORKERS = 2
 CORNER = 4  # the output corner kept to compare the kernels
 VARIANTS = ("tvm_tailsplit", "numpy (dask fft_wrap)", "no transform")
