@@ -146,8 +146,8 @@ def run_variant(client, variant: str, side: int) -> dict:
     total, corner = client.compute([y.sum(), y[:CORNER, :CORNER]], sync=True)
     seconds = time.perf_counter() - started
     peaks = client.run(peak_bytes)
-    # distributed's all-to-all rechunk names its layers rechunk-transfer; dask's task-based one rechunk-split
-    method = "p2p" if any("rechunk-transfer" in name for name in y.dask.layers) else "tasks"
+    # distributed's all-to-all rechunk is a layer named rechunk-p2p; dask's task-based one rechunk-merge
+    method = "p2p" if any(name.startswith("rechunk-p2p") for name in y.dask.layers) else "tasks"
     return {"seconds": seconds, "peak_bytes": sorted(peaks.values()), "base_bytes": sorted(base.values()),
             "sum": complex(total), "corner": np.asarray(corner), "rechunk_method": method}
 
