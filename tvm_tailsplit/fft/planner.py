@@ -7,17 +7,22 @@ transform (`factor.breakdown`) and the passes over memory with their codelets, t
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
-over memory, the passes exchanging data through global scratch (`multikernel`). Everything the caller needs
-before the first call is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and
-`workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their
-validated parameters, so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile
-each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are passed without a copy.
+over memory, the passes exchanging data through global scratch (`multikernel`). `input_shape` and
+`output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from the IR (the
+scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters in the
+process, so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm` conventions) compile each shape
+once, and compiled llvm plans on disk (`cache`), so that a later process loads them instead of compiling: a
+loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`).
+Plans pickle as their `plan()` arguments. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
+passed without a copy.
 Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import logging
 import math
 import time
@@ -28,6 +33,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
+from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
 from .lowering import register_pipeline
@@ -91,43 +97,90 @@ class Plan:
         self.spec, self.batch, self.target = spec, batch, target
         self.input_layout, self.output_layout = input_layout, output_layout
         self.tree: Breakdown = spec.tree()
-        self.formula: Formula = formula_of(self.tree)
-        self.passes: PassList = spec.passes()
         self.is_cuda = self.target.kind.name == "cuda"
-        self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
-        scratch_bytes = 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
+        self._device_constants: dict[str, list] = {}
+        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`)
+        key = None if self.is_cuda else cache.plan_key(self._request(), target)
+        cached = None if key is None else cache.load(key)
+        if cached is None:
+            self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
+            self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
+            tables, indices = self.passes.constants()
+            self._constants = []
+            if self.passes.table_size:
+                self._constants.append(tables.astype(self.real_dtype))
+            if self.passes.index_size:
+                self._constants.append(indices)
+            if key is not None:
+                cache.store(key, self.executable, self.lanes, self._constants, tvm_ffi.structural_hash(self.module))
+        else:
+            self.executable, self.lanes, self._constants = cached.module, cached.lanes, cached.constants
+        # looking a function up in the executable costs more than running a small transform: do it once
+        self._function = None if self.is_cuda else self.executable["main"]
+        logger.debug("%r: breakdown %s, %d lanes per group, %s in %.3f s", self, self.tree, self.lanes,
+                     "loaded" if cached else "built", time.perf_counter() - started)
+
+    # ---- the IR, built on demand for a plan loaded from the cache ----------------------------------------
+    @functools.cached_property
+    def formula(self) -> Formula:
+        """The formula tree of the breakdown (`formula.formula_of`)."""
+        return formula_of(self.tree)
+
+    @functools.cached_property
+    def passes(self) -> PassList:
+        """The passes over memory (`passes.build_passes`)."""
+        return self.spec.passes()
+
+    @functools.cached_property
+    def kernels(self) -> int:
+        """CUDA kernels of the plan: one, or one per pass over memory when the scratch exceeds shared memory."""
+        return len(self.passes.passes) if self.is_cuda and self._scratch_bytes() > CUDA_SHARED_LIMIT else 1
+
+    def _scratch_bytes(self) -> int:
+        return 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
+
+    @functools.cached_property
+    def template(self) -> tvm.tirx.PrimFunc:
+        """The unscheduled TIR template (`template.build_primfunc`)."""
         scope = "global"
-        # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass
-        self.kernels = 1
-        if self.is_cuda:
-            if scratch_bytes > CUDA_SHARED_LIMIT:
-                self.kernels = len(self.passes.passes)
-            else:
-                scope = "shared" if scratch_bytes <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
-        func = build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
+        if self.is_cuda and self.kernels == 1:
+            scope = "shared" if self._scratch_bytes() <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
+        return build_primfunc(self.passes, self.real_dtype, self.batch, self.lanes, self.input_layout,
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
                               prefetch_bytes=0 if self.is_cuda else PREFETCH_BYTES,
                               prefetch_distance=PREFETCH_DISTANCE, loop_orders=not self.is_cuda)
-        self.template = func
+
+    @functools.cached_property
+    def schedule(self) -> s_tir.Schedule:
+        """The template scheduled for the target (`schedule`, `multikernel`)."""
         if self.kernels > 1:
-            self.schedule = schedule_cuda_multikernel(func, CUDA_THREADS)
-        elif self.is_cuda:
-            self.schedule = schedule_cuda(func, CUDA_THREADS, whole_rounds=scope == "shared.dyn")
-        else:
-            self.schedule = schedule_llvm(func, VECTOR_LANES[self.real_dtype], scratch_bytes)
-        self.module: tvm.IRModule = self.schedule.mod
-        self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
-        # looking a function up in the executable costs more than running a small transform: do it once
-        self._function = None if self.is_cuda else self.executable["main"]
-        tables, indices = self.passes.constants()
-        self._constants = []
-        if self.passes.table_size:
-            self._constants.append(tables.astype(self.real_dtype))
-        if self.passes.index_size:
-            self._constants.append(indices)
-        self._device_constants: dict[str, list] = {}
-        logger.debug("%r: breakdown %s, %d passes, %d lanes per group, %d kernel(s), built in %.2f s", self,
-                     self.tree, len(self.passes.passes), self.lanes, self.kernels, time.perf_counter() - started)
+            return schedule_cuda_multikernel(self.template, CUDA_THREADS)
+        if self.is_cuda:
+            return schedule_cuda(self.template, CUDA_THREADS,
+                                 whole_rounds=self._scratch_bytes() > CUDA_STATIC_SHARED_LIMIT)
+        return schedule_llvm(self.template, VECTOR_LANES[self.real_dtype], self._scratch_bytes())
+
+    @property
+    def module(self) -> tvm.IRModule:
+        """The scheduled IRModule that is compiled."""
+        return self.schedule.mod
+
+    def _request(self) -> dict[str, Any]:
+        """The plan's request as JSON values (the plan cache's key, with the target)."""
+        return {"spec": dataclasses.asdict(self.spec), "batch": self.batch,
+                "input": dataclasses.asdict(self.input_layout), "output": dataclasses.asdict(self.output_layout)}
+
+    def __reduce__(self):
+        """Pickled as the arguments of `plan()`: unpickling plans again (loaded from the plan cache once compiled
+        there); the host CPU target ("llvm") stays the unpickling host's CPU."""
+        kind = self.target.kind.name
+        target = kind if str(self.target) == str(_named_target(kind)) else json.loads(str(self.target))
+        arguments = {"n": self.n, "batch": self.batch, "kind": self.kind, "direction": self.direction,
+                     "norm": self.norm, "dtype": self.dtype, "target": target,
+                     "istride": self.input_layout.stride, "idist": self.input_layout.distance,
+                     "ostride": self.output_layout.stride, "odist": self.output_layout.distance,
+                     "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit}
+        return functools.partial(plan, **arguments), ()
 
     # ---- the request, from the spec ----------------------------------------------------------------------
     n = property(lambda self: self.spec.n, doc="Logical transform size.")
@@ -151,18 +204,16 @@ class Plan:
         return frozenset(names)
 
     # ---- shapes and memory, read from the IR -------------------------------------------------------------
-    def _param_shape(self, index: int) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.module["main"].params[index].shape)
-
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """Shape of the input as a float array (complex data has a trailing dimension of 2)."""
-        return self._param_shape(0)
+        """Shape of the input as a float array (complex data has a trailing dimension of 2): the shape of the
+        operator's first parameter (`template.build_primfunc`)."""
+        return self.input_layout.shape(self.batch)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
         """Shape of the output as a float array (complex data has a trailing dimension of 2)."""
-        return self._param_shape(1)
+        return self.output_layout.shape(self.batch)
 
     @functools.cached_property
     def workspace_bytes(self) -> int:
