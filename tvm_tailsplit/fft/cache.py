@@ -140,17 +140,17 @@ def _versions() -> dict[str, str]:
             "llvm": str(codegen.llvm_version_major())}
 
 
-@functools.lru_cache(maxsize=16)
-def _target_fields(text: str) -> dict[str, Any]:
-    target = tvm.target.Target(text)
-    return {"target": text, "triple": codegen.llvm_get_system_triple(),
-            "features": sorted(codegen.llvm_get_cpu_features(target))}
+_target_fields: dict[str, dict[str, Any]] = {}
 
 
 def plan_key(request: dict[str, Any], target: tvm.target.Target) -> dict[str, Any]:
-    """The key of a plan: `request` (the spec's fields, batch, layouts: JSON values) with the target, the
-    versions and the generator's hash."""
-    return {"format": FORMAT, "request": request, **_target_fields(str(target)), "versions": _versions(),
+    """The key of a plan: `request` (the spec's fields, batch, layouts: JSON values) with the target (its JSON,
+    LLVM's triple and the target's CPU features), the versions and the generator's hash."""
+    text = str(target)
+    if text not in _target_fields:
+        _target_fields[text] = {"target": text, "triple": codegen.llvm_get_system_triple(),
+                                "features": sorted(codegen.llvm_get_cpu_features(target))}
+    return {"format": FORMAT, "request": request, **_target_fields[text], "versions": _versions(),
             "generator": _generator_hash()}
 
 
@@ -202,7 +202,7 @@ def load(key: dict[str, Any]) -> CachedPlan | None:
     meta_path = directory / f"{_name(key)}.json"
     try:
         text = meta_path.read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         _counts["missing"] += 1
         return None
     except (OSError, UnicodeDecodeError) as error:
