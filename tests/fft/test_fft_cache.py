@@ -238,7 +238,7 @@ CONCURRENT = """
     while not go.exists():
         time.sleep(0.005)
     plan = fft.plan(30, 4)
-    key = cache.plan_key(plan._request(), plan.target)
+    key = cache.plan_key(plan._request(plan.symbolic_batch), plan.target)
     loads = 0
     for _ in range(15):
         cache.store(key, plan.executable, plan.lanes, plan._constants, 0)
@@ -308,3 +308,22 @@ def test_an_unwritable_cache_only_costs_the_compile(cache_dir, caplog):
     counts = counts_after(lambda: check_c2c(fresh_plan(18, 2)))
     assert counts["stored"] == 0
     assert any("could not write the FFT plan cache entry" in record.getMessage() for record in caplog.records)
+
+
+def test_one_compiled_plan_serves_every_batch_of_one_transform_groups(cache_dir):
+    # n = 64 runs lane groups of one transform (vectorized inside the transform): one plan for batches 2, 3, ...
+    counts = counts_after(lambda: check_c2c(fresh_plan(64, 3)))
+    assert (counts["stored"], counts["loaded"]) == (1, 0)
+    for batch in (2, 5, 17):
+        counts = counts_after(lambda batch=batch: check_c2c(fresh_plan(64, batch), seed=batch))
+        assert (counts["stored"], counts["loaded"]) == (0, 1)
+        assert fresh_plan(64, batch).symbolic_batch
+    # a batch of 1 has its own plan (a serial group loop), and so has a transform in groups of several lanes
+    single = fresh_plan(64, 1)
+    assert not single.symbolic_batch and single.batch == 1
+    check_c2c(single)
+    grouped = fresh_plan(20, 6)
+    assert grouped.lanes > 1 and not grouped.symbolic_batch
+    check_c2c(grouped)
+    assert len(list(cache_dir.glob("*.json"))) == 3
+    assert "compiled once for every batch but 1" in fresh_plan(64, 4).describe()

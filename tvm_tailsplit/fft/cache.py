@@ -71,8 +71,10 @@ class PlanCacheWarning(UserWarning):
 
 @dataclasses.dataclass
 class CachedPlan:
-    """What a plan needs from a loaded entry: the compiled module, the lane count and the constant tables."""
+    """What a plan needs from a loaded entry: its key, the compiled module, the lane count and the constant
+    tables."""
 
+    key: dict[str, Any]
     module: tvm.runtime.Module
     lanes: int
     constants: list[np.ndarray]
@@ -194,20 +196,28 @@ def _checked_file(directory: Path, meta: dict[str, Any], kind: str) -> tuple[Pat
     return path, None
 
 
-def load(key: dict[str, Any]) -> CachedPlan | None:
-    """The cached plan of `key`, or None (cache disabled, no entry, or an unusable entry, reported)."""
+def load(*keys: dict[str, Any]) -> CachedPlan | None:
+    """The cached plan of the first of `keys` that has an entry, or None (cache disabled, no entry, or an
+    unusable entry, reported)."""
     directory = cache_dir()
     if directory is None:
         return None
-    meta_path = directory / f"{_name(key)}.json"
-    try:
-        text = meta_path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        _counts["missing"] += 1
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        _reject(meta_path, f"unreadable: {error}")
-        return None
+    for key in keys:
+        meta_path = directory / f"{_name(key)}.json"
+        try:
+            text = meta_path.read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, UnicodeDecodeError) as error:
+            _reject(meta_path, f"unreadable: {error}")
+            return None
+        return _load_entry(directory, meta_path, text, key)
+    _counts["missing"] += 1
+    return None
+
+
+def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]) -> CachedPlan | None:
+    """The plan of the entry whose metadata `meta_path` reads `text`, or None when it is unusable (reported)."""
     try:
         meta = json.loads(text)
         found = meta["key"]
@@ -240,7 +250,7 @@ def load(key: dict[str, Any]) -> CachedPlan | None:
         return None
     _counts["loaded"] += 1
     logger.debug("loaded the compiled plan %s from %s", key["request"], library_path)
-    return CachedPlan(module, lanes, constants)
+    return CachedPlan(key, module, lanes, constants)
 
 
 def _write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:

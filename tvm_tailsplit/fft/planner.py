@@ -99,11 +99,15 @@ class Plan:
         self.tree: Breakdown = spec.tree()
         self.is_cuda = self.target.kind.name == "cuda"
         self._device_constants: dict[str, list] = {}
-        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`)
-        key = None if self.is_cuda else cache.plan_key(self._request(), target)
-        cached = None if key is None else cache.load(key)
+        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`): the
+        # plan of any batch (`symbolic_batch`) or of this batch
+        keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic), target)
+                                        for symbolic in ((True, False) if batch > 1 else (False,))]
+        cached = cache.load(*keys) if keys else None
         if cached is None:
             self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
+            self.symbolic_batch = self._serves_any_batch()
+            key = None if self.is_cuda else keys[0 if self.symbolic_batch else -1]
             self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
             tables, indices = self.passes.constants()
             self._constants = []
@@ -115,6 +119,7 @@ class Plan:
                 cache.store(key, self.executable, self.lanes, self._constants, tvm_ffi.structural_hash(self.module))
         else:
             self.executable, self.lanes, self._constants = cached.module, cached.lanes, cached.constants
+            self.symbolic_batch = cached.key["request"]["batch"] is None
         # looking a function up in the executable costs more than running a small transform: do it once
         self._function = None if self.is_cuda else self.executable["main"]
         logger.debug("%r: breakdown %s, %d lanes per group, %s in %.3f s", self, self.tree, self.lanes,
@@ -145,7 +150,8 @@ class Plan:
         scope = "global"
         if self.is_cuda and self.kernels == 1:
             scope = "shared" if self._scratch_bytes() <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
-        return build_primfunc(self.passes, self.real_dtype, self.batch, self.lanes, self.input_layout,
+        batch = tvm.tirx.Var("batch", "int32") if self.symbolic_batch else self.batch
+        return build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
                               prefetch_bytes=0 if self.is_cuda else PREFETCH_BYTES,
                               prefetch_distance=PREFETCH_DISTANCE, loop_orders=not self.is_cuda)
@@ -165,9 +171,17 @@ class Plan:
         """The scheduled IRModule that is compiled."""
         return self.schedule.mod
 
-    def _request(self) -> dict[str, Any]:
-        """The plan's request as JSON values (the plan cache's key, with the target)."""
-        return {"spec": dataclasses.asdict(self.spec), "batch": self.batch,
+    def _serves_any_batch(self) -> bool:
+        """Whether the plan is compiled for any batch (a symbolic batch): on llvm, when its lane groups hold one
+        transform (no tail group) and the batch is not 1 (a batch of 1 keeps its serial group loop: launching a
+        parallel loop costs more than a small transform). Measured in bench/results/fft_cache.md: the plan of
+        any batch runs as fast as the plan of its batch."""
+        return not self.is_cuda and self.lanes == 1 and self.batch > 1
+
+    def _request(self, symbolic_batch: bool) -> dict[str, Any]:
+        """The plan's request as JSON values (the plan cache's key, with the target); the batch is None for the
+        plan of any batch."""
+        return {"spec": dataclasses.asdict(self.spec), "batch": None if symbolic_batch else self.batch,
                 "input": dataclasses.asdict(self.input_layout), "output": dataclasses.asdict(self.output_layout)}
 
     def __reduce__(self):
@@ -378,7 +392,8 @@ class Plan:
             f"formula: {self.formula}",
             f"input {self.input_shape} {self.input_layout}",
             f"output {self.output_shape} {self.output_layout}",
-            f"lanes per group: {self.lanes}; groups: "
+            f"lanes per group: {self.lanes}{' (compiled once for every batch but 1)' if self.symbolic_batch else ''}"
+            "; groups: "
             + ", ".join(f"{name} {groups}x{width}" for name, _, groups, width in lane_groups(self.batch,
                                                                                           self.lanes)),
             f"workspace: {self.workspace_bytes} bytes "

@@ -77,7 +77,8 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0
             continue  # a loop over cache lines: nothing to vectorize
         lane = loops[-1]
         lanes = sch.get(lane).extent.value
-        if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3:
+        if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3 and \
+                isinstance(sch.get(loops[-2]).extent, tirx.IntImm):  # a pass loop, not a symbolic group loop
             extent = sch.get(loops[-2]).extent.value
             scale = LARGE_INNER_VECTOR_SCALE if scratch_bytes > LARGE_SCRATCH_BYTES else INNER_VECTOR_SCALE
             for width in (scale * vector_width, vector_width):
@@ -89,7 +90,12 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, scratch_bytes: int = 0
         if lanes > 1:
             sch.vectorize(lane)
     for group in _group_loops(sch, blocks):
-        extent = sch.get(group).extent.value
+        extent = sch.get(group).extent
+        if not isinstance(extent, tirx.IntImm):
+            # a symbolic batch: the template's loop over at most PARALLEL_TASKS tasks of serial groups
+            sch.parallel(group)
+            continue
+        extent = extent.value
         if extent > 1:
             # parallel tasks of serial groups that share one scratch allocation (`lowering`)
             tasks = max(d for d in range(1, min(extent, PARALLEL_TASKS) + 1) if extent % d == 0)
