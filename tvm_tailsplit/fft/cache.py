@@ -6,7 +6,8 @@ triple and the target's CPU features), the versions of tvm_tailsplit, TVM, tvm_f
 the sha256 of the FFT generator's source files (`GENERATOR_SOURCES`). The generated IR is a deterministic
 function of the request, the tuning constants and these sources, so the sources' hash stands for a hash of the
 IR: building the IR to hash it would cost more than loading the plan (2-30 ms against 1 ms; bench/results/
-fft_cache.md). The structural hash of the scheduled IR is still recorded in the entry.
+fft_cache.md). The structural hash of the scheduled IR is still recorded in the entry. A plan compiled for any
+batch (`Plan.symbolic_batch`) has the batch None in its key: one entry serves every batch.
 
 The sha256 of the key (canonical JSON) names the entry: `<name>.json` holds the metadata (the key, the lane
 count, the IR hash, the file names, sizes and sha256 of the shared library and of the constant tables), the shared
@@ -271,8 +272,9 @@ def store(key: dict[str, Any], executable: Any, lanes: int, constants: list[np.n
     """Write the entry of `key` (an llvm executable, its lane count, constant tables and IR structural hash);
     returns its metadata path, or None when the cache is disabled or cannot be written (logged).
 
-    Only llvm plans are stored: a CUDA executable exports its host code but its device code only where a GPU
-    driver compiled it, so a CUDA plan is not cached (it compiles at its first call on the GPU)."""
+    Only llvm plans are stored. Without a GPU, a CUDA executable exports (its device module holds the CUDA
+    source only) but `load_module` refuses the library (no CUDA loader is registered without the driver), so CUDA
+    plans are not cached; they compile at their first call on the GPU (not tried on a machine with a GPU)."""
     directory = cache_dir()
     if directory is None:
         return None

@@ -2,7 +2,8 @@
 
 * llvm: the lane loop of every pass block (transforms of the batch side by side; scratch accesses are
   contiguous across lanes) is vectorized, and the group loop (lane groups of the batch) runs in parallel
-  on all cores, as at most `tuning.PARALLEL_TASKS` tasks of serial groups that share one scratch allocation. With
+  on all cores, as at most `tuning.PARALLEL_TASKS` tasks of serial groups that share one scratch allocation (a
+  symbolic batch arrives with that task loop from the template, which is made parallel as it is). With
   fewer lanes than a vector (one transform per group), the innermost loop over codelet instances of the
   pass is vectorized with them. The straight-line codelet bodies need no further scheduling; the prefetch
   blocks (`template`) are left as they are.

@@ -7,6 +7,9 @@ The lane loop is innermost so that the llvm schedule vectorizes across the batch
 outermost so that it runs in parallel (on llvm, a pass's loops nest in its `loop_order`, whose innermost
 loop the schedule vectorizes inside the transform in one-lane groups: see `passes._loop_order`); on CUDA the
 group is a thread block and the other loops are threads.
+The batch may be symbolic (a `tirx.Var`: one compiled plan for every batch) when the groups hold one transform
+(no tail group): the group loop is then a loop over at most `PARALLEL_TASKS` tasks of serial groups, the groups
+past the batch guarded (`T.where`), which the schedule runs in parallel.
 For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
 per pass over memory, see `multikernel`).
 
@@ -221,6 +224,7 @@ def build_primfunc(
     `prefetch_distance` bytes later, one cache line at a time, an equal share of the lines in each pass
     (`PREFETCH_BLOCK`; see `_emit_prefetch`).
     With `loop_orders`, the passes nest their loops in their `loop_order` (llvm).
+    `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds.
     """
     assignment = assign_buffers(passes)
     physical_size = {}
