@@ -1,6 +1,8 @@
 """Shared pytest set-up: the GPU, nvcc and CPU-feature markers skip with the precise reason where the tool or the
-instruction set is absent; ``--fuzz-cases=N`` sets how many random cases the TailSplit fuzzer checks."""
+instruction set is absent; ``--fuzz-cases=N`` sets how many random cases the TailSplit fuzzer checks; the FFT plan
+cache of the whole session (and of the processes it starts) is a temporary directory, never the user's."""
 
+import os
 import pathlib
 
 import pytest
@@ -42,3 +44,17 @@ def pytest_collection_modifyitems(config, items):
         for marker, (available, reason) in requirements.items():
             if marker in item.keywords and not available:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fft_plan_cache(tmp_path_factory):
+    """Point the FFT plan cache (`tvm_tailsplit.fft.cache`) at a directory of this session."""
+    saved = {name: os.environ.get(name) for name in ("TVM_TAILSPLIT_CACHE_DIR", "TVM_TAILSPLIT_CACHE")}
+    os.environ["TVM_TAILSPLIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("fft-plan-cache"))
+    os.environ.pop("TVM_TAILSPLIT_CACHE", None)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

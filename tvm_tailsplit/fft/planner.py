@@ -9,12 +9,14 @@ and index maps (`passes.build_passes`), emit the TIR template (`template.build_p
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
-over memory, the passes exchanging data through global scratch (`multikernel`). Everything the caller needs
-before the first call is read from the IR: `input_shape`, `output_shape` (the parameters' buffer shapes) and
-`workspace_bytes` (the scratch allocations left after TVM's buffer compaction). Plans are cached by their
-validated parameters (effort included), so `fft`, `ifft`, `rfft` and `irfft` (numpy's signatures and `norm`
-conventions) compile each shape once. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
-passed without a copy.
+over memory, the passes exchanging data through global scratch (`multikernel`). `input_shape` and
+`output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from the IR (the
+scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters (effort
+included) in the process, so the numpy/scipy functions compile each shape once, and compiled llvm plans on disk
+(`cache`, keyed by the request and its variant), so that a later process loads them instead of compiling: a
+loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`).
+Plans pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer):
+they are passed without a copy.
 Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
 searches at INFO (shown on stderr with `verbose=True`).
 """
@@ -22,7 +24,9 @@ searches at INFO (shown on stderr with `verbose=True`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import json
 import logging
 import math
 import sys
@@ -34,6 +38,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
+from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
 from .lowering import register_pipeline
@@ -85,9 +90,10 @@ class Plan:
     """A compiled FFT operator; build it with `plan(...)`."""
 
     def __init__(self, spec: FFTSpec, batch: int, target: tvm.target.Target, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout, variant: Variant | None = None) -> None:
+                 output_layout: ExternalLayout, variant: Variant | None = None, store: bool = True) -> None:
         """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts`, built as `variant` says
-        (None: `estimate_variant`, the rules of `tuning`); use `plan()`."""
+        (None: `estimate_variant`, the rules of `tuning`); use `plan()`. A compiled llvm plan is written to the
+        plan cache unless `store` is False (a search's candidates: `store_in_cache` writes the winner)."""
         started = time.perf_counter()
         self.spec, self.batch, self.target = spec, batch, target
         self.input_layout, self.output_layout = input_layout, output_layout
@@ -96,45 +102,119 @@ class Plan:
         # how the variant was chosen (`search.SearchReport`; None: by the rules, without timing)
         self.search = None
         self.tree: Breakdown = self.variant.tree(spec)
-        self.formula: Formula = formula_of(self.tree)
-        self.passes: PassList = self.variant.passes(spec)
         self.lanes = self.variant.lanes
-        scope = "global"
-        # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass
-        self.kernels = len(self.passes.passes) if self.is_cuda and self.variant.kernel_per_pass else 1
-        if self.is_cuda and self.kernels == 1:
-            group_scratch = scratch_bytes(spec, self.variant)
-            if group_scratch > CUDA_SHARED_LIMIT:
-                raise ValueError(f"variant {self.variant} needs {group_scratch} bytes of shared memory per block "
-                                 f"(at most {CUDA_SHARED_LIMIT}): it must have kernel_per_pass=True")
-            scope = "shared" if group_scratch <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
-        func = build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
-                              self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
-                              prefetch_bytes=self.variant.prefetch_bytes,
-                              prefetch_distance=self.variant.prefetch_distance,
-                              loop_orders=not self.is_cuda)
-        self.template = func
-        if self.kernels > 1:
-            self.schedule = schedule_cuda_multikernel(func, self.variant.cuda_threads)
-        elif self.is_cuda:
-            self.schedule = schedule_cuda(func, self.variant.cuda_threads, whole_rounds=scope == "shared.dyn")
+        self._device_constants: dict[str, list] = {}
+        if self.is_cuda and self.kernels == 1 and self._scratch_bytes() > CUDA_SHARED_LIMIT:
+            raise ValueError(f"variant {self.variant} needs {self._scratch_bytes()} bytes of shared memory per "
+                             f"block (at most {CUDA_SHARED_LIMIT}): it must have kernel_per_pass=True")
+        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`): the
+        # plan of any batch (`symbolic_batch`) or of this batch
+        self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic), target)
+                                                    for symbolic in ((True, False) if batch > 1 else (False,))]
+        cached = cache.load(*self._cache_keys) if self._cache_keys else None
+        if cached is None:
+            self.symbolic_batch = self._serves_any_batch()
+            self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
+            tables, indices = self.passes.constants()
+            self._constants = []
+            if self.passes.table_size:
+                self._constants.append(tables.astype(self.real_dtype))
+            if self.passes.index_size:
+                self._constants.append(indices)
+            self._stored = False
+            if store:
+                self.store_in_cache()
         else:
-            self.schedule = schedule_llvm(func, self.variant.vector_width, self.variant.inner_vector_scale,
-                                          self.variant.parallel_tasks)
-        self.module: tvm.IRModule = self.schedule.mod
-        self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
+            self.executable, self._constants = cached.module, cached.constants
+            self.symbolic_batch = cached.key["request"]["batch"] is None
+            self._stored = True
         # looking a function up in the executable costs more than running a small transform: do it once
         self._function = None if self.is_cuda else self.executable["main"]
-        tables, indices = self.passes.constants()
-        self._constants = []
-        if self.passes.table_size:
-            self._constants.append(tables.astype(self.real_dtype))
-        if self.passes.index_size:
-            self._constants.append(indices)
-        self._device_constants: dict[str, list] = {}
         self.build_seconds = time.perf_counter() - started
-        logger.debug("%r: breakdown %s, %d passes, %d lanes per group, %d kernel(s), built in %.2f s", self,
-                     self.tree, len(self.passes.passes), self.lanes, self.kernels, self.build_seconds)
+        logger.debug("%r: breakdown %s, variant %s, %s in %.3f s", self, self.tree, self.variant,
+                     "loaded" if cached else "built", self.build_seconds)
+
+    def store_in_cache(self) -> None:
+        """Write the compiled llvm plan to the plan cache (`cache`), once; CUDA plans are not cached."""
+        if self._stored or not self._cache_keys:
+            return
+        key = self._cache_keys[0 if self.symbolic_batch else -1]
+        cache.store(key, self.executable, self.lanes, self._constants, tvm_ffi.structural_hash(self.module))
+        self._stored = True
+
+    # ---- the IR, built on demand for a plan loaded from the cache ----------------------------------------
+    @functools.cached_property
+    def formula(self) -> Formula:
+        """The formula tree of the breakdown (`formula.formula_of`)."""
+        return formula_of(self.tree)
+
+    @functools.cached_property
+    def passes(self) -> PassList:
+        """The passes over memory (`passes.build_passes`) of the variant's breakdown."""
+        return self.variant.passes(self.spec)
+
+    @functools.cached_property
+    def kernels(self) -> int:
+        """CUDA kernels of the plan: one, or one per pass over memory (the variant's `kernel_per_pass`)."""
+        return len(self.passes.passes) if self.is_cuda and self.variant.kernel_per_pass else 1
+
+    def _scratch_bytes(self) -> int:
+        return scratch_bytes(self.spec, self.variant)
+
+    @functools.cached_property
+    def template(self) -> tvm.tirx.PrimFunc:
+        """The unscheduled TIR template (`template.build_primfunc`)."""
+        scope = "global"
+        if self.is_cuda and self.kernels == 1:
+            scope = "shared" if self._scratch_bytes() <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
+        batch = tvm.tirx.Var("batch", "int32") if self.symbolic_batch else self.batch
+        return build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
+                              self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
+                              prefetch_bytes=self.variant.prefetch_bytes,
+                              prefetch_distance=self.variant.prefetch_distance, loop_orders=not self.is_cuda,
+                              parallel_tasks=self.variant.parallel_tasks)
+
+    @functools.cached_property
+    def schedule(self) -> s_tir.Schedule:
+        """The template scheduled for the target (`schedule`, `multikernel`)."""
+        if self.kernels > 1:
+            return schedule_cuda_multikernel(self.template, self.variant.cuda_threads)
+        if self.is_cuda:
+            return schedule_cuda(self.template, self.variant.cuda_threads,
+                                 whole_rounds=self._scratch_bytes() > CUDA_STATIC_SHARED_LIMIT)
+        return schedule_llvm(self.template, self.variant.vector_width, self.variant.inner_vector_scale,
+                             self.variant.parallel_tasks)
+
+    @property
+    def module(self) -> tvm.IRModule:
+        """The scheduled IRModule that is compiled."""
+        return self.schedule.mod
+
+    def _serves_any_batch(self) -> bool:
+        """Whether the plan is compiled for any batch (a symbolic batch): on llvm, when its lane groups hold one
+        transform (no tail group) and the batch is not 1 (a batch of 1 keeps its serial group loop: launching a
+        parallel loop costs more than a small transform). Measured in bench/results/fft_cache.md: the plan of
+        any batch runs as fast as the plan of its batch."""
+        return not self.is_cuda and self.lanes == 1 and self.batch > 1
+
+    def _request(self, symbolic_batch: bool) -> dict[str, Any]:
+        """The plan's request as JSON values (the plan cache's key, with the target); the batch is None for the
+        plan of any batch."""
+        return {"spec": dataclasses.asdict(self.spec), "batch": None if symbolic_batch else self.batch,
+                "input": dataclasses.asdict(self.input_layout), "output": dataclasses.asdict(self.output_layout),
+                "variant": self.variant.to_dict()}
+
+    def __reduce__(self):
+        """Pickled as the arguments of `plan()` with the plan's variant: unpickling plans again (loaded from the
+        plan cache once compiled there); the host CPU target ("llvm") stays the unpickling host's CPU."""
+        kind = self.target.kind.name
+        target = kind if str(self.target) == str(_named_target(kind)) else json.loads(str(self.target))
+        arguments = {"n": self.n, "batch": self.batch, "kind": self.kind, "direction": self.direction,
+                     "norm": self.norm, "dtype": self.dtype, "target": target,
+                     "istride": self.input_layout.stride, "idist": self.input_layout.distance,
+                     "ostride": self.output_layout.stride, "odist": self.output_layout.distance,
+                     "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit, "variant": self.variant}
+        return functools.partial(plan, **arguments), ()
 
     # ---- the request, from the spec ----------------------------------------------------------------------
     n = property(lambda self: self.spec.n, doc="Logical transform size.")
@@ -158,18 +238,16 @@ class Plan:
         return frozenset(names)
 
     # ---- shapes and memory, read from the IR -------------------------------------------------------------
-    def _param_shape(self, index: int) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.module["main"].params[index].shape)
-
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """Shape of the input as a float array (complex data has a trailing dimension of 2)."""
-        return self._param_shape(0)
+        """Shape of the input as a float array (complex data has a trailing dimension of 2): the shape of the
+        operator's first parameter (`template.build_primfunc`)."""
+        return self.input_layout.shape(self.batch)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
         """Shape of the output as a float array (complex data has a trailing dimension of 2)."""
-        return self._param_shape(1)
+        return self.output_layout.shape(self.batch)
 
     @functools.cached_property
     def workspace_bytes(self) -> int:
@@ -336,7 +414,8 @@ class Plan:
             f"input {self.input_shape} {self.input_layout}",
             f"output {self.output_shape} {self.output_layout}",
             f"variant: {self.variant}",
-            f"lanes per group: {self.lanes}; groups: "
+            f"lanes per group: {self.lanes}{' (compiled once for every batch but 1)' if self.symbolic_batch else ''}"
+            "; groups: "
             + ", ".join(f"{name} {groups}x{width}" for name, _, groups, width in lane_groups(self.batch,
                                                                                           self.lanes)),
             f"workspace: {self.workspace_bytes} bytes "
@@ -412,9 +491,16 @@ class _TargetKey:
 
 @functools.lru_cache(maxsize=256)
 def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout, effort: str, rounds: int, lanes: int | None) -> Plan:
+                 output_layout: ExternalLayout, effort: str, rounds: int, lanes: int | None,
+                 variant: Variant | None) -> Plan:
     cuda = target.target.kind.name == "cuda"
+    if variant is not None:
+        return Plan(spec, batch, target.target, input_layout, output_layout, variant)
     estimate = estimate_variant(spec, batch, cuda, lanes)
+
+    def candidate(variant: Variant) -> Plan:
+        # a search's candidates stay out of the plan cache; the winner is stored below
+        return Plan(spec, batch, target.target, input_layout, output_layout, variant, store=False)
 
     def build(variant: Variant | None = None) -> Plan:
         return Plan(spec, batch, target.target, input_layout, output_layout, variant or estimate)
@@ -430,7 +516,8 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
                                      "recorded by an earlier search (wisdom), not timed again")
         logger.info("fft plan (%s) of %r from wisdom: %s", effort, result, result.search.winner)
         return result
-    result, report = search(effort, build(), build, estimate, threads, rounds)
+    result, report = search(effort, build(), candidate, estimate, threads, rounds)
+    result.store_in_cache()
     result.search = report
     if report.source == "timed":
         record(key, effort, result.variant)
@@ -475,6 +562,7 @@ def plan(
     effort: str = "estimate",
     verbose: bool = False,
     rounds: int = ROUNDS,
+    variant: Variant | None = None,
 ) -> Plan:
     """Compile (once; plans are cached by their parameters) an FFT operator for `batch` transforms of size n.
 
@@ -492,6 +580,7 @@ def plan(
     median), keeping the fastest (never the estimate variant's inferior); "patient" searches wider (`search`).
     A searched problem whose winner is in the wisdom (`import_wisdom`) is built from it without timing.
     verbose: show the search's progress (INFO records of the `tvm_tailsplit.fft` logger) on stderr.
+    variant: build exactly this `Variant` (e.g. another plan's `plan.variant`), without rules or search.
     A wrong type raises TypeError, a wrong value ValueError, naming the argument.
     """
     if kind == "c2r" and direction == "forward":
@@ -506,9 +595,14 @@ def plan(
     rounds = check_int("rounds", rounds, 1)
     if lanes is not None:
         lanes = min(check_int("lanes", lanes, 1), batch)
+    if variant is not None:
+        if not isinstance(variant, Variant):
+            raise TypeError(f"variant must be a tvm_tailsplit.fft.Variant, got {variant!r} ({type(variant).__name__})")
+        if lanes is not None or effort != "estimate":
+            raise ValueError("variant fixes every choice of the plan: give it without lanes= or a searching effort=")
     with _progress(verbose):
         return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout, effort,
-                            rounds, lanes)
+                            rounds, lanes, variant)
 
 
 def _norm(norm: str | None) -> str:

@@ -2,7 +2,8 @@
 
 * llvm: the lane loop of every pass block (transforms of the batch side by side; scratch accesses are
   contiguous across lanes) is vectorized, and the group loop (lane groups of the batch) runs in parallel
-  on all cores, as at most `tuning.PARALLEL_TASKS` tasks of serial groups that share one scratch allocation. With
+  on all cores, as at most `tuning.PARALLEL_TASKS` tasks of serial groups that share one scratch allocation (a
+  symbolic batch arrives with that task loop from the template, which is made parallel as it is). With
   fewer lanes than a vector (one transform per group), the innermost loop over codelet instances of the
   pass is vectorized with them. The straight-line codelet bodies need no further scheduling; the prefetch
   blocks (`template`) are left as they are.
@@ -84,7 +85,8 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
             continue  # a loop over cache lines: nothing to vectorize
         lane = loops[-1]
         lanes = sch.get(lane).extent.value
-        if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3:
+        if lanes < vector_width and vector_width % lanes == 0 and len(loops) >= 3 and \
+                isinstance(sch.get(loops[-2]).extent, tirx.IntImm):  # a pass loop, not a symbolic group loop
             extent = sch.get(loops[-2]).extent.value
             for width in (inner_vector_scale * vector_width, vector_width):
                 if extent % (width // lanes) == 0:
@@ -95,7 +97,12 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
         if lanes > 1:
             sch.vectorize(lane)
     for group in _group_loops(sch, blocks):
-        extent = sch.get(group).extent.value
+        extent = sch.get(group).extent
+        if not isinstance(extent, tirx.IntImm):
+            # a symbolic batch: the template's loop over at most PARALLEL_TASKS tasks of serial groups
+            sch.parallel(group)
+            continue
+        extent = extent.value
         if extent > 1:
             # parallel tasks of serial groups that share one scratch allocation (`lowering`)
             tasks = max(d for d in range(1, min(extent, parallel_tasks) + 1) if extent % d == 0)

@@ -7,6 +7,9 @@ The lane loop is innermost so that the llvm schedule vectorizes across the batch
 outermost so that it runs in parallel (on llvm, a pass's loops nest in its `loop_order`, whose innermost
 loop the schedule vectorizes inside the transform in one-lane groups: see `passes._loop_order`); on CUDA the
 group is a thread block and the other loops are threads.
+The batch may be symbolic (a `tirx.Var`: one compiled plan for every batch) when the groups hold one transform
+(no tail group): the group loop is then a loop over at most `parallel_tasks` tasks of serial groups, the groups
+past the batch guarded (`T.where`), which the schedule runs in parallel.
 For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
 per pass over memory, see `multikernel`).
 
@@ -26,6 +29,7 @@ plan's precision) and the Rader permutations from the int32 argument `indices`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -35,7 +39,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
 from .passes import PassList, View
-from .tuning import CACHE_LINE
+from .tuning import CACHE_LINE, PARALLEL_TASKS
 
 __all__ = ["ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups", "physical_scratch_elements"]
 
@@ -183,8 +187,13 @@ class _Emitter:
             T.buffer_store(buffer, value[1], [self.group, 1, index, self.lane])
 
 
-def lane_groups(batch: int, lanes: int) -> list[tuple[str, int, int, int]]:
-    """(name, first transform, groups, lanes) of the full lane groups and of the tail group."""
+def lane_groups(batch, lanes: int) -> list[tuple[str, int, int, int]]:
+    """(name, first transform, groups, lanes) of the full lane groups and of the tail group. A symbolic batch
+    (a `tirx.Var`) has groups of one transform (`lanes` 1), without a tail group."""
+    if not isinstance(batch, int):
+        if lanes != 1:
+            raise ValueError(f"a symbolic batch needs lane groups of 1 transform, got lanes={lanes}")
+        return [("main", 0, batch, 1)]
     groups = []
     if batch // lanes:
         groups.append(("main", 0, batch // lanes, lanes))
@@ -205,6 +214,7 @@ def build_primfunc(
     prefetch_bytes: int = 0,
     prefetch_distance: int = 0,
     loop_orders: bool = False,
+    parallel_tasks: int = PARALLEL_TASKS,
 ) -> tirx.PrimFunc:
     """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
 
@@ -215,6 +225,8 @@ def build_primfunc(
     `prefetch_distance` bytes later, one cache line at a time, an equal share of the lines in each pass
     (`PREFETCH_BLOCK`; see `_emit_prefetch`).
     With `loop_orders`, the passes nest their loops in their `loop_order` (llvm).
+    `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds;
+    the groups of a symbolic batch run as at most `parallel_tasks` tasks.
     """
     assignment = assign_buffers(passes)
     physical_size = {}
@@ -240,10 +252,17 @@ def build_primfunc(
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
-                    with T.serial(groups) as group_loop:
+                    with contextlib.ExitStack() as loops:
+                        if isinstance(groups, int):
+                            group_loop = loops.enter_context(T.serial(groups))
+                        else:
+                            per_task = tirx.floordiv(groups + parallel_tasks - 1, parallel_tasks)
+                            task = loops.enter_context(T.serial(tirx.floordiv(groups + per_task - 1, per_task)))
+                            group_loop = task * per_task + loops.enter_context(T.serial(per_task))
                         for number, p in segment:
                             prefetch = None
-                            if prefetch_bytes and groups > 1 and not kernel_per_pass:
+                            if prefetch_bytes and not kernel_per_pass and (not isinstance(groups, int)
+                                                                           or groups > 1):
                                 prefetch = functools.partial(_emit_prefetch, external, variant, group_loop, groups,
                                                              width, first, batch, itemsize, prefetch_bytes,
                                                              prefetch_distance, number, len(segment))
@@ -297,6 +316,8 @@ def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, fir
     with T.serial(per_iteration) as line_loop:
         with T.sblock(f"{PREFETCH_BLOCK}_{variant}_{name}_{part}"):
             group = T.axis.spatial(groups, group_loop)
+            if not isinstance(groups, int):
+                T.where(group_loop < groups)
             offset = outer * per_iteration + line_loop if spread else line_loop
             line = T.axis.spatial(lines, offset + start)
             # the last groups prefetch the batch's last group again: the start is clamped once per group, so
@@ -328,6 +349,8 @@ def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scrat
         loop_vars[position] = var
     with T.sblock(name):
         group = T.axis.spatial(groups, group_loop)
+        if not isinstance(groups, int):
+            T.where(group_loop < groups)
         block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
         lane = T.axis.spatial(width, loop_vars[-1])
         emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane)

@@ -1,0 +1,302 @@
+"""Persistent cache of compiled llvm plans: a plan compiled once is loaded by every later process.
+
+Algorithm: a plan's entry is keyed by everything its compiled code depends on: the transform request (the
+`spec.FFTSpec` fields), the batch and the input and output layouts, the target (its JSON with `mcpu`, LLVM's
+triple and the target's CPU features), the versions of tvm_tailsplit, TVM, tvm_ffi and LLVM, and the generator:
+the sha256 of the FFT generator's source files (`GENERATOR_SOURCES`). The generated IR is a deterministic
+function of the request, the tuning constants and these sources, so the sources' hash stands for a hash of the
+IR: building the IR to hash it would cost more than loading the plan (2-30 ms against 1 ms; bench/results/
+fft_cache.md). The structural hash of the scheduled IR is still recorded in the entry. A plan compiled for any
+batch (`Plan.symbolic_batch`) has the batch None in its key: one entry serves every batch.
+
+The sha256 of the key (canonical JSON) names the entry: `<name>.json` holds the metadata (the key, the lane
+count, the IR hash, the file names, sizes and sha256 of the shared library and of the constant tables), the shared
+library `<name>-<sha>.so` (`Executable.export_library`) and the tables `<name>-<sha>.npz` (the twiddles and
+Rader permutations of the passes, loaded without pickle). The data files are named by their content's
+hash and the metadata is written last, each through a temporary file in the same directory and an atomic
+`os.replace`: a reader sees either the old entry or the new one, and two processes filling the same entry at
+once both leave a complete, valid entry (identical content keeps its name; the metadata names files that exist).
+
+Loading checks the metadata's key against the expected one and the files' sha256 against the metadata: an
+unreadable (truncated, garbage) metadata file, a stale entry (other versions), a foreign one (another target or
+request), a truncated or modified library or table file, or a library that does not load is reported with a
+`PlanCacheWarning` and a logger warning naming the file and the reason, and the plan is rebuilt and its entry
+overwritten. A cache directory that cannot be written only costs the compile (logged).
+
+The directory is `$TVM_TAILSPLIT_CACHE_DIR`, else `$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without
+XDG_CACHE_HOME); `TVM_TAILSPLIT_CACHE=0` disables the cache, and `set_cache_dir` / `using_cache_dir` override
+both from Python (None disables). CUDA plans are not cached (see `store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm.target import codegen
+
+__all__ = ["ENVIRONMENT", "FORMAT", "GENERATOR_SOURCES", "CachedPlan", "PlanCacheWarning", "cache_dir", "load",
+           "plan_key", "set_cache_dir", "stats", "store", "using_cache_dir"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+# the layout of an entry; entries of another format are stale
+FORMAT = 1
+# the files whose code decides the generated IR (relative to the tvm_tailsplit package)
+GENERATOR_SOURCES = ("fft/*.py", "ir_utils.py")
+ENVIRONMENT = "environment"  # `set_cache_dir` value: follow the environment variables
+
+_setting: Any = ENVIRONMENT
+_counts: Counter = Counter()
+
+
+class PlanCacheWarning(UserWarning):
+    """A cache entry that cannot be used (truncated, garbage, stale or foreign): the plan is rebuilt."""
+
+
+@dataclasses.dataclass
+class CachedPlan:
+    """What a plan needs from a loaded entry: its key, the compiled module, the lane count and the constant
+    tables."""
+
+    key: dict[str, Any]
+    module: tvm.runtime.Module
+    lanes: int
+    constants: list[np.ndarray]
+
+
+def cache_dir() -> Path | None:
+    """The cache directory in effect, or None when the cache is disabled."""
+    if _setting != ENVIRONMENT:
+        return _setting
+    if os.environ.get("TVM_TAILSPLIT_CACHE", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    if os.environ.get("TVM_TAILSPLIT_CACHE_DIR"):
+        return Path(os.environ["TVM_TAILSPLIT_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tvm_tailsplit" / "fft"
+
+
+def set_cache_dir(path: str | os.PathLike | None) -> Any:
+    """Use `path` as the cache directory in this process (None disables the cache, `ENVIRONMENT` follows the
+    environment variables again); returns the previous setting, to pass back."""
+    global _setting
+    if path is not None and path != ENVIRONMENT and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a directory path, None or cache.ENVIRONMENT, got {path!r} "
+                        f"({type(path).__name__})")
+    previous = _setting
+    _setting = path if path is None or path == ENVIRONMENT else Path(path)
+    return previous
+
+
+@contextlib.contextmanager
+def using_cache_dir(path: str | os.PathLike | None) -> Iterator[Path | None]:
+    """`set_cache_dir(path)` for the duration of a `with` block; yields the directory in effect."""
+    previous = set_cache_dir(path)
+    try:
+        yield cache_dir()
+    finally:
+        set_cache_dir(previous)
+
+
+def stats() -> dict[str, int]:
+    """Counts of this process's cache events: `loaded`, `missing`, `rejected` (reported and rebuilt), `stored`."""
+    return {name: _counts[name] for name in ("loaded", "missing", "rejected", "stored")}
+
+
+@functools.cache
+def _generator_hash() -> str:
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for pattern in GENERATOR_SOURCES:
+        for path in sorted(root.glob(pattern)):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    try:
+        # the Version line itself: `importlib.metadata.version` imports the email parser, 10 ms of a 2 ms load
+        metadata = importlib.metadata.distribution("tvm-tailsplit").read_text("METADATA") or ""
+        package = next((line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                        if line.startswith("Version:")), "unknown")
+    except importlib.metadata.PackageNotFoundError:
+        package = "unknown"
+    return {"tvm_tailsplit": package, "tvm": tvm.__version__, "tvm_ffi": tvm_ffi.__version__,
+            "llvm": str(codegen.llvm_version_major())}
+
+
+_target_fields: dict[str, dict[str, Any]] = {}
+
+
+def plan_key(request: dict[str, Any], target: tvm.target.Target) -> dict[str, Any]:
+    """The key of a plan: `request` (the spec's fields, batch, layouts: JSON values) with the target (its JSON,
+    LLVM's triple and the target's CPU features), the versions and the generator's hash."""
+    text = str(target)
+    if text not in _target_fields:
+        _target_fields[text] = {"target": text, "triple": codegen.llvm_get_system_triple(),
+                                "features": sorted(codegen.llvm_get_cpu_features(target))}
+    return {"format": FORMAT, "request": request, **_target_fields[text], "versions": _versions(),
+            "generator": _generator_hash()}
+
+
+def _name(key: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _reject(path: Path, reason: str) -> None:
+    message = f"FFT plan cache entry {path} is unusable ({reason}); rebuilding it"
+    _counts["rejected"] += 1
+    logger.warning(message)
+    warnings.warn(message, PlanCacheWarning, stacklevel=4)
+
+
+def _mismatch(found: dict[str, Any], key: dict[str, Any]) -> str:
+    """Why an entry's key differs from the expected one, in words."""
+    if found.get("format") != key["format"]:
+        return f"stale: cache format {found.get('format')!r}, this version uses {key['format']}"
+    if found.get("versions") != key["versions"] or found.get("generator") != key["generator"]:
+        return (f"stale: written by versions {found.get('versions')} with generator "
+                f"{str(found.get('generator'))[:12]}, this process has {key['versions']} with generator "
+                f"{key['generator'][:12]}")
+    for field in ("target", "triple", "features"):
+        if found.get(field) != key[field]:
+            return f"foreign: built for {field} {found.get(field)!r}, not {key[field]!r}"
+    return f"foreign: built for the request {found.get('request')!r}, not {key['request']!r}"
+
+
+def _checked_file(directory: Path, meta: dict[str, Any], kind: str) -> tuple[Path, str | None]:
+    """The entry's `kind` ("library", "constants") file and why it is unusable (None when its size and sha256
+    match the metadata)."""
+    path = directory / str(meta[kind])
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return path, f"{kind} file unreadable: {error.strerror or error}"
+    if len(data) != meta[f"{kind}_bytes"]:
+        return path, f"{kind} file truncated or modified: {len(data)} bytes, the metadata says {meta[f'{kind}_bytes']}"
+    if hashlib.sha256(data).hexdigest() != meta[f"{kind}_sha256"]:
+        return path, f"{kind} file modified: its sha256 differs from the metadata's"
+    return path, None
+
+
+def load(*keys: dict[str, Any]) -> CachedPlan | None:
+    """The cached plan of the first of `keys` that has an entry, or None (cache disabled, no entry, or an
+    unusable entry, reported)."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    for key in keys:
+        meta_path = directory / f"{_name(key)}.json"
+        try:
+            text = meta_path.read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, UnicodeDecodeError) as error:
+            _reject(meta_path, f"unreadable: {error}")
+            return None
+        return _load_entry(directory, meta_path, text, key)
+    _counts["missing"] += 1
+    return None
+
+
+def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]) -> CachedPlan | None:
+    """The plan of the entry whose metadata `meta_path` reads `text`, or None when it is unusable (reported)."""
+    try:
+        meta = json.loads(text)
+        found = meta["key"]
+        files = {kind: (meta[kind], meta[f"{kind}_bytes"], meta[f"{kind}_sha256"]) for kind in ("library", "constants")}
+        lanes = int(meta["lanes"])
+    except (ValueError, KeyError, TypeError) as error:
+        _reject(meta_path, f"not a plan cache entry (truncated or garbage metadata: {type(error).__name__}: {error})")
+        return None
+    if found != key:
+        _reject(meta_path, _mismatch(found if isinstance(found, dict) else {}, key))
+        return None
+    if any(not isinstance(name, str) or "/" in name or os.sep in name for name, _, _ in files.values()):
+        _reject(meta_path, "foreign: its file names point outside the cache directory")
+        return None
+    for kind in ("library", "constants"):
+        path, problem = _checked_file(directory, meta, kind)
+        if problem:
+            _reject(path, problem)
+            return None
+    constants_path = directory / meta["constants"]
+    library_path = directory / meta["library"]
+    try:
+        with np.load(constants_path, allow_pickle=False) as tables:
+            constants = [tables[f"arr_{index}"] for index in range(len(tables.files))]
+        module = tvm.runtime.load_module(str(library_path))
+        module["main"]  # noqa: B018 - a library without the operator is foreign
+    except Exception as error:  # numpy, dlopen and TVM report a bad file each with their own error types
+        first_line = (str(error).splitlines() or [""])[0]
+        _reject(library_path, f"does not load: {type(error).__name__}: {first_line}")
+        return None
+    _counts["loaded"] += 1
+    logger.debug("loaded the compiled plan %s from %s", key["request"], library_path)
+    return CachedPlan(key, module, lanes, constants)
+
+
+def _write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
+    """Write a file through `write(path)` under a temporary name in `directory`; returns (temporary path, size,
+    sha256)."""
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    os.close(handle)
+    try:
+        write(temporary)
+        data = Path(temporary).read_bytes()
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return Path(temporary), len(data), hashlib.sha256(data).hexdigest()
+
+
+def store(key: dict[str, Any], executable: Any, lanes: int, constants: list[np.ndarray], ir_hash: int) -> Path | None:
+    """Write the entry of `key` (an llvm executable, its lane count, constant tables and IR structural hash);
+    returns its metadata path, or None when the cache is disabled or cannot be written (logged).
+
+    Only llvm plans are stored. Without a GPU, a CUDA executable exports (its device module holds the CUDA
+    source only) but `load_module` refuses the library (no CUDA loader is registered without the driver), so CUDA
+    plans are not cached; they compile at their first call on the GPU (not tried on a machine with a GPU)."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    name = _name(key)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = {"key": key, "lanes": lanes, "ir_structural_hash": ir_hash,
+                                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        writers = {"library": (".so", executable.export_library),
+                   "constants": (".npz", lambda path: np.savez(path, *constants))}
+        for kind, (suffix, write) in writers.items():
+            temporary, size, digest = _write_atomic(directory, suffix, write)
+            final = f"{name}-{digest[:16]}{suffix}"
+            os.replace(temporary, directory / final)
+            meta.update({kind: final, f"{kind}_bytes": size, f"{kind}_sha256": digest})
+        text = json.dumps(meta, indent=1, sort_keys=True)
+        temporary, _, _ = _write_atomic(directory, ".json", lambda path: Path(path).write_text(text))
+        os.replace(temporary, directory / f"{name}.json")
+    except Exception as error:  # a read-only or full disk, a missing linker: the plan works without its entry
+        logger.warning("could not write the FFT plan cache entry %s in %s: %s: %s", name, directory,
+                       type(error).__name__, error)
+        return None
+    _counts["stored"] += 1
+    logger.debug("stored the compiled plan %s as %s", key["request"], directory / f"{name}.json")
+    return directory / f"{name}.json"
