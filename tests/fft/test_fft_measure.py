@@ -234,3 +234,65 @@ def test_cuda_variants_compile_with_nvcc(change):
     assert kernels and max(kernels.values()) <= variant.cuda_threads
     assert len(kernels) == (len(p.passes.passes) if variant.kernel_per_pass else 1)
     assert compile_cuda_source(source, "sm_80")
+
+
+# a process that makes a measure plan in the cache directory of its environment and reports how it was chosen
+MEASURE_PROCESS = """
+import json
+import numpy as np
+from tvm_tailsplit import fft
+from tvm_tailsplit.fft import cache, planner, search
+
+search.ROUND_SECONDS = 0.001
+compiles = []
+compile_plan = planner._compile
+planner._compile = lambda *args: compiles.append(1) or compile_plan(*args)
+p = fft.plan(24, 4, effort="measure", rounds=1)
+x = (np.arange(96) % 7 - 3j * (np.arange(96) % 5)).reshape(4, 24).astype(np.complex64)
+error = float(np.linalg.norm(p(x) - np.fft.fft(x)) / np.linalg.norm(np.fft.fft(x)))
+print(json.dumps({"source": p.search.source, "variant": repr(p.variant), "compiles": len(compiles),
+                  "error": error, **cache.stats()}))
+"""
+
+
+def run_process(code: str, cache_dir) -> dict:
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).parent.parent.parent
+    env = {**os.environ, "TVM_TAILSPLIT_CACHE_DIR": str(cache_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env.pop("TVM_TAILSPLIT_CACHE", None)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_path):
+    first = run_process(MEASURE_PROCESS, tmp_path)
+    assert first["source"] == "timed" and first["compiles"] >= 2 and first["error"] < 1e-5
+    assert (tmp_path / wisdom.WISDOM_FILE).exists()
+    second = run_process(MEASURE_PROCESS, tmp_path)
+    # the earlier search's winner, loaded from the plan cache: nothing timed, nothing compiled
+    assert (second["source"], second["variant"], second["compiles"]) == ("wisdom", first["variant"], 0)
+    assert second["loaded"] >= 1 and second["error"] < 1e-5
+
+
+def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it(tmp_path, monkeypatch, recwarn):
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    saved = json.loads(fft.export_wisdom())
+    saved["entries"] = [{"problem": {"made": "up"}, "effort": "measure",
+                         "variant": dataclasses.asdict(estimate_variant(FFTSpec(16), 4, False))}]
+    path = tmp_path / wisdom.WISDOM_FILE
+    path.write_text(json.dumps({**saved, "tvm": "0.1.0"}))
+    assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None
+    assert not [w for w in recwarn if "wisdom" in str(w.message)]  # the user's cache, not their input: no warning
+    path.write_text(json.dumps(saved))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is not None
+    fft.forget_wisdom(saved=True)
+    assert not path.exists()
+    assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None

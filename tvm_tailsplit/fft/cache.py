@@ -52,7 +52,7 @@ import tvm_ffi
 from tvm.target import codegen
 
 __all__ = ["ENVIRONMENT", "FORMAT", "GENERATOR_SOURCES", "CachedPlan", "PlanCacheWarning", "cache_dir", "load",
-           "plan_key", "set_cache_dir", "stats", "store", "using_cache_dir"]
+           "plan_key", "set_cache_dir", "stats", "store", "using_cache_dir", "versions", "write_atomic"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -131,7 +131,8 @@ def _generator_hash() -> str:
 
 
 @functools.cache
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The versions that compiled code and timings depend on: tvm_tailsplit, TVM, tvm_ffi and LLVM."""
     try:
         # the Version line itself: `importlib.metadata.version` imports the email parser, 10 ms of a 2 ms load
         metadata = importlib.metadata.distribution("tvm-tailsplit").read_text("METADATA") or ""
@@ -153,7 +154,7 @@ def plan_key(request: dict[str, Any], target: tvm.target.Target) -> dict[str, An
     if text not in _target_fields:
         _target_fields[text] = {"target": text, "triple": codegen.llvm_get_system_triple(),
                                 "features": sorted(codegen.llvm_get_cpu_features(target))}
-    return {"format": FORMAT, "request": request, **_target_fields[text], "versions": _versions(),
+    return {"format": FORMAT, "request": request, **_target_fields[text], "versions": versions(),
             "generator": _generator_hash()}
 
 
@@ -254,7 +255,7 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
     return CachedPlan(key, module, lanes, constants)
 
 
-def _write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
+def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
     """Write a file through `write(path)` under a temporary name in `directory`; returns (temporary path, size,
     sha256)."""
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
@@ -286,12 +287,12 @@ def store(key: dict[str, Any], executable: Any, lanes: int, constants: list[np.n
         writers = {"library": (".so", executable.export_library),
                    "constants": (".npz", lambda path: np.savez(path, *constants))}
         for kind, (suffix, write) in writers.items():
-            temporary, size, digest = _write_atomic(directory, suffix, write)
+            temporary, size, digest = write_atomic(directory, suffix, write)
             final = f"{name}-{digest[:16]}{suffix}"
             os.replace(temporary, directory / final)
             meta.update({kind: final, f"{kind}_bytes": size, f"{kind}_sha256": digest})
         text = json.dumps(meta, indent=1, sort_keys=True)
-        temporary, _, _ = _write_atomic(directory, ".json", lambda path: Path(path).write_text(text))
+        temporary, _, _ = write_atomic(directory, ".json", lambda path: Path(path).write_text(text))
         os.replace(temporary, directory / f"{name}.json")
     except Exception as error:  # a read-only or full disk, a missing linker: the plan works without its entry
         logger.warning("could not write the FFT plan cache entry %s in %s: %s: %s", name, directory,

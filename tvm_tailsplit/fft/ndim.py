@@ -89,6 +89,20 @@ class Node:
         return (a, elements, b) + pair if a > 1 else (elements, b) + pair
 
     @functools.cached_property
+    def function(self) -> tirx.PrimFunc:
+        """The 1-D plan's scheduled PrimFunc for this node's A·B transforms (a plan compiled for any batch,
+        `Plan.symbolic_batch`, specialized to it)."""
+        func = self.plan.module["main"]
+        data = func.params[0]
+        if isinstance(data.shape[0], tirx.IntImm):
+            return func
+        a, _, b = self.view
+        static = tirx.decl_buffer((a * b, *data.shape[1:]), data.dtype, data.name, strides=data.strides,
+                                  elem_offset=data.elem_offset, data_alignment=data.data_alignment,
+                                  offset_factor=data.offset_factor)
+        return func.specialize({func.params[0]: static})
+
+    @functools.cached_property
     def parallel_tasks(self) -> int:
         """The extent of the plan's parallel loop over lane-group tasks (1 if none)."""
         extents = [1]
@@ -97,7 +111,7 @@ class Node:
             if loop.kind == tirx.ForKind.PARALLEL:
                 extents.append(int(loop.extent))
 
-        tvm_ffi.structural_walk(self.plan.module["main"].body, (tirx.For, on_for))
+        tvm_ffi.structural_walk(self.function.body, (tirx.For, on_for))
         return max(extents)
 
     @property
@@ -129,7 +143,7 @@ def _node_lanes(a: int, b: int, real_dtype: str) -> int | None:
 def _relaid_function(node: Node) -> tirx.PrimFunc:
     """The node's scheduled PrimFunc with its buffers laid out as the (A, N, B) view and its parameters in
     call_tir order: input, constant tables, output."""
-    func = node.plan.module["main"]
+    func = node.function
     a, _, b = node.view
     if b > 1:
         sch = s_tir.Schedule(func)

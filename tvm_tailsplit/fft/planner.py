@@ -131,8 +131,8 @@ class Plan:
         # looking a function up in the executable costs more than running a small transform: do it once
         self._function = None if self.is_cuda else self.executable["main"]
         self.build_seconds = time.perf_counter() - started
-        logger.debug("%r: breakdown %s, variant %s, %s in %.3f s", self, self.tree, self.variant,
-                     "loaded" if cached else "built", self.build_seconds)
+        logger.debug("%r: breakdown %s, %d lanes per group (variant %s), %s in %.3f s", self, self.tree, self.lanes,
+                     self.variant, "loaded" if cached else "built", self.build_seconds)
 
     def store_in_cache(self) -> None:
         """Write the compiled llvm plan to the plan cache (`cache`), once; CUDA plans are not cached."""

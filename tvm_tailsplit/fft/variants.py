@@ -93,8 +93,8 @@ class Variant:
         return _passes(self.spec(request), self.radices)
 
     def to_dict(self) -> dict:
-        """The fields as a JSON-ready dict (`Variant(**d)` rebuilds it)."""
-        return dataclasses.asdict(self)
+        """The fields as JSON values (`radices` a list, as JSON reads it back; `Variant(**d)` rebuilds it)."""
+        return {**dataclasses.asdict(self), "radices": list(self.radices)}
 
     def differences(self, other: Variant) -> str:
         """The fields in which this variant differs from `other`, as `name=value` ("same" if none)."""

@@ -5,9 +5,17 @@ the input and output layouts, the target (its JSON text: kind, mcpu, arch) and T
 search of the same problem with the same or lower effort (measure < patient) takes the recorded variant and
 builds its plan without timing. `export_wisdom()` writes every entry as JSON with a header: the format version,
 the package and TVM versions and the host (LLVM's CPU name and a digest of its CPU features);
-`import_wisdom(text)` adds the entries of such a text. A text of another format version, package or TVM version
-or host is ignored with a warning (`UserWarning`, and the logger): its variants were timed with other code or on
-another machine. `forget_wisdom()` empties it. Plans already built are not affected (they are cached).
+`import_wisdom(text)` adds the entries of such a text. A text of another format version, package, TVM, tvm_ffi
+or LLVM version or host is ignored with a warning (`UserWarning`, and the logger): its variants were timed with
+other code or on another machine. `forget_wisdom()` empties it. Plans already built are not affected (they are
+cached).
+
+Wisdom persists beside the compiled plans: while the plan cache is enabled (`cache.cache_dir()`), every recorded
+winner is written to `wisdom.json` there (through a temporary file and an atomic rename; two processes recording
+at once may lose one entry, never corrupt the file) and the first lookup of a process reads that file, so a
+later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A
+saved file of other versions or another host is skipped (logged at INFO, no warning: it is the user's cache,
+not their input).
 """
 
 from __future__ import annotations
@@ -15,15 +23,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
 import threading
 import warnings
+from pathlib import Path
 
 import tvm
 
+from . import cache
 from .spec import FFTSpec, check_choice
 from .template import ExternalLayout
 from .variants import Variant
@@ -39,6 +48,9 @@ _ACCEPTS = {"measure": ("measure", "patient"), "patient": ("patient",)}
 _lock = threading.Lock()
 # problem key (JSON text) -> (effort, variant)
 _wisdom: dict[str, tuple[str, Variant]] = {}
+# the cache directories whose saved wisdom this process has read
+_read_from: set[Path] = set()
+WISDOM_FILE = "wisdom.json"
 
 
 @functools.cache
@@ -50,14 +62,6 @@ def host() -> dict[str, str]:
     return {"cpu": cpu, "features": digest}
 
 
-def _versions() -> dict[str, str]:
-    try:
-        package = importlib.metadata.version("tvm_tailsplit")
-    except importlib.metadata.PackageNotFoundError:
-        package = "unknown"
-    return {"tvm_tailsplit": package, "tvm": tvm.__version__}
-
-
 def problem_key(spec: FFTSpec, batch: int, input_layout: ExternalLayout, output_layout: ExternalLayout,
                 target: tvm.target.Target, threads: int) -> str:
     """The problem a variant was chosen for, as canonical JSON text."""
@@ -66,14 +70,50 @@ def problem_key(spec: FFTSpec, batch: int, input_layout: ExternalLayout, output_
                       sort_keys=True)
 
 
+def _saved_wisdom() -> Path | None:
+    """The wisdom file of the plan cache in effect (None: the cache is disabled), read once per process."""
+    directory = cache.cache_dir()
+    if directory is None:
+        return None
+    path = directory / WISDOM_FILE
+    if directory not in _read_from:
+        _read_from.add(directory)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            return path
+        try:
+            entries = _parse(text)
+        except ValueError as error:
+            logger.info("saved wisdom %s skipped: %s", path, error)
+            return path
+        with _lock:
+            for key, effort, variant in entries:
+                _wisdom.setdefault(key, (effort, variant))
+        logger.debug("saved wisdom %s: %d variant(s)", path, len(entries))
+    return path
+
+
 def record(key: str, effort: str, variant: Variant) -> None:
-    """Remember `variant` as the winner of an `effort` search of the problem `key`."""
+    """Remember `variant` as the winner of an `effort` search of the problem `key` (and save it in the plan
+    cache's wisdom file, when the cache is enabled)."""
+    path = _saved_wisdom()
     with _lock:
         _wisdom[key] = (effort, variant)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = export_wisdom()
+        temporary, _, _ = cache.write_atomic(path.parent, ".json", lambda name: Path(name).write_text(text))
+        os.replace(temporary, path)
+    except OSError as error:
+        logger.warning("could not save wisdom in %s: %s", path, error)
 
 
 def lookup(key: str, effort: str) -> Variant | None:
-    """The recorded variant of problem `key` that a search of `effort` accepts, or None."""
+    """The recorded (or saved) variant of problem `key` that a search of `effort` accepts, or None."""
+    _saved_wisdom()
     with _lock:
         entry = _wisdom.get(key)
     return entry[1] if entry is not None and entry[0] in _ACCEPTS[effort] else None
@@ -84,7 +124,7 @@ def export_wisdom(path: str | os.PathLike | None = None) -> str:
     with _lock:
         entries = [{"problem": json.loads(key), "effort": effort, "variant": variant.to_dict()}
                    for key, (effort, variant) in sorted(_wisdom.items())]
-    text = json.dumps({"format": FORMAT, **_versions(), "host": host(), "entries": entries}, indent=1)
+    text = json.dumps({"format": FORMAT, **cache.versions(), "host": host(), "entries": entries}, indent=1)
     if path is not None:
         with open(path, "w", encoding="utf-8") as file:
             file.write(text)
@@ -109,18 +149,36 @@ def import_wisdom(text: str | None = None, *, path: str | os.PathLike | None = N
     if not isinstance(text, str):
         raise TypeError(f"text must be a str (wisdom from export_wisdom), got {type(text).__name__}")
     try:
+        entries = _parse(text)
+    except _Foreign as reason:
+        return _ignore(str(reason))
+    with _lock:
+        for key, effort, variant in entries:
+            _wisdom[key] = (effort, variant)
+    logger.info("wisdom: imported %d variant(s)", len(entries))
+    return len(entries)
+
+
+class _Foreign(ValueError):
+    """Well-formed wisdom of another format, version or host."""
+
+
+def _parse(text: str) -> list[tuple[str, str, Variant]]:
+    """(problem key, effort, variant) of every entry of wisdom `text`; ValueError if it is not wisdom, `_Foreign`
+    if it is another format's, version's or host's."""
+    try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"text is not wisdom (not JSON: {error})") from None
     if not isinstance(data, dict) or "entries" not in data:
         raise ValueError("text is not wisdom (no 'entries'): pass what export_wisdom returned")
     if data.get("format") != FORMAT:
-        return _ignore(f"format {data.get('format')!r}, this package reads format {FORMAT}")
-    for name, version in _versions().items():
+        raise _Foreign(f"format {data.get('format')!r}, this package reads format {FORMAT}")
+    for name, version in cache.versions().items():
         if data.get(name) != version:
-            return _ignore(f"made with {name} {data.get(name)!r}, this is {name} {version!r}")
+            raise _Foreign(f"made with {name} {data.get(name)!r}, this is {name} {version!r}")
     if data.get("host") != host():
-        return _ignore(f"made on host {data.get('host')!r}, this is {host()!r}")
+        raise _Foreign(f"made on host {data.get('host')!r}, this is {host()!r}")
     entries = []
     for entry in data["entries"]:
         try:
@@ -130,15 +188,17 @@ def import_wisdom(text: str | None = None, *, path: str | os.PathLike | None = N
             entries.append((key, effort, Variant(**entry["variant"])))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"text has a malformed wisdom entry {entry!r}: {error}") from None
-    with _lock:
-        for key, effort, variant in entries:
-            _wisdom[key] = (effort, variant)
-    logger.info("wisdom: imported %d variant(s)", len(entries))
-    return len(entries)
+    return entries
 
 
-def forget_wisdom() -> None:
-    """Forget every recorded variant (plans already built stay cached)."""
+def forget_wisdom(saved: bool = False) -> None:
+    """Forget every recorded variant in this process (plans already built stay cached); with `saved`, delete the
+    plan cache's wisdom file too."""
     with _lock:
         _wisdom.clear()
+    directory = cache.cache_dir()
+    if directory is not None:
+        _read_from.add(directory)  # forgotten wisdom is not read back from the file
+        if saved:
+            (directory / WISDOM_FILE).unlink(missing_ok=True)
 
