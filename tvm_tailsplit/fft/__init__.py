@@ -6,9 +6,42 @@ prime factors and breakdown (`factor`) → formula tree (`formula`) → derived 
 (`template`) → schedule per target (`schedule`) → compiled plan (`plan`; on llvm through `lowering`'s
 pipeline), or the same template as a stage of the caller's TE graph (`te_fft`).
 Every tuning constant is in `tuning` (measurements: bench/results/fft_tuning.md).
+numpy.fft / scipy.fft functions run on cached plans (`numpy_api`), and this module is a scipy.fft backend
+(`scipy_backend`): `with scipy.fft.set_backend(tvm_tailsplit.fft): scipy.fft.fft(x)`.
 """
 
-from .planner import Plan, fft, ifft, irfft, plan, rfft
+from .numpy_api import (
+    fft,
+    fft2,
+    fftfreq,
+    fftn,
+    fftshift,
+    hfft,
+    hfft2,
+    hfftn,
+    ifft,
+    ifft2,
+    ifftn,
+    ifftshift,
+    ihfft,
+    ihfft2,
+    ihfftn,
+    irfft,
+    irfft2,
+    irfftn,
+    next_fast_len,
+    prev_fast_len,
+    rfft,
+    rfft2,
+    rfftfreq,
+    rfftn,
+)
+from .planner import Plan, plan
+from .scipy_backend import __ua_domain__, __ua_function__
 from .te_op import te_fft, te_fft_constants
 
-__all__ = ["Plan", "fft", "ifft", "irfft", "plan", "rfft", "te_fft", "te_fft_constants"]
+__all__ = [
+    "Plan", "__ua_domain__", "__ua_function__", "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "hfft2",
+    "hfftn", "ifft", "ifft2", "ifftn", "ifftshift", "ihfft", "ihfft2", "ihfftn", "irfft", "irfft2", "irfftn",
+    "next_fast_len", "plan", "prev_fast_len", "rfft", "rfft2", "rfftfreq", "rfftn", "te_fft", "te_fft_constants",
+]
