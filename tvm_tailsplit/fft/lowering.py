@@ -45,12 +45,14 @@ from tvm import sym, tirx
 from ..ir_utils import with_loop
 from .tuning import MAX_STORE_SET
 
-__all__ = ["INSERT_AFTER", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access", "default_passes",
-           "hoist_scratch_allocation", "register_pipeline"]
+__all__ = ["INSERT_AFTER", "PAIR_BUFFERS_ATTR", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access",
+           "default_passes", "hoist_scratch_allocation", "register_pipeline"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
 PIPELINE = "tailsplit_fft_llvm"
+# a PrimFunc attribute (a list of buffer names) overriding the pipeline's pair buffers for that function
+PAIR_BUFFERS_ATTR = "tailsplit_fft_pair_buffers"
 # the name of the pipeline's module pass (what a PassInstrument sees around the passes it runs)
 PIPELINE_PASS = "TailsplitFFTPipeline"
 
@@ -271,15 +273,19 @@ def _transposed_loads(stmts: list, analyzer) -> list:
 
 
 def contiguous_complex_access(pair_buffers: frozenset[str]) -> tvm.transform.Pass:
-    """The rewrite of the module docstring; loads are rewritten only in buffers named in `pair_buffers`."""
+    """The rewrite of the module docstring; loads are rewritten only in buffers named in `pair_buffers`, or in
+    those named by the function's `PAIR_BUFFERS_ATTR` attribute where it has one (a module of several plans)."""
 
     @tirx.transform.prim_func_pass(opt_level=0, name="ContiguousComplexAccess")
     def rewrite(func, mod, ctx):
         analyzer = sym.Analyzer()
+        names = pair_buffers
+        if func.attrs is not None and PAIR_BUFFERS_ATTR in func.attrs:
+            names = frozenset(str(name) for name in func.attrs[PAIR_BUFFERS_ATTR])
 
         def on_load(load):
             ramp = _ramp(load.indices)
-            if ramp is None or load.source.name not in pair_buffers:
+            if ramp is None or load.source.name not in names:
                 return load
             parity = analyzer.modular_set(ramp.base)
             if parity.coeff % 2:

@@ -1,0 +1,383 @@
+"""n-D FFTs as a graph of 1-D plans: one node per transformed axis, built and memory-planned by Relax.
+
+Algorithm: the DFT of a d-dimensional array over a set of axes is the Kronecker product of the axes' DFT
+matrices, `DFT_N0 ⊗ DFT_N1 = (DFT_N0 ⊗ I_N1)·(I_N0 ⊗ DFT_N1)`, so it is computed as one 1-D transform per
+axis, one after the other (any order gives the same result up to rounding). A real-input transform (r2c)
+runs its real transform on the last of `axes` first (which halves the data to n//2 + 1 complex points), then
+complex ones on the others; the inverse (c2r) runs the complex ones first and the real one last. numpy's
+`norm` over the product of the transformed lengths is the product of the axes' 1-D normalizations.
+
+Node: for an axis k of the current shape S, the array is viewed as (A, N, B), A = S[0]·…·S[k-1],
+B = S[k+1]·…·S[d-1]. The node is the 1-D plan (`planner.plan`) of A·B transforms of N points in the compact
+layout, whose input and output buffers are then laid out by the schedule primitive `transform_layout`
+(b, e, c) → (b // B, e, b % B, c): a two-level batch, in which the b-th transform is row (b // B, ·, b % B)
+of the C-contiguous (A, N, B) array. The plan's lane groups hold consecutive b, so that with B a multiple of
+the lanes a vector of lanes reads consecutive complex elements of one row (contiguous memory, as on the last
+axis); the A·B/lanes lane groups are the independent parts of the node, run in parallel as the plan's
+parallel tasks. Nothing is copied or permuted: measured against a permute (`bench/bench_fft_ndim.py`).
+
+Graph: a Relax function `main(x, out)` whose bindings are, per node, zero-copy views (`R.memory.view`) of the
+previous result as the node's buffer shape, and `R.call_tir` of the node's scheduled PrimFunc with its
+constant tables as `R.const`; the last node writes the caller's `out` (`R.call_tir_inplace`). Every node
+depends on the one before (it reads all of its output). Relax's `StaticPlanBlockMemory` assigns the
+intermediate results to storage before anything runs (a result's storage is reused once its last reader has
+run); `workspace_bytes` is that storage plus the largest node scratch (one lane group's scratch times the
+plan's parallel tasks on llvm, or a multi-kernel CUDA plan's global scratch), all read from the IR. The
+module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
+`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off),
+and the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's
+kernels start after the previous node's have finished (stream order).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax, s_tir, tirx
+
+from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
+from .planner import Plan, _check_in_place, _resolve_target, _TargetKey, plan
+from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int
+
+__all__ = ["NDPlan", "plan_nd"]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One 1-D transform of the graph: `kind` along `axis` of the (A, N, B) view of its input (`view`), as the
+    1-D `plan` of A·B transforms; `in_shape`/`out_shape` are the logical shapes before and after."""
+
+    index: int
+    axis: int
+    kind: str
+    n: int
+    view: tuple[int, int, int]
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    plan: Plan
+
+    @property
+    def name(self) -> str:
+        return f"node{self.index}_{self.kind}_axis{self.axis}"
+
+    def buffer_shape(self, side: str) -> tuple[int, ...]:
+        """The node's input or output buffer shape (floats; complex data has a trailing 2)."""
+        layout = self.plan.input_layout if side == "input" else self.plan.output_layout
+        a, _, b = self.view
+        elements = layout.elements
+        pair = (2,) if layout.kind == "complex" else ()
+        if b == 1:
+            return (a, elements) + pair
+        return (a, elements, b) + pair if a > 1 else (elements, b) + pair
+
+    @functools.cached_property
+    def parallel_tasks(self) -> int:
+        """The extent of the plan's parallel loop over lane-group tasks (1 if none)."""
+        extents = [1]
+
+        def on_for(loop):
+            if loop.kind == tirx.ForKind.PARALLEL:
+                extents.append(int(loop.extent))
+
+        tvm_ffi.structural_walk(self.plan.module["main"].body, (tirx.For, on_for))
+        return max(extents)
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Scratch the node allocates while it runs: one lane group's scratch per parallel task on llvm; on CUDA
+        the global scratch of a multi-kernel plan (a one-kernel plan's scratch is shared memory)."""
+        if self.plan.is_cuda:
+            return self.plan.workspace_bytes if self.plan.kernels > 1 else 0
+        return self.plan.workspace_bytes * self.parallel_tasks
+
+
+def _relaid_function(node: Node) -> tirx.PrimFunc:
+    """The node's scheduled PrimFunc with its buffers laid out as the (A, N, B) view and its parameters in
+    call_tir order: input, constant tables, output."""
+    func = node.plan.module["main"]
+    a, _, b = node.view
+    if b > 1:
+        sch = s_tir.Schedule(func)
+        for name in ("input", "output"):
+            reader = _last_block_using(func, name)
+            complex_data = len(next(p for p in func.params if p.name == name).shape) == 3
+            if a > 1:
+                mapping = (lambda t, e, c: (t // b, e, t % b, c)) if complex_data else (lambda t, e: (t // b, e, t % b))
+            else:
+                mapping = (lambda t, e, c: (e, t, c)) if complex_data else (lambda t, e: (e, t))
+            sch.transform_layout(sch.get_sblock(reader), name, mapping)
+        func = sch.mod["main"]
+    params = list(func.params)
+    params = [params[0], *params[2:], params[1]]
+    pairs = set(node.plan._pair_buffers())
+    if b > 1 and node.plan.input_layout.kind == "real_pairs":
+        pairs.discard("input")  # the real and imaginary parts of a pair are B floats apart
+    func = tirx.PrimFunc(params, func.body, func.ret_type, func.attrs)
+    return func.with_attr(PAIR_BUFFERS_ATTR, sorted(pairs)).without_attr("global_symbol")
+
+
+def _last_block_using(func: tirx.PrimFunc, name: str) -> str:
+    """The name of a block that reads or writes the parameter `name` (a pass block, not a prefetch block)."""
+    found: list[str] = []
+
+    def on_block(block):
+        if any(region.source.name == name for region in list(block.reads) + list(block.writes)):
+            found.append(block.name_hint)
+
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, on_block))
+    return found[-1]
+
+
+def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple[int, ...], real_dtype: str
+                  ) -> tvm.IRModule:
+    """The Relax graph `main(x, out)` of the nodes (module docstring)."""
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(in_shape, real_dtype))
+    out = relax.Var("out", relax.TensorType(out_shape, real_dtype))
+    with builder.function("main", [x, out], pure=False):
+        current = x
+        for node in nodes:
+            function = builder.add_func(_relaid_function(node), node.name)
+            source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
+            constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
+            result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
+            if node is nodes[-1]:
+                target = builder.emit(relax.op.memory.view(out, node.buffer_shape("output")))
+                builder.emit(relax.call_tir_inplace(function, [source, *constants, target], len(constants) + 1,
+                                                    result_type))
+            else:
+                current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
+        builder.emit_func_output(out)
+    return builder.get()
+
+
+def _plan_memory(module: tvm.IRModule) -> tvm.IRModule:
+    """Relax's lowering of call_tir to explicit allocations and its static memory planning."""
+    return tvm.transform.Sequential([
+        relax.transform.CallTIRRewrite(),
+        relax.transform.StaticPlanBlockMemory(),
+    ])(module)
+
+
+def _storage_allocations(module: tvm.IRModule) -> list[int]:
+    """The byte sizes of the storages that memory planning allocated in `main`."""
+    sizes: list[int] = []
+    alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+
+    def on_call(call):
+        if isinstance(call, relax.Call) and call.op.same_as(alloc_storage):
+            sizes.append(int(math.prod(int(v) for v in call.args[0].values)))
+
+    tvm_ffi.structural_walk(module["main"].body, (relax.Call, on_call))
+    return sizes
+
+
+class NDPlan:
+    """A compiled n-D FFT: the Relax graph of one 1-D plan per axis; build it with `plan_nd(...)`."""
+
+    def __init__(self, shape: tuple[int, ...], axes: tuple[int, ...], kind: str, direction: str, norm: str,
+                 dtype: str, target: tvm.target.Target, last_size: int | None) -> None:
+        started = time.perf_counter()
+        self.shape, self.axes, self.kind, self.direction, self.norm = shape, axes, kind, direction, norm
+        self.dtype, self.target = dtype, target
+        self.real_dtype = REAL_DTYPES[dtype]
+        self.is_cuda = target.kind.name == "cuda"
+        self.nodes = self._make_nodes(last_size)
+        self.input_shape = shape
+        self.output_shape = self.nodes[-1].out_shape
+        self._input_floats = self._float_shape(self.input_shape, kind != "r2c")
+        self._output_floats = self._float_shape(self.output_shape, kind != "c2r")
+        self.relax_module = _build_module(self.nodes, self._input_floats, self._output_floats, self.real_dtype)
+        self.planned_module = _plan_memory(self.relax_module)
+        self.storage_bytes = _storage_allocations(self.planned_module)
+        self.executable = self._compile()
+        self._vm = relax.VirtualMachine(self.executable, tvm.cuda(0) if self.is_cuda else tvm.cpu(0)) \
+            if not self.is_cuda else None
+        self._main = None if self._vm is None else self._vm["main"]
+        logger.debug("%r: %d nodes, workspace %d bytes, built in %.2f s", self, len(self.nodes),
+                     self.workspace_bytes, time.perf_counter() - started)
+
+    @staticmethod
+    def _float_shape(shape: tuple[int, ...], complex_data: bool) -> tuple[int, ...]:
+        return shape + (2,) if complex_data else shape
+
+    def _make_nodes(self, last_size: int | None) -> list[Node]:
+        axes, shape = self.axes, self.shape
+        if self.kind == "c2c":
+            steps = [(axis, "c2c", shape[axis]) for axis in axes]
+        elif self.kind == "r2c":
+            steps = [(axes[-1], "r2c", shape[axes[-1]])] + [(axis, "c2c", shape[axis]) for axis in axes[:-1]]
+        else:
+            steps = [(axis, "c2c", shape[axis]) for axis in axes[:-1]] + [(axes[-1], "c2r", last_size)]
+        nodes, current = [], shape
+        for index, (axis, kind, n) in enumerate(steps):
+            a, b = math.prod(current[:axis]), math.prod(current[axis + 1:])
+            direction = {"c2c": self.direction, "r2c": "forward", "c2r": "backward"}[kind]
+            one_d = plan(n, a * b, kind, direction, self.norm, self.dtype, self.target)
+            length = {"c2c": n, "r2c": n // 2 + 1, "c2r": n}[kind]
+            after = current[:axis] + (length,) + current[axis + 1:]
+            nodes.append(Node(index, axis, kind, n, (a, current[axis], b), current, after, one_d))
+            current = after
+        return nodes
+
+    def _compile(self):
+        if self.is_cuda:
+            tir_pipeline = "default"
+        else:
+            tir_pipeline = register_pipeline(frozenset())
+        finalize = tvm.transform.Sequential([
+            relax.transform.LowerAllocTensor(),
+            relax.transform.KillAfterLastUse(),
+            relax.transform.LowerRuntimeBuiltin(),
+            relax.transform.ComputePrimValue(),
+            relax.transform.VMShapeLower(),
+            relax.transform.AttachGlobalSymbol(),
+        ])
+        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+            return relax.build(self.planned_module, target=self.target, relax_pipeline=finalize,
+                               tir_pipeline=tir_pipeline)
+
+    # ---- memory, read from the IR ----------------------------------------------------------------------
+    @property
+    def intermediate_bytes(self) -> int:
+        """Bytes of the storages Relax's static memory planning allocates for the intermediate results."""
+        return sum(self.storage_bytes)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Memory the graph allocates while it runs: the intermediate results' planned storage plus the
+        largest node scratch (the nodes run one after the other)."""
+        return self.intermediate_bytes + max(node.scratch_bytes for node in self.nodes)
+
+    # ---- calling ------------------------------------------------------------------------------------------
+    def _float_view(self, name: str, array: Any, floats: tuple[int, ...], complex_data: bool) -> np.ndarray:
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, got {type(array).__name__}")
+        expected_dtype = np.dtype(self.dtype if complex_data else self.real_dtype)
+        logical = floats[:-1] if complex_data else floats
+        if array.dtype != expected_dtype:
+            raise ValueError(f"{name} must be {expected_dtype}, got {array.dtype}")
+        if array.shape != logical:
+            raise ValueError(f"{name} has shape {array.shape}, the plan expects {logical}")
+        if not array.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        return array.view(self.real_dtype).reshape(floats)
+
+    def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Run the graph on `x` (C-contiguous, `input_shape`, complex `dtype` or its float type for r2c);
+        returns `out` (allocated when None): complex for c2c and r2c, real for c2r. `out` may be `x` itself for
+        a c2c plan (in place); any other overlap is refused."""
+        complex_in, complex_out = self.kind != "r2c", self.kind != "c2r"
+        x_view = self._float_view("x", x, self._input_floats, complex_in)
+        if out is None:
+            out = np.empty(self.output_shape, self.dtype if complex_out else self.real_dtype)
+        else:
+            if isinstance(out, np.ndarray) and not out.flags.writeable:
+                raise ValueError("out must be writable (it is a read-only array)")
+        out_view = self._float_view("out", out, self._output_floats, complex_out)
+        _check_in_place(x_view, out_view)
+        wrap = self.nodes[0].plan._wrap
+        if self.is_cuda:
+            self._run_cuda(x_view, out_view)
+        else:
+            self._main(wrap(x_view), wrap(out_view))
+        return out
+
+    def _run_cuda(self, x_view: np.ndarray, out_view: np.ndarray) -> None:
+        device = tvm.cuda(0)
+        vm = relax.VirtualMachine(self.executable, device)
+        x_tensor = tvm.runtime.tensor(np.ascontiguousarray(x_view), device)
+        out_tensor = tvm.runtime.empty(out_view.shape, self.real_dtype, device)
+        vm["main"](x_tensor, out_tensor)
+        out_view[...] = out_tensor.numpy()
+
+    # ---- description ----------------------------------------------------------------------------------
+    def describe(self) -> str:
+        """The graph: nodes with their 1-D plans and views, dependences and memory."""
+        lines = [
+            f"n-D FFT plan: kind={self.kind} shape={self.input_shape} axes={self.axes} direction={self.direction} "
+            f"norm={self.norm} dtype={self.dtype} target={self.target.kind.name}",
+            f"input {self.input_shape}, output {self.output_shape}",
+            f"graph: {len(self.nodes)} nodes, each depending on the one before (it reads all of its output)",
+        ]
+        for node in self.nodes:
+            one_d = node.plan
+            a, n, b = node.view
+            depends = "the input x" if node.index == 0 else f"node {node.index - 1}"
+            lines.append(
+                f"  node {node.index}: {node.kind} n={node.n} along axis {node.axis}, view (A, N, B) = ({a}, {n}, "
+                f"{b}): {a * b} transforms, reads {depends}, writes "
+                + ("out" if node is self.nodes[-1] else "an intermediate") + f" {node.out_shape}")
+            lines.append(f"    1-D plan: breakdown {one_d.tree}; {len(one_d.passes.passes)} passes, "
+                         f"{one_d.lanes} lanes per group, {node.parallel_tasks} parallel tasks, scratch "
+                         f"{node.scratch_bytes} bytes")
+        lines.append(f"memory: intermediates {self.intermediate_bytes} bytes in {len(self.storage_bytes)} planned "
+                     f"storage(s) {self.storage_bytes}; largest node scratch "
+                     f"{max(node.scratch_bytes for node in self.nodes)} bytes; workspace {self.workspace_bytes} bytes")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"NDPlan(shape={self.shape}, axes={self.axes}, kind={self.kind!r}, direction={self.direction!r}, "
+                f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r})")
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_plan_nd(shape, axes, kind, direction, norm, dtype, target: _TargetKey, last_size) -> NDPlan:
+    return NDPlan(shape, axes, kind, direction, norm, dtype, target.target, last_size)
+
+
+def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str = "forward",
+            norm: str = "backward", dtype: Any = "complex64", target: Any = "llvm", *,
+            last_size: int | None = None) -> NDPlan:
+    """Compile (once; cached by the validated arguments) the n-D FFT of an array of `shape` over `axes`.
+
+    axes: distinct axes of `shape`, in transform order. kind "c2c"; "r2c" (real input of the float type of
+    `dtype`: the real transform along axes[-1], then complex ones along the others); "c2r" (complex input:
+    complex transforms along axes[:-1], then the real one along axes[-1], whose output has `last_size` points,
+    by default 2·(m - 1) for m input points; the input must have last_size//2 + 1 points there). norm: numpy's
+    normalization over the product of the transformed lengths. A wrong type raises TypeError, a wrong value
+    ValueError, naming the argument.
+    """
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
+        raise TypeError(f"shape must be a sequence of integers, got {shape!r} ({type(shape).__name__})")
+    shape = tuple(check_int(f"shape[{i}]", d, 1) for i, d in enumerate(shape))
+    if not shape:
+        raise ValueError("shape must have at least one dimension")
+    if isinstance(axes, (str, bytes)) or not isinstance(axes, Sequence):
+        raise TypeError(f"axes must be a sequence of integers, got {axes!r} ({type(axes).__name__})")
+    axes = tuple(check_int(f"axes[{i}]", a, 0) for i, a in enumerate(axes))
+    if not axes:
+        raise ValueError("axes must name at least one axis")
+    if any(a >= len(shape) for a in axes):
+        raise ValueError(f"axes {axes} must be below the number of dimensions {len(shape)}")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axes must be distinct, got {axes}")
+    kind = check_choice("kind", kind, KINDS)
+    direction = check_choice("direction", direction, DIRECTIONS)
+    if kind == "c2r" and direction == "forward":
+        direction = "backward"
+    if kind == "r2c" and direction != "forward":
+        raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
+    norm = check_choice("norm", norm, NORMS)
+    dtype = _check_dtype(dtype)
+    if kind == "c2r":
+        m = shape[axes[-1]]
+        last_size = check_int("last_size", 2 * (m - 1) if last_size is None else last_size, 1)
+        if last_size // 2 + 1 != m:
+            raise ValueError(f"last_size={last_size} needs {last_size // 2 + 1} input points along axis {axes[-1]}, "
+                             f"the shape has {m}")
+    elif last_size is not None:
+        raise ValueError(f"last_size is only for kind='c2r', got last_size={last_size!r} with kind={kind!r}")
+    return _cached_plan_nd(shape, axes, kind, direction, norm, dtype, _TargetKey(_resolve_target(target)),
+                           last_size)
