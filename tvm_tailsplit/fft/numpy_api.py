@@ -48,6 +48,7 @@ import numpy as np
 import tvm
 from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
+from .ndim import plan_nd
 from .planner import plan as make_plan
 from .spec import NORMS, REAL_DTYPES, check_choice, check_int
 from .tuning import RADIX_LIMIT
@@ -421,15 +422,17 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
     in_place = bool(overwrite_x) and kind == "c2c" and resized is array and array.flags.c_contiguous and \
         array.flags.writeable and out is None
     contiguous = np.ascontiguousarray(resized)
-    last_size = lengths[-1] if kind == "c2r" else None
-    from .ndim import plan_nd
-    compute = plan_nd(contiguous.shape, tuple(axes), kind, direction, norm, dtype, last_size=last_size)
     out_dtype = REAL_DTYPES[dtype] if kind == "c2r" else dtype
+    out_shape = list(contiguous.shape)
+    if kind != "c2c":
+        out_shape[axes[-1]] = lengths[-1] if kind == "c2r" else lengths[-1] // 2 + 1
     if contiguous.size == 0:
-        return _deliver(np.zeros(compute.output_shape, out_dtype), out)
+        return _deliver(np.zeros(out_shape, out_dtype), out)
+    last_size = lengths[-1] if kind == "c2r" else None
+    compute = plan_nd(contiguous.shape, tuple(axes), kind, direction, norm, dtype, last_size=last_size)
     target = contiguous if in_place else None
     if out is not None:
-        _check_out(out, compute.output_shape, np.dtype(out_dtype))
+        _check_out(out, tuple(out_shape), np.dtype(out_dtype))
         if out.dtype == out_dtype and out.flags.c_contiguous and not np.may_share_memory(out, contiguous):
             target = out
     with _threads(workers):
