@@ -162,7 +162,7 @@ def _axis(array: np.ndarray, axis: Any, name: str = "axis") -> int:
 
 
 def _size(name: str, value: Any, default: int) -> int:
-    """A transform length: `default` for None (and for -1 within `s`, as numpy 2 and scipy read it)."""
+    """A transform length: `default` for None."""
     if value is None:
         return default
     return check_int(name, value, 1)
@@ -181,8 +181,8 @@ def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:
 
 
 def _shape_axes(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[int] | None]:
-    """scipy's n-D arguments: the transformed axes (non-negative, in order) and their lengths (None: keep;
-    -1 in `s` keeps that axis's length). Without axes, the last len(s) axes (all axes without s)."""
+    """scipy's n-D arguments: the transformed axes (non-negative, in order) and their lengths (None without s;
+    -1 in `s` is that axis's input length). Without axes, the last len(s) axes (all axes without s)."""
     if axes is not None:
         axes = [axes] if isinstance(axes, (int, np.integer)) else list(_sequence("axes", axes))
         axes = [_axis(array, a, "axes") for a in axes]
@@ -200,7 +200,7 @@ def _shape_axes(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[i
         axes = list(range(array.ndim - len(s), array.ndim))
     elif len(s) != len(axes):
         raise ValueError(f"s and axes must have the same length, got s={tuple(s)} and axes={tuple(axes)}")
-    return axes, [None if value == -1 else int(value) for value in s]
+    return axes, [array.shape[axis] if value == -1 else int(value) for axis, value in zip(axes, s, strict=True)]
 
 
 def _sequence(name: str, value: Any) -> Sequence:
@@ -410,8 +410,8 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
         last = axes[-1]
         lengths[-1] = 2 * (array.shape[last] - 1) if sizes[-1] is None else sizes[-1]
         if lengths[-1] < 1:
-            raise ValueError(f"the last transformed axis ({last}) has {array.shape[last]} points: irfftn needs at "
-                             f"least 2 (or s)")
+            raise ValueError(f"the last transformed axis ({last}) has {array.shape[last]} input point(s): the default "
+                             f"output length 2·(m - 1) is 0; give s")
     cast = array.astype(REAL_DTYPES[dtype] if kind == "r2c" else dtype, copy=False)
     if conjugate:
         cast = np.conjugate(cast)
