@@ -5,13 +5,15 @@ It runs scipy/fft/tests/test_basic.py, test_helper.py and test_multithreading.py
 numpy arrays only, after `scipy.fft.set_global_backend(<tvm_tailsplit.fft>)` and
 `scipy.fft.register_backend("scipy")` (scipy computes what the backend returns NotImplemented for: long
 double, DCT/DST). The backend is wrapped in a counter, and the summary lists, per scipy.fft function, how many
-calls the generated operator computed and how many fell back to scipy (calls in worker processes of the
-multiprocessing tests run the backend too, uncounted). The process exits with pytest's status.
+calls the generated operator computed and how many fell back to scipy (worker processes of the
+multiprocessing tests run the backend too, uncounted: `scipy_suite_worker` is preloaded into their
+forkserver). The process exits with pytest's status.
 """
 
 from __future__ import annotations
 
 import collections
+import multiprocessing
 import pathlib
 import sys
 from typing import Any
@@ -48,6 +50,8 @@ class SuitePlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         scipy.fft.set_global_backend(self.backend)
         scipy.fft.register_backend("scipy")
+        # scipy's conftest starts worker processes with 'forkserver': they do not inherit the backend set here
+        multiprocessing.set_forkserver_preload(["tests.fft.scipy_suite_worker"])
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
@@ -58,18 +62,13 @@ class SuitePlugin:
                       or "none"))
 
 
-def main(arguments: list[str]) -> int:
+def main(arguments: list[str], selection: tuple[str, ...] = SUITE) -> int:
+    """Run the `selection` (files or node ids under scipy/fft/tests) with the backend; pytest's exit status."""
     tests = pathlib.Path(scipy.fft.__file__).parent / "tests"
-    paths = [str(tests / name) for name in SUITE]
+    paths = [str(tests / name) for name in selection]
     return pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(tests), *paths, *arguments],
                        plugins=[SuitePlugin()])
 
-
-if __name__ == "__mp_main__":
-    # a worker process of the suite's multiprocessing tests: scipy's conftest starts them with 'forkserver', which
-    # imports this module again instead of inheriting the parent's backend
-    scipy.fft.set_global_backend(tfft)
-    scipy.fft.register_backend("scipy")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
