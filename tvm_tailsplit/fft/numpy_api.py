@@ -419,9 +419,9 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
     for axis, length in zip(axes, lengths, strict=True):
         stored = length // 2 + 1 if kind == "c2r" and axis == axes[-1] else length
         resized = _resize(resized, stored, axis)
-    in_place = bool(overwrite_x) and kind == "c2c" and resized is array and array.flags.c_contiguous and \
-        array.flags.writeable and out is None
     contiguous = np.ascontiguousarray(resized)
+    in_place = kind == "c2c" and out is None and (
+        _ours(contiguous, x) or (bool(overwrite_x) and contiguous is array and array.flags.writeable))
     out_dtype = REAL_DTYPES[dtype] if kind == "c2r" else dtype
     out_shape = list(contiguous.shape)
     if kind != "c2c":
