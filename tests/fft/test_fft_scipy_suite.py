@@ -10,7 +10,6 @@ SUBSET = (
     "test_basic.py::TestFFT::test_fft",
     "test_basic.py::TestFFT::test_fft_n",
     "test_basic.py::TestFFT::test_ifft",
-    "test_basic.py::TestFFT::test_fft2",
     "test_basic.py::TestFFT::test_rfft",
     "test_basic.py::TestFFT::test_irfft2",
     "test_basic.py::TestFFT::test_hfft",
