@@ -14,7 +14,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("module", ["bench.run_all", "bench.bench_tails", "bench.bench_warpspec"])
+@pytest.mark.parametrize("module", ["bench.run_all", "bench.bench_tails", "bench.bench_warpspec",
+                                    "bench.bench_fft_ndim"])
 def test_help_answers_without_running(module):
     result = run(module, "--help")
     assert result.returncode == 0, result.stderr

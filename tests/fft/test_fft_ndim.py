@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from tvm_tailsplit.cuda import compile_cuda_source
 from tvm_tailsplit.fft import plan
 from tvm_tailsplit.fft.ndim import plan_nd
 from tvm_tailsplit.fft.tuning import PARALLEL_TASKS
@@ -104,13 +105,15 @@ def _tasks(one_d_plan) -> int:
 
 
 @pytest.mark.parametrize("shape,axes,kind,intermediates", [
-    # every intermediate result is live while the next node writes its own: two storages from three nodes on
-    ((4, 5, 6), (0, 1, 2), "c2c", [4 * 5 * 6 * 8, 4 * 5 * 6 * 8]),
-    # four nodes: the third result reuses the first one's storage
-    ((3, 4, 5, 6), (0, 1, 2, 3), "c2c", [3 * 4 * 5 * 6 * 8, 3 * 4 * 5 * 6 * 8]),
-    ((64, 100), (0, 1), "c2c", [64 * 100 * 8]),
+    # c2c and r2c: the first node writes out, the others transform it in place: nothing to plan
+    ((4, 5, 6), (0, 1, 2), "c2c", []),
+    ((3, 4, 5, 6), (0, 1, 2, 3), "c2c", []),
     ((64, 100), (0,), "c2c", []),
-    ((12, 40), (0, 1), "r2c", [12 * 21 * 8]),
+    ((12, 40), (0, 1), "r2c", []),
+    # c2r: the complex nodes work on one intermediate (the first writes it, the second works in place)
+    ((6, 9, 5), (0, 1, 2), "c2r", [6 * 9 * 5 * 8]),
+    ((64, 33), (0, 1), "c2r", [64 * 33 * 8]),
+    ((8, 10), (1,), "c2r", []),
 ])
 def test_workspace_is_the_planned_storage_plus_the_largest_scratch(shape, axes, kind, intermediates):
     p = plan_nd(shape, axes, kind)
@@ -124,9 +127,19 @@ def test_describe_names_nodes_plans_and_dependences():
     p = plan_nd((8, 9, 10), (1, 2), "c2c")
     text = p.describe()
     assert "node 0: c2c n=9 along axis 1, view (A, N, B) = (8, 9, 10)" in text
-    assert "node 1: c2c n=10 along axis 2" in text and "reads node 0" in text
+    assert "node 1: c2c n=10 along axis 2" in text and "reads node 0, writes in place" in text
+    assert "reads the input x, writes out" in text
     assert "1-D plan: breakdown" in text
-    assert p.nodes[0].plan is plan(9, 80, "c2c")
+    # B = 10: lane groups of 2 transforms never span two rows of 10
+    assert p.nodes[0].plan is plan(9, 80, "c2c", lanes=2)
+    assert p.nodes[1].plan is plan(10, 72, "c2c")  # the last axis: the 1-D plan's own lanes
+
+
+def test_plan_lanes_argument():
+    assert plan(16, 32, lanes=8).lanes == 8
+    assert plan(16, 4, lanes=8).lanes == 4  # at most the batch
+    with pytest.raises(ValueError, match="lanes"):
+        plan(16, 4, lanes=0)
 
 
 def test_plans_are_cached_on_validated_arguments():
@@ -176,3 +189,41 @@ def test_bad_call_arguments():
     with pytest.raises(ValueError, match="out must be writable"):
         p(np.zeros((4, 6), np.complex64), out=readonly)
     assert np.array_equal(p(readonly), np.zeros((4, 6), np.complex64))  # a read-only input is fine
+
+
+CUDA_GRAPHS = [
+    dict(shape=(16, 64, 8), axes=(2, 0, 1), kind="c2c"),
+    dict(shape=(12, 40), axes=(0, 1), kind="r2c"),
+    dict(shape=(6, 9, 5), axes=(0, 2), kind="c2r", dtype="complex128", last_size=8),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("params", CUDA_GRAPHS, ids=str)
+def test_cuda_graph_compiles_with_nvcc(params, arch):
+    p = plan_nd(target={"kind": "cuda", "arch": arch}, **params)
+    source = p.cuda_source()
+    kernels = [node.name for node in p.nodes]
+    assert all(f"{name}_kernel" in source for name in kernels)
+    usages = compile_cuda_source(source, arch)
+    assert {usage.kernel for usage in usages} >= {f"{name}_kernel" for name in kernels}
+    assert all(usage.spill_store_bytes == 0 for usage in usages)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", CUDA_GRAPHS, ids=str)
+def test_cuda_graph_runs_against_numpy(params):
+    p = plan_nd(target="cuda", **params)
+    shape, axes, kind, dtype = params["shape"], params["axes"], params["kind"], params.get("dtype", "complex64")
+    if kind == "r2c":
+        x = random_real(shape, "float32" if dtype == "complex64" else "float64")
+        reference = np.fft.rfftn(x.astype(np.float64), axes=axes)
+    elif kind == "c2r":
+        x = random_complex(shape, dtype)
+        reference = np.fft.irfftn(x.astype(np.complex128), s=[shape[a] for a in axes[:-1]] + [p.nodes[-1].n],
+                                  axes=axes)
+    else:
+        x = random_complex(shape, dtype)
+        reference = np.fft.fftn(x.astype(np.complex128), axes=axes)
+    assert relative_error(p(x), reference) <= tolerance(math.prod(shape), dtype)

@@ -11,22 +11,28 @@ Node: for an axis k of the current shape S, the array is viewed as (A, N, B), A 
 B = S[k+1]·…·S[d-1]. The node is the 1-D plan (`planner.plan`) of A·B transforms of N points in the compact
 layout, whose input and output buffers are then laid out by the schedule primitive `transform_layout`
 (b, e, c) → (b // B, e, b % B, c): a two-level batch, in which the b-th transform is row (b // B, ·, b % B)
-of the C-contiguous (A, N, B) array. The plan's lane groups hold consecutive b, so that with B a multiple of
-the lanes a vector of lanes reads consecutive complex elements of one row (contiguous memory, as on the last
-axis); the A·B/lanes lane groups are the independent parts of the node, run in parallel as the plan's
-parallel tasks. Nothing is copied or permuted: measured against a permute (`bench/bench_fft_ndim.py`).
+of the C-contiguous (A, N, B) array (A = 1 or B = 1 are the plain strided and compact layouts). For B > 1 the
+plan's lane groups hold `tuning.STRIDED_LANES` consecutive b (`_node_lanes`), so that the lanes read 128
+contiguous bytes of every row they touch (the 1-D plan's own choice, one vector or one transform per group,
+ran 3 to 15 times slower at power-of-two B); the A·B/lanes lane groups are the independent parts of the node,
+run in parallel as the plan's parallel tasks. Nothing is copied or permuted: a permute node per axis (numpy
+transposes around the contiguous plan) was 2 to 5 times slower (`bench/bench_fft_ndim.py`).
 
 Graph: a Relax function `main(x, out)` whose bindings are, per node, zero-copy views (`R.memory.view`) of the
-previous result as the node's buffer shape, and `R.call_tir` of the node's scheduled PrimFunc with its
-constant tables as `R.const`; the last node writes the caller's `out` (`R.call_tir_inplace`). Every node
-depends on the one before (it reads all of its output). Relax's `StaticPlanBlockMemory` assigns the
-intermediate results to storage before anything runs (a result's storage is reused once its last reader has
-run); `workspace_bytes` is that storage plus the largest node scratch (one lane group's scratch times the
-plan's parallel tasks on llvm, or a multi-kernel CUDA plan's global scratch), all read from the IR. The
-module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
-`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off),
-and the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's
-kernels start after the previous node's have finished (stream order).
+previous result as the node's buffer shapes and a call of the node's scheduled PrimFunc with its constant
+tables as `R.const`. The first node writes the caller's `out` and every later c2c node transforms it in place
+(`R.call_tir_inplace`; a node reads all of each transform before writing it), except in a c2r graph, whose
+complex nodes work on an intermediate result (`R.call_tir`) that the last node transforms into `out`. Every
+node depends on the one before (it reads all of its output). Relax's `StaticPlanBlockMemory` assigns the
+intermediate results to storage before anything runs; `workspace_bytes` is that storage plus the largest node
+scratch (one lane group's scratch times the plan's parallel tasks on llvm: the bound reached when every task
+runs at once; or a multi-kernel CUDA plan's global scratch), all read from the IR. Out of place, a 3-D c2c
+graph held two intermediate arrays; in place it holds none and ran 10-25% faster (64³, 100³, 16⁴, 1 thread).
+The module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
+`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off), and
+the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's kernels
+start after the previous node's have finished (stream order). The graph runs as fast as its PrimFuncs called
+one by one (`bench/bench_fft_ndim.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from tvm import relax, s_tir, tirx
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
 from .planner import Plan, _check_in_place, _resolve_target, _TargetKey, plan
 from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int
+from .tuning import STRIDED_LANES
 
 __all__ = ["NDPlan", "plan_nd"]
 
@@ -102,6 +109,23 @@ class Node:
         return self.plan.workspace_bytes * self.parallel_tasks
 
 
+def _node_lanes(a: int, b: int, real_dtype: str) -> int | None:
+    """Transforms per lane group of the (A, N, B) view (None: the 1-D plan's own choice, for B = 1).
+
+    For B > 1 the transforms side by side in a group read consecutive complex values of each row: `STRIDED_LANES`
+    of them, unless a group would then span two rows (A > 1 and B not a multiple), whose lanes' addresses are
+    no longer a vector: then the largest power of two that divides B, at least 2 (else one transform per group).
+    """
+    if b == 1:
+        return None
+    lanes = STRIDED_LANES[real_dtype]
+    if a == 1 or b % lanes == 0:
+        return lanes
+    while lanes > 1 and b % lanes:
+        lanes //= 2
+    return lanes
+
+
 def _relaid_function(node: Node) -> tirx.PrimFunc:
     """The node's scheduled PrimFunc with its buffers laid out as the (A, N, B) view and its parameters in
     call_tir order: input, constant tables, output."""
@@ -139,9 +163,18 @@ def _last_block_using(func: tirx.PrimFunc, name: str) -> str:
     return found[-1]
 
 
+def _destination(node: Node, nodes: list[Node]) -> str:
+    """Where a node writes: "in place" (a c2c node after the first), "out" (the first node, unless the graph ends
+    with a c2r node, and the last node) or "an intermediate" (the first node of a c2r graph of several)."""
+    if node.index > 0 and node.kind == "c2c":
+        return "in place"
+    return "out" if node is nodes[-1] or nodes[-1].kind != "c2r" else "an intermediate"
+
+
 def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple[int, ...], real_dtype: str
                   ) -> tvm.IRModule:
-    """The Relax graph `main(x, out)` of the nodes (module docstring)."""
+    """The Relax graph `main(x, out)` of the nodes (module docstring): a c2c node after the first transforms
+    its input in place; the first node writes `out` unless the graph ends with a c2r node."""
     builder = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(in_shape, real_dtype))
     out = relax.Var("out", relax.TensorType(out_shape, real_dtype))
@@ -152,12 +185,13 @@ def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple
             source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
             constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
             result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
-            if node is nodes[-1]:
-                target = builder.emit(relax.op.memory.view(out, node.buffer_shape("output")))
-                builder.emit(relax.call_tir_inplace(function, [source, *constants, target], len(constants) + 1,
-                                                    result_type))
-            else:
+            destination = {"in place": current, "out": out, "an intermediate": None}[_destination(node, nodes)]
+            if destination is None:
                 current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
+            else:
+                target = builder.emit(relax.op.memory.view(destination, node.buffer_shape("output")))
+                current = builder.emit(relax.call_tir_inplace(function, [source, *constants, target],
+                                                              len(constants) + 1, result_type))
         builder.emit_func_output(out)
     return builder.get()
 
@@ -202,9 +236,6 @@ class NDPlan:
         self.planned_module = _plan_memory(self.relax_module)
         self.storage_bytes = _storage_allocations(self.planned_module)
         self.executable = self._compile()
-        self._vm = relax.VirtualMachine(self.executable, tvm.cuda(0) if self.is_cuda else tvm.cpu(0)) \
-            if not self.is_cuda else None
-        self._main = None if self._vm is None else self._vm["main"]
         logger.debug("%r: %d nodes, workspace %d bytes, built in %.2f s", self, len(self.nodes),
                      self.workspace_bytes, time.perf_counter() - started)
 
@@ -224,7 +255,8 @@ class NDPlan:
         for index, (axis, kind, n) in enumerate(steps):
             a, b = math.prod(current[:axis]), math.prod(current[axis + 1:])
             direction = {"c2c": self.direction, "r2c": "forward", "c2r": "backward"}[kind]
-            one_d = plan(n, a * b, kind, direction, self.norm, self.dtype, self.target)
+            one_d = plan(n, a * b, kind, direction, self.norm, self.dtype, self.target,
+                         lanes=_node_lanes(a, b, self.real_dtype) if not self.is_cuda else None)
             length = {"c2c": n, "r2c": n // 2 + 1, "c2r": n}[kind]
             after = current[:axis] + (length,) + current[axis + 1:]
             nodes.append(Node(index, axis, kind, n, (a, current[axis], b), current, after, one_d))
@@ -287,20 +319,33 @@ class NDPlan:
                 raise ValueError("out must be writable (it is a read-only array)")
         out_view = self._float_view("out", out, self._output_floats, complex_out)
         _check_in_place(x_view, out_view)
-        wrap = self.nodes[0].plan._wrap
         if self.is_cuda:
-            self._run_cuda(x_view, out_view)
+            device = tvm.cuda(0)
+            out_tensor = tvm.runtime.empty(out_view.shape, self.real_dtype, device)
+            self._main(tvm.runtime.tensor(x_view, device), out_tensor)
+            out_view[...] = out_tensor.numpy()
         else:
+            wrap = self.nodes[0].plan._wrap
             self._main(wrap(x_view), wrap(out_view))
         return out
 
-    def _run_cuda(self, x_view: np.ndarray, out_view: np.ndarray) -> None:
-        device = tvm.cuda(0)
-        vm = relax.VirtualMachine(self.executable, device)
-        x_tensor = tvm.runtime.tensor(np.ascontiguousarray(x_view), device)
-        out_tensor = tvm.runtime.empty(out_view.shape, self.real_dtype, device)
-        vm["main"](x_tensor, out_tensor)
-        out_view[...] = out_tensor.numpy()
+    @functools.cached_property
+    def _main(self):
+        """The graph's function in a Relax VM on the plan's device (looked up once: a lookup costs more than a
+        small transform)."""
+        return relax.VirtualMachine(self.executable, tvm.cuda(0) if self.is_cuda else tvm.cpu(0))["main"]
+
+    def cuda_source(self) -> str:
+        """The CUDA C++ of the graph's kernels, generated by TVM (a plan made with a CUDA target)."""
+        if not self.is_cuda:
+            raise ValueError("cuda_source needs a plan made with a CUDA target")
+        pending, sources = list(self.executable.mod.imports), []
+        while pending:
+            module = pending.pop()
+            if module.kind in ("cuda", "fallback", "cuda_fallback"):
+                sources.append(module.inspect_source())
+            pending.extend(module.imports)
+        return "\n".join(sources)
 
     # ---- description ----------------------------------------------------------------------------------
     def describe(self) -> str:
@@ -317,8 +362,8 @@ class NDPlan:
             depends = "the input x" if node.index == 0 else f"node {node.index - 1}"
             lines.append(
                 f"  node {node.index}: {node.kind} n={node.n} along axis {node.axis}, view (A, N, B) = ({a}, {n}, "
-                f"{b}): {a * b} transforms, reads {depends}, writes "
-                + ("out" if node is self.nodes[-1] else "an intermediate") + f" {node.out_shape}")
+                f"{b}): {a * b} transforms, reads {depends}, writes {_destination(node, self.nodes)} "
+                f"{node.out_shape}")
             lines.append(f"    1-D plan: breakdown {one_d.tree}; {len(one_d.passes.passes)} passes, "
                          f"{one_d.lanes} lanes per group, {node.parallel_tasks} parallel tasks, scratch "
                          f"{node.scratch_bytes} bytes")

@@ -85,8 +85,9 @@ class Plan:
     """A compiled FFT operator; build it with `plan(...)`."""
 
     def __init__(self, spec: FFTSpec, batch: int, target: tvm.target.Target, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout) -> None:
-        """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts` (use `plan()`)."""
+                 output_layout: ExternalLayout, lanes: int | None = None) -> None:
+        """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts` (use `plan()`); `lanes`
+        transforms per lane group on llvm (default: `schedule.choose_lanes`)."""
         started = time.perf_counter()
         self.spec, self.batch, self.target = spec, batch, target
         self.input_layout, self.output_layout = input_layout, output_layout
@@ -94,7 +95,7 @@ class Plan:
         self.formula: Formula = formula_of(self.tree)
         self.passes: PassList = spec.passes()
         self.is_cuda = self.target.kind.name == "cuda"
-        self.lanes = 1 if self.is_cuda else choose_lanes(self.passes, self.real_dtype, batch)
+        self.lanes = 1 if self.is_cuda else lanes or choose_lanes(self.passes, self.real_dtype, batch)
         scratch_bytes = 2 * np.dtype(self.real_dtype).itemsize * self.lanes * physical_scratch_elements(self.passes)
         scope = "global"
         # a CUDA plan whose scratch does not fit in one thread block's shared memory runs one kernel per pass
@@ -401,8 +402,8 @@ class _TargetKey:
 
 @functools.lru_cache(maxsize=256)
 def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout) -> Plan:
-    return Plan(spec, batch, target.target, input_layout, output_layout)
+                 output_layout: ExternalLayout, lanes: int | None = None) -> Plan:
+    return Plan(spec, batch, target.target, input_layout, output_layout, lanes)
 
 
 def plan(
@@ -420,6 +421,7 @@ def plan(
     odist: int | None = None,
     codelet_limit: int = CODELET_LIMIT,
     radix_limit: int = RADIX_LIMIT,
+    lanes: int | None = None,
 ) -> Plan:
     """Compile (once; plans are cached by their parameters) an FFT operator for `batch` transforms of size n.
 
@@ -428,8 +430,9 @@ def plan(
     "llvm" (the host CPU), "cuda" (sm_80) or a target dict. istride/idist and ostride/odist are the steps
     between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
-    the largest radix of a pass of a larger transform (see `factor`). A wrong type raises TypeError, a wrong
-    value ValueError, naming the argument.
+    the largest radix of a pass of a larger transform (see `factor`). lanes: transforms per lane group on llvm
+    (vectorized side by side; default: `schedule.choose_lanes`, which may also put one transform per group,
+    vectorized inside). A wrong type raises TypeError, a wrong value ValueError, naming the argument.
     """
     if kind == "c2r" and direction == "forward":
         direction = "backward"
@@ -437,5 +440,7 @@ def plan(
     spec = FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)
     batch = check_int("batch", batch, 1)
     input_layout, output_layout = spec.layouts(batch, istride, idist, ostride, odist)
-    return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout)
+    if lanes is not None:
+        lanes = min(check_int("lanes", lanes, 1), batch)
+    return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout, lanes)
 

@@ -21,6 +21,11 @@ BLUESTEIN_LARGEST_PRIME = 7
 # ---- lane groups and vectors (llvm: `schedule`, `passes`) --------------------------------------------------------
 # A lane group holds one 128-bit vector's worth of transforms of the batch (wider vectors spill the codelets).
 VECTOR_LANES = {"float32": 4, "float64": 2}
+# A lane group of transforms along an axis other than the last of an n-D array (`ndim`: each element is a row of
+# B consecutive complex values, the transforms side by side along it) holds this many transforms: 128 bytes of
+# every row, two cache lines (one vector's width, or one transform vectorized inside, reads a fraction of each
+# line it touches: 3 to 15 times slower at power-of-two B).
+STRIDED_LANES = {"float32": 16, "float64": 8}
 # A lane group's scratch stays within this many bytes: its lane count is halved until it does.
 GROUP_SCRATCH_LIMIT = 4 * 1024 * 1024
 # A vector of codelet instances of one transform is this many times the vector width when the loop divides.
