@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # TVM's CPU thread pool defaults to one thread on this kind of machine; use every core.
 export TVM_NUM_THREADS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench scipy-fft-suite clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test:
 
 lint:
 	$(VENV)/bin/ruff check tvm_tailsplit tests bench
+
+# scipy's own FFT tests (test_basic, test_helper, test_multithreading) with tvm_tailsplit.fft as the global backend
+scipy-fft-suite:
+	$(PY) -m tests.fft.scipy_suite
 
 demo:
 	$(PY) -m tvm_tailsplit.split.demo

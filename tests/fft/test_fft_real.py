@@ -80,7 +80,7 @@ def test_real_plan_layout_and_errors():
     assert inverse.input_shape == (2, 9, 2) and inverse.output_shape == (2, 16)
     with pytest.raises(ValueError, match="x must be float32"):
         plan(np.zeros((2, 16), np.float64))
-    with pytest.raises(ValueError, match="a must be real"):
+    with pytest.raises(TypeError, match="x must be real"):
         tfft.rfft(np.zeros(4, np.complex64))
     with pytest.raises(ValueError, match="istride must be 1 for an r2c plan of even n"):
         tfft.plan(16, 2, kind="r2c", istride=2)

@@ -9,12 +9,48 @@ pipeline), or the same template as a stage of the caller's TE graph (`te_fft`). 
 `plan(..., effort="measure" | "patient")` times variants on this machine (`search`) and remembers the winners
 as wisdom (`wisdom`: `export_wisdom`, `import_wisdom`, `forget_wisdom`).
 Every tuning constant is in `tuning` (measurements: bench/results/fft_tuning.md).
+Compiled llvm plans and the searches' wisdom persist on disk (`cache`). n-D transforms are Relax graphs of 1-D
+plans (`ndim.plan_nd`). numpy.fft / scipy.fft functions run on cached plans (`numpy_api`), and this module is a
+scipy.fft backend (`scipy_backend`): `with scipy.fft.set_backend(tvm_tailsplit.fft): scipy.fft.fft(x)`. Dask
+arrays: `dask_array` (fft_wrap with the generated operator per chunk; imported on use).
 """
 
-from .planner import Plan, fft, ifft, irfft, plan, rfft
+from .ndim import NDPlan, plan_nd
+from .numpy_api import (
+    fft,
+    fft2,
+    fftfreq,
+    fftn,
+    fftshift,
+    hfft,
+    hfft2,
+    hfftn,
+    ifft,
+    ifft2,
+    ifftn,
+    ifftshift,
+    ihfft,
+    ihfft2,
+    ihfftn,
+    irfft,
+    irfft2,
+    irfftn,
+    next_fast_len,
+    prev_fast_len,
+    rfft,
+    rfft2,
+    rfftfreq,
+    rfftn,
+)
+from .planner import Plan, plan
+from .scipy_backend import __ua_domain__, __ua_function__
 from .te_op import te_fft, te_fft_constants
 from .variants import Variant
 from .wisdom import export_wisdom, forget_wisdom, import_wisdom
 
-__all__ = ["Plan", "Variant", "export_wisdom", "fft", "forget_wisdom", "ifft", "import_wisdom", "irfft", "plan",
-           "rfft", "te_fft", "te_fft_constants"]
+__all__ = [
+    "NDPlan", "Plan", "Variant", "__ua_domain__", "__ua_function__", "export_wisdom", "fft", "fft2", "fftfreq",
+    "fftn", "fftshift", "forget_wisdom", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn", "ifftshift", "ihfft",
+    "ihfft2", "ihfftn", "import_wisdom", "irfft", "irfft2", "irfftn", "next_fast_len", "plan", "plan_nd",
+    "prev_fast_len", "rfft", "rfft2", "rfftfreq", "rfftn", "te_fft", "te_fft_constants",
+]

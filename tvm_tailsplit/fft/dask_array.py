@@ -35,8 +35,8 @@ from . import fft as _fft
 from . import ifft as _ifft
 from . import irfft as _irfft
 from . import rfft as _rfft
-from .planner import _check_axis, _complex_dtype
-from .spec import NORMS, REAL_DTYPES, check_choice, check_int
+from .numpy_api import _axis, _norm, _precision, _shape_axes, _swap
+from .spec import REAL_DTYPES, check_int
 
 __all__ = ["ChunkKernel", "fft", "fft2", "fftn", "hfft", "ifft", "ifft2", "ifftn", "ihfft", "irfft", "irfft2",
            "irfftn", "one_chunk_along", "rfft", "rfft2", "rfftn"]
@@ -82,7 +82,7 @@ def one_chunk_along(a: Any, axis: int) -> Any:
     import dask
     from dask.utils import parse_bytes
 
-    axis = _check_axis(a, axis)
+    axis = _axis(a, axis)
     if a.numblocks[axis] == 1:
         return a
     others = [max(chunks, default=0) for i, chunks in enumerate(a.chunks) if i != axis]
@@ -102,23 +102,14 @@ def _as_dask(a: Any) -> Any:
     return a if isinstance(a, da.Array) else da.asarray(a)
 
 
-def _norm(norm: str | None) -> str | None:
-    return None if norm is None else check_choice("norm", norm, NORMS)
-
-
-def _swap_direction(norm: str | None) -> str:
-    """numpy's hfft/ihfft normalization: the inverse transform with the opposite direction of scaling."""
-    return {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}[_norm(norm)]
-
-
 def _transform(kind: str, a: Any, n: int | None, axis: int, norm: str | None) -> Any:
     """One 1-D transform of `kind` along `axis` of the dask array `a`, rechunked as needed."""
     a = _as_dask(a)
-    axis = _check_axis(a, axis)
+    axis = _axis(a, axis)
     norm = _norm(norm)
     if n is not None:
         n = check_int("n", n, 1)
-    dtype = _complex_dtype(a)
+    dtype = _precision(a)
     if kind == "rfft":
         if np.iscomplexobj(a):
             raise ValueError(f"a must be real for rfft, got {a.dtype}")
@@ -150,31 +141,19 @@ def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
 
 def hfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """numpy.fft.hfft of a dask array: `irfft` of the conjugate with the normalization direction swapped."""
-    return irfft(_as_dask(a).conj(), n, axis, _swap_direction(norm))
+    return irfft(_as_dask(a).conj(), n, axis, _swap(_norm(norm)))
 
 
 def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """numpy.fft.ihfft of a real dask array: the conjugate of `rfft` with the normalization direction swapped."""
-    return rfft(a, n, axis, _swap_direction(norm)).conj()
+    return rfft(a, n, axis, _swap(_norm(norm))).conj()
 
 
 def _nd_args(a: Any, s: Sequence[int] | None, axes: Sequence[int] | None) -> tuple[list[int | None], list[int]]:
-    """numpy's (s, axes) of an n-D transform: all axes (or the last len(s)) by default, axes normalized and
-    distinct, s[i] None where the size along axes[i] is kept."""
-    if s is not None and (isinstance(s, (int, np.integer)) or not isinstance(s, Sequence)):
-        raise TypeError(f"s must be a sequence of integers, got {s!r} ({type(s).__name__})")
-    if axes is None:
-        axes = range(0 if s is None else a.ndim - len(s), a.ndim)
-    if isinstance(axes, (int, np.integer)) or not isinstance(axes, Sequence):
-        raise TypeError(f"axes must be a sequence of integers, got {axes!r} ({type(axes).__name__})")
-    axes = [_check_axis(a, axis) for axis in axes]
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"axes must be distinct, got {axes}")
-    if s is None:
-        return [None] * len(axes), axes
-    if len(s) != len(axes):
-        raise ValueError(f"s and axes must have the same length, got s={list(s)} and axes={axes}")
-    return [check_int("s", size, 1) for size in s], axes
+    """numpy's (s, axes) of an n-D transform (`numpy_api`'s rule) as (sizes, axes), a size None where the length
+    along that axis is kept."""
+    axes, sizes = _shape_axes(a, s, axes)
+    return (sizes or [None] * len(axes)), axes
 
 
 def _along_axes(kind: str, a: Any, sizes: list[int | None], axes: list[int], norm: str | None) -> Any:

@@ -1,4 +1,4 @@
-"""plan(): compile an FFT operator once and call it on numpy arrays or TVM tensors; numpy-like functions.
+"""plan(): compile an FFT operator once and call it on numpy arrays or TVM tensors.
 
 Algorithm: validate the request once as a `spec.FFTSpec` (size, kind, direction, norm, precision, limits) and
 its layouts (batch, strides; overlapping outputs refused); choose the plan's `variants.Variant` (effort
@@ -46,13 +46,13 @@ from .multikernel import schedule_cuda_multikernel
 from .passes import PassList
 from .schedule import schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int
+from .spec import FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
 from .tuning import CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
 from .variants import Variant, estimate_variant, scratch_bytes
 from .wisdom import lookup, problem_key, record
 
-__all__ = ["Plan", "fft", "ifft", "irfft", "plan", "rfft"]
+__all__ = ["Plan", "plan"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -604,114 +604,3 @@ def plan(
         return _cached_plan(spec, batch, _TargetKey(_resolve_target(target)), input_layout, output_layout, effort,
                             rounds, lanes, variant)
 
-
-def _norm(norm: str | None) -> str:
-    """numpy's default normalization for None; other values are checked by the spec."""
-    return "backward" if norm is None else check_choice("norm", norm, NORMS)
-
-
-def _complex_dtype(array: np.ndarray) -> str:
-    return "complex64" if array.dtype in (np.complex64, np.float32) else "complex128"
-
-
-def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:
-    """Crop or zero-pad `array` along `axis` to `size` (numpy's `n` argument)."""
-    current = array.shape[axis]
-    if current == size:
-        return array
-    if current > size:
-        return array.take(np.arange(size), axis=axis)
-    padding = [(0, 0)] * array.ndim
-    padding[axis] = (0, size - current)
-    return np.pad(array, padding)
-
-
-def _run_along_axis(array: np.ndarray, axis: int, make_plan) -> np.ndarray:
-    """Move `axis` last, express the other axes as one batch stride when possible (no copy), run the plan."""
-    moved = np.moveaxis(array, axis, -1)
-    batch_shape, length = moved.shape[:-1], moved.shape[-1]
-    batch = math.prod(batch_shape)
-    try:
-        flat = moved.reshape((batch, length), copy=False)
-    except ValueError:
-        flat = np.ascontiguousarray(moved).reshape(batch, length)
-    if any(s <= 0 or s % flat.itemsize for s in flat.strides[1:]) or (batch > 1 and flat.strides[0] <= 0):
-        flat = np.ascontiguousarray(flat)
-    stride = flat.strides[1] // flat.itemsize
-    distance = flat.strides[0] // flat.itemsize if batch > 1 else stride * length
-    result = make_plan(batch, stride, distance)(flat)
-    return np.moveaxis(result.reshape(batch_shape + result.shape[-1:]), -1, axis)
-
-
-def _check_axis(a: np.ndarray, axis: int) -> int:
-    axis = check_int("axis", axis)
-    if a.ndim == 0:
-        raise ValueError("a must have at least one dimension")
-    if not -a.ndim <= axis < a.ndim:
-        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {a.ndim}")
-    return axis % a.ndim
-
-
-def _c2c(a, n, axis, norm, direction) -> np.ndarray:
-    a = np.asarray(a)
-    axis = _check_axis(a, axis)
-    dtype = _complex_dtype(a)
-    a = a.astype(dtype, copy=False)
-    size = a.shape[axis] if n is None else n
-    size = check_int("n", size, 1)
-    a = _resize(a, size, axis)
-    if a.size == 0:
-        return np.zeros(a.shape, dtype)
-    return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "c2c", direction, _norm(norm), dtype, istride=stride, idist=distance))
-
-
-def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
-    """numpy.fft.fft on a cached plan (complex64 stays complex64; other inputs compute in complex128)."""
-    return _c2c(a, n, axis, norm, "forward")
-
-
-def ifft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
-    """numpy.fft.ifft on a cached plan."""
-    return _c2c(a, n, axis, norm, "backward")
-
-
-def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
-    """numpy.fft.rfft on a cached plan (float32 input gives complex64, other real input complex128)."""
-    a = np.asarray(a)
-    if np.iscomplexobj(a):
-        raise ValueError(f"a must be real for rfft, got {a.dtype}")
-    axis = _check_axis(a, axis)
-    dtype = _complex_dtype(a)
-    a = a.astype(REAL_DTYPES[dtype], copy=False)
-    size = a.shape[axis] if n is None else n
-    size = check_int("n", size, 1)
-    a = _resize(a, size, axis)
-    if a.size == 0:
-        return np.zeros(a.shape[:axis] + (size // 2 + 1,) + a.shape[axis + 1:], dtype)
-    if size % 2 == 0:
-        a = _contiguous_along(a, axis)
-    return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "r2c", "forward", _norm(norm), dtype, istride=stride, idist=distance))
-
-
-def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
-    """numpy.fft.irfft on a cached plan: the output has n = 2·(m - 1) real points unless n is given."""
-    a = np.asarray(a)
-    axis = _check_axis(a, axis)
-    dtype = _complex_dtype(a)
-    a = a.astype(dtype, copy=False)
-    size = 2 * (a.shape[axis] - 1) if n is None else n
-    size = check_int("n", size, 1)
-    a = _resize(a, size // 2 + 1, axis)
-    if a.size == 0:
-        return np.zeros(a.shape[:axis] + (size,) + a.shape[axis + 1:], REAL_DTYPES[dtype])
-    return _run_along_axis(a, axis, lambda batch, stride, distance: plan(
-        size, batch, "c2r", "backward", _norm(norm), dtype, istride=stride, idist=distance))
-
-
-def _contiguous_along(a: np.ndarray, axis: int) -> np.ndarray:
-    """Even-size r2c reads real pairs: the transform axis must have unit stride (copy if it has not)."""
-    if a.strides[axis] == a.itemsize:
-        return a
-    return np.moveaxis(np.ascontiguousarray(np.moveaxis(a, axis, -1)), -1, axis)

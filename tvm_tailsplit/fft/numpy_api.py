@@ -1,0 +1,547 @@
+"""numpy.fft and scipy.fft on the generated operator: the 1-D, 2-D and n-D transforms, hfft and helpers.
+
+Algorithm: every function reduces its call to plans. A 1-D transform (fft, ifft, rfft, irfft, hfft, ihfft, and an
+n-D transform of one axis) moves the axis last, expresses the other axes as one batch with an element stride and
+a distance between transforms (no copy when the array allows it) and runs one cached `planner.plan` of the
+(cropped or zero-padded) length `n`. An n-D transform of several axes crops or pads every transformed axis to
+`s`, makes the array C-contiguous and runs one cached `ndim.plan_nd` over the axes in their order: c2c, r2c
+(real input, the last axis halved) or c2r (output length `s[-1]` on the last axis). Hermitian transforms are
+real ones of the conjugate with the normalization's direction swapped:
+`hfft(x, n, norm) = irfft(conj(x), n, swap(norm))`, `ihfft(x, n, norm) = conj(rfft(x, n, swap(norm)))`, and
+likewise hfftn/ihfftn over irfftn/rfftn.
+
+Semantics are scipy.fft's (signatures `(x, n|s, axis|axes, norm, overwrite_x, workers, *, plan)`, plus numpy
+2's `out=` as a keyword): float16, float32 and complex64 compute in complex64 (real outputs float32), other
+numeric inputs (float64, integers, bool) in complex128; long double and complex long double inputs are refused
+with a TypeError (the operator computes in float32/float64, and a silent downcast would lose the precision
+the caller asked for; scipy computes them exactly, and the scipy backend leaves them to scipy); object and
+non-numeric arrays are refused. Read-only inputs (np.memmap, np.frombuffer) are read without a copy.
+`overwrite_x=True` lets a c2c transform write into `x` (in place) when x already has the computed dtype, is
+writable and is not cropped or padded. `out=` receives the result (computed directly into it when its
+layout allows, else copied with numpy's same-kind casting).
+
+`workers` is the number of threads of TVM's CPU thread pool that the call uses (scipy's rule: negative values
+count back from `os.cpu_count()`, -1 is every CPU; zero and values below `-os.cpu_count()` are refused). TVM's
+pool is per calling thread and is configured through its `runtime.config_threadpool` function before the
+call and restored after it; the pool never grows beyond its size (`TVM_NUM_THREADS`, by default the physical
+cores), so larger values use the whole pool. None uses the whole pool. TVM's pool threads do not survive a
+fork: in a forked child the operator runs on the calling thread only (`TVM_NUM_THREADS=1` there).
+
+`next_fast_len(target, real=False)` is the smallest length at least `target` whose every pass over memory is a
+Cooley-Tukey radix within the generator's radix limit (`tuning.RADIX_LIMIT`: prime factors 2, 3, 5, 7), so
+that no Rader or Bluestein convolution and no large prime codelet runs; for real transforms the length is
+also even (an even real transform is a complex one of half the length). `prev_fast_len` is the largest such
+length at most `target`. fftshift, ifftshift, fftfreq and rfftfreq are numpy's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import tvm
+from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
+
+from .ndim import plan_nd
+from .planner import plan as make_plan
+from .spec import NORMS, REAL_DTYPES, check_choice, check_int
+from .tuning import RADIX_LIMIT
+
+__all__ = [
+    "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn", "ifftshift",
+    "ihfft", "ihfft2", "ihfftn", "irfft", "irfft2", "irfftn", "next_fast_len", "prev_fast_len", "rfft", "rfft2",
+    "rfftfreq", "rfftn",
+]
+
+logger = logging.getLogger("tvm_tailsplit.fft")
+
+# ---- threads ----------------------------------------------------------------------------------------------------
+
+_BIG_CORES = 1  # TVM's ThreadGroup::kBig, the affinity mode its pool starts in
+
+
+class _PoolState(threading.local):
+    """Whether this thread's TVM pool runs with a thread count other than its default (0: the default)."""
+
+    threads = 0
+
+
+_pool_state = _PoolState()
+_in_forked_child = False
+
+
+def _after_fork_in_child() -> None:
+    """TVM's pool threads do not exist in a forked child; launching on them would wait forever: run serially."""
+    global _in_forked_child
+    _in_forked_child = True
+    os.environ["TVM_NUM_THREADS"] = "1"
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_workers(workers: Any) -> int | None:
+    """scipy's rule: None, a positive count, or a negative one counted back from os.cpu_count() (-1: all)."""
+    if workers is None:
+        return None
+    workers = check_int("workers", workers)
+    if workers == 0:
+        raise ValueError("workers must not be zero")
+    if workers < 0:
+        cpus = os.cpu_count() or 1
+        if workers < -cpus:
+            raise ValueError(f"workers value out of range; got {workers}, must not be less than {-cpus}")
+        workers += cpus + 1
+    return workers
+
+
+@contextlib.contextmanager
+def _threads(workers: int | None) -> Iterator[None]:
+    """Run the body with `workers` threads of the calling thread's TVM pool (None: the pool's default)."""
+    if workers is None or _in_forked_child:
+        yield
+        return
+    configure = tvm.get_global_func("runtime.config_threadpool")
+    configure(_BIG_CORES, workers)
+    _pool_state.threads = workers
+    try:
+        yield
+    finally:
+        configure(_BIG_CORES, 0)
+        _pool_state.threads = 0
+
+
+# ---- arguments --------------------------------------------------------------------------------------------------
+
+
+def _norm(norm: str | None) -> str:
+    """numpy's default normalization for None."""
+    return "backward" if norm is None else check_choice("norm", norm, NORMS)
+
+
+def _swap(norm: str) -> str:
+    """The normalization of the opposite direction (hfft is a forward transform computed as an inverse)."""
+    return {"backward": "forward", "forward": "backward", "ortho": "ortho"}[norm]
+
+
+def _as_array(x: Any) -> np.ndarray:
+    """`x` as a numpy array of a dtype the operator computes: TypeError for long double, object, non-numeric."""
+    array = np.asarray(x)
+    kind, size = array.dtype.kind, array.dtype.itemsize
+    if kind not in "biufc":
+        raise TypeError(f"x must be a numeric array, got dtype {array.dtype}")
+    if (kind == "f" and size > 8) or (kind == "c" and size > 16):
+        raise TypeError(f"x has dtype {array.dtype} (long double): the generated operator computes in complex64 or "
+                        f"complex128 and would lose its precision; cast x to float64/complex128, or use scipy.fft, "
+                        f"which computes long double exactly")
+    return array
+
+
+def _precision(array: np.ndarray) -> str:
+    """scipy's rule: float16, float32 and complex64 compute in complex64, other numeric inputs in complex128."""
+    return "complex64" if array.dtype in (np.float16, np.float32, np.complex64) else "complex128"
+
+
+def _check_plan(plan: Any) -> None:
+    if plan is not None:
+        raise NotImplementedError("plan= is reserved, as in scipy.fft; call a tvm_tailsplit.fft.plan(...) object "
+                                  "directly to reuse a plan")
+
+
+def _axis(array: np.ndarray, axis: Any, name: str = "axis") -> int:
+    axis = check_int(name, axis)
+    if not -array.ndim <= axis < array.ndim:
+        raise np.exceptions.AxisError(axis, array.ndim)
+    return axis % array.ndim
+
+
+def _size(name: str, value: Any, default: int) -> int:
+    """A transform length: `default` for None."""
+    if value is None:
+        return default
+    return check_int(name, value, 1)
+
+
+def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:
+    """Crop (a view) or zero-pad `array` along `axis` to `size` (numpy's `n` argument)."""
+    current = array.shape[axis]
+    if current == size:
+        return array
+    if current > size:
+        return array[(slice(None),) * axis + (slice(0, size),)]
+    padding = [(0, 0)] * array.ndim
+    padding[axis] = (0, size - current)
+    return np.pad(array, padding)
+
+
+def _shape_axes(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[int] | None]:
+    """scipy's n-D arguments: the transformed axes (non-negative, in order) and their lengths (None without s;
+    -1 in `s` is that axis's input length). Without axes, the last len(s) axes (all axes without s)."""
+    if axes is not None:
+        axes = [axes] if isinstance(axes, (int, np.integer)) else list(_sequence("axes", axes))
+        axes = [_axis(array, a, "axes") for a in axes]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"all axes must be unique, got {tuple(axes)}")
+    if s is None:
+        return (list(range(array.ndim)) if axes is None else axes), None
+    s = [s] if isinstance(s, (int, np.integer)) else list(_sequence("s", s))
+    for value in s:
+        if check_int("s", value) != -1 and value < 1:
+            raise ValueError(f"s must hold positive lengths (or -1 for the input's length), got {tuple(s)}")
+    if axes is None:
+        if len(s) > array.ndim:
+            raise ValueError(f"s has {len(s)} entries, more than the {array.ndim} dimensions of x")
+        axes = list(range(array.ndim - len(s), array.ndim))
+    elif len(s) != len(axes):
+        raise ValueError(f"s and axes must have the same length, got s={tuple(s)} and axes={tuple(axes)}")
+    return axes, [array.shape[axis] if value == -1 else int(value) for axis, value in zip(axes, s, strict=True)]
+
+
+def _sequence(name: str, value: Any) -> Sequence:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be an integer or a sequence of integers, got {value!r}")
+    return value
+
+
+# ---- running plans ----------------------------------------------------------------------------------------------
+
+
+def _deliver(result: np.ndarray, out: Any) -> np.ndarray:
+    """Copy `result` into `out` (numpy's same-kind casting) and return it; `result` when out is None."""
+    if out is None or result is out:
+        return result
+    _check_out(out, result.shape, result.dtype)
+    np.copyto(out, result, casting="same_kind")
+    return out
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, the result has shape {tuple(shape)}")
+    if not np.can_cast(dtype, out.dtype, "same_kind"):
+        raise TypeError(f"out has dtype {out.dtype}, the result ({dtype}) cannot be cast to it")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable (it is a read-only array)")
+
+
+def _flat(array: np.ndarray, axis: int) -> np.ndarray | None:
+    """`array` with `axis` last and the other axes as one batch, as a view with positive whole-element strides
+    (None when no such view exists)."""
+    moved = np.moveaxis(array, axis, -1)
+    batch = math.prod(moved.shape[:-1])
+    try:
+        flat = moved.reshape((batch, moved.shape[-1]), copy=False)
+    except ValueError:
+        return None
+    if any(s <= 0 or s % flat.itemsize for s in flat.strides[1:]) or (batch > 1 and flat.strides[0] <= 0):
+        return None
+    return flat
+
+
+def _steps(flat: np.ndarray) -> tuple[int, int]:
+    """(element stride, distance between transforms) of a flat view, in elements."""
+    stride = flat.strides[1] // flat.itemsize
+    return stride, (flat.strides[0] // flat.itemsize if flat.shape[0] > 1 else stride * flat.shape[1])
+
+
+def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str, norm: str, dtype: str,
+                out_shape: tuple[int, ...], out_dtype: str, out: Any, in_place: bool) -> np.ndarray:
+    """One 1-D plan along `axis` over the batch of the other axes; the result written into `out` (or into
+    `array` itself when `in_place`) directly when its layout allows."""
+    if array.size == 0:
+        return _deliver(np.zeros(out_shape, out_dtype), out)
+    flat = _flat(array, axis)
+    if flat is None:
+        array = np.moveaxis(np.ascontiguousarray(np.moveaxis(array, axis, -1)), -1, axis)
+        flat, in_place = _flat(array, axis), False
+    istride, idist = _steps(flat)
+    target, target_flat = None, None
+    if in_place:
+        target, target_flat = array, flat
+    elif out is not None:
+        _check_out(out, out_shape, np.dtype(out_dtype))
+        candidate = _flat(out, axis) if out.dtype == out_dtype else None
+        if candidate is not None and not np.may_share_memory(candidate, flat) and \
+                (kind != "c2r" or n % 2 or candidate.strides[1] == candidate.itemsize):
+            target, target_flat = out, candidate
+    if target is None:
+        compute = make_plan(n, flat.shape[0], kind, direction, norm, dtype, istride=istride, idist=idist)
+        result = compute(flat)
+        moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
+        shaped = np.moveaxis(result.reshape(moved_shape), -1, axis)
+        return _deliver(shaped, out)
+    ostride, odist = _steps(target_flat)
+    make_plan(n, flat.shape[0], kind, direction, norm, dtype, istride=istride, idist=idist, ostride=ostride,
+              odist=odist)(flat, target_flat)
+    return target
+
+
+def _ours(array: np.ndarray, x: Any) -> bool:
+    """Whether `array` is a temporary of this call (a cast, padded or converted copy), free to be overwritten."""
+    return array is not x and array.flags.owndata and array.flags.writeable
+
+
+def _contiguous_along(array: np.ndarray, axis: int) -> np.ndarray:
+    """Even-size r2c reads real pairs: the transform axis must have unit stride (copy if it has not)."""
+    if array.strides[axis] == array.itemsize:
+        return array
+    return np.moveaxis(np.ascontiguousarray(np.moveaxis(array, axis, -1)), -1, axis)
+
+
+def _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, direction) -> np.ndarray:
+    _check_plan(plan)
+    array = _as_array(x)
+    axis = _axis(array, axis)
+    dtype = _precision(array)
+    n = _size("n", n, array.shape[axis])
+    resized = _resize(array.astype(dtype, copy=False), n, axis)
+    in_place = out is None and (_ours(resized, x) or (bool(overwrite_x) and resized is array and array.flags.writeable))
+    with _threads(_check_workers(workers)):
+        return _along_axis(resized, axis, n, "c2c", direction, _norm(norm), dtype, resized.shape, dtype, out,
+                           in_place)
+
+
+def _r2c(x, n, axis, norm, workers, plan, out) -> np.ndarray:
+    _check_plan(plan)
+    array = _as_array(x)
+    if array.dtype.kind == "c":
+        raise TypeError(f"x must be real, got {array.dtype}")
+    axis = _axis(array, axis)
+    dtype = _precision(array)
+    n = _size("n", n, array.shape[axis])
+    resized = _resize(array.astype(REAL_DTYPES[dtype], copy=False), n, axis)
+    if n % 2 == 0 and resized.size:
+        resized = _contiguous_along(resized, axis)
+    shape = resized.shape[:axis] + (n // 2 + 1,) + resized.shape[axis + 1:]
+    with _threads(_check_workers(workers)):
+        return _along_axis(resized, axis, n, "r2c", "forward", _norm(norm), dtype, shape, dtype, out, False)
+
+
+def _c2r(x, n, axis, norm, workers, plan, out, conjugate=False) -> np.ndarray:
+    _check_plan(plan)
+    array = _as_array(x)
+    axis = _axis(array, axis)
+    dtype = _precision(array)
+    n = _size("n", n, 2 * (array.shape[axis] - 1))
+    cast = array.astype(dtype, copy=False)
+    resized = _resize(np.conjugate(cast) if conjugate else cast, n // 2 + 1, axis)
+    shape = resized.shape[:axis] + (n,) + resized.shape[axis + 1:]
+    with _threads(_check_workers(workers)):
+        return _along_axis(resized, axis, n, "c2r", "backward", _norm(norm), dtype, shape, REAL_DTYPES[dtype], out,
+                           False)
+
+
+# ---- 1-D transforms ---------------------------------------------------------------------------------------------
+
+
+def fft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+        workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.fft / numpy.fft.fft: the n-point DFT along `axis` (cropped or zero-padded to n)."""
+    return _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, "forward")
+
+
+def ifft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+         workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ifft / numpy.fft.ifft: the inverse n-point DFT along `axis`."""
+    return _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, "backward")
+
+
+def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+         workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.rfft / numpy.fft.rfft: the n//2 + 1 non-negative frequencies of a real input's DFT."""
+    return _r2c(x, n, axis, norm, workers, plan, out)
+
+
+def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.irfft / numpy.fft.irfft: n real points (2·(m - 1) unless n is given) from m frequencies."""
+    return _c2r(x, n, axis, norm, workers, plan, out)
+
+
+def hfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+         workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.hfft / numpy.fft.hfft: the real DFT of a Hermitian-symmetric signal given by its first half."""
+    return _c2r(x, n, axis, _swap(_norm(norm)), workers, plan, out, conjugate=True)
+
+
+def ihfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ihfft / numpy.fft.ihfft: the inverse of hfft (n//2 + 1 points of a real input)."""
+    result = _r2c(x, n, axis, _swap(_norm(norm)), workers, plan, out)
+    return np.conjugate(result, out=result)
+
+
+# ---- n-D transforms ---------------------------------------------------------------------------------------------
+
+
+def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, overwrite_x: bool, workers: Any,
+        plan: Any, out: Any, conjugate: bool = False) -> np.ndarray:
+    """The n-D transforms: c2c, r2c (last axis halved) or c2r (last axis from its half) over `axes`."""
+    _check_plan(plan)
+    array = _as_array(x)
+    if kind == "r2c" and array.dtype.kind == "c":
+        raise TypeError(f"x must be real, got {array.dtype}")
+    axes, sizes = _shape_axes(array, s, axes)
+    norm = _norm(norm)
+    workers = _check_workers(workers)
+    if not axes:
+        if kind != "c2c":
+            raise ValueError("at least 1 axis must be transformed (axes is empty)")
+        return _deliver(array.copy(), out)
+    sizes = sizes or [None] * len(axes)
+    if len(axes) == 1:
+        one = {"c2c": _c2c, "r2c": _r2c, "c2r": _c2r}[kind]
+        if kind == "c2c":
+            return one(array, sizes[0], axes[0], norm, overwrite_x, workers, None, out, direction)
+        if kind == "c2r":
+            return one(array, sizes[0], axes[0], norm, workers, None, out, conjugate)
+        return one(array, sizes[0], axes[0], norm, workers, None, out)
+    dtype = _precision(array)
+    lengths = [array.shape[a] if n is None else n for a, n in zip(axes, sizes, strict=True)]
+    if kind == "c2r":
+        last = axes[-1]
+        lengths[-1] = 2 * (array.shape[last] - 1) if sizes[-1] is None else sizes[-1]
+        if lengths[-1] < 1:
+            raise ValueError(f"the last transformed axis ({last}) has {array.shape[last]} input point(s): the default "
+                             f"output length 2·(m - 1) is 0; give s")
+    cast = array.astype(REAL_DTYPES[dtype] if kind == "r2c" else dtype, copy=False)
+    if conjugate:
+        cast = np.conjugate(cast)
+    resized = cast
+    for axis, length in zip(axes, lengths, strict=True):
+        stored = length // 2 + 1 if kind == "c2r" and axis == axes[-1] else length
+        resized = _resize(resized, stored, axis)
+    contiguous = np.ascontiguousarray(resized)
+    in_place = kind == "c2c" and out is None and (
+        _ours(contiguous, x) or (bool(overwrite_x) and contiguous is array and array.flags.writeable))
+    out_dtype = REAL_DTYPES[dtype] if kind == "c2r" else dtype
+    out_shape = list(contiguous.shape)
+    if kind != "c2c":
+        out_shape[axes[-1]] = lengths[-1] if kind == "c2r" else lengths[-1] // 2 + 1
+    if contiguous.size == 0:
+        return _deliver(np.zeros(out_shape, out_dtype), out)
+    last_size = lengths[-1] if kind == "c2r" else None
+    compute = plan_nd(contiguous.shape, tuple(axes), kind, direction, norm, dtype, last_size=last_size)
+    target = contiguous if in_place else None
+    if out is not None:
+        _check_out(out, tuple(out_shape), np.dtype(out_dtype))
+        if out.dtype == out_dtype and out.flags.c_contiguous and not np.may_share_memory(out, contiguous):
+            target = out
+    with _threads(workers):
+        result = compute(contiguous, out=target)
+    return _deliver(result, out)
+
+
+def fftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+         workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.fftn / numpy.fft.fftn: the n-D DFT over `axes` (all, or the last len(s)), cropped/padded to s."""
+    return _nd("c2c", "forward", x, s, axes, norm, overwrite_x, workers, plan, out)
+
+
+def ifftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ifftn / numpy.fft.ifftn: the inverse n-D DFT over `axes`."""
+    return _nd("c2c", "backward", x, s, axes, norm, overwrite_x, workers, plan, out)
+
+
+def rfftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.rfftn / numpy.fft.rfftn: the n-D DFT of a real input, the last axis halved (s[-1]//2 + 1)."""
+    return _nd("r2c", "forward", x, s, axes, norm, overwrite_x, workers, plan, out)
+
+
+def irfftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.irfftn / numpy.fft.irfftn: the inverse of rfftn (last axis 2·(m - 1) points unless s says)."""
+    return _nd("c2r", "backward", x, s, axes, norm, overwrite_x, workers, plan, out)
+
+
+def hfftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.hfftn: the n-D DFT of a Hermitian-symmetric input (its last axis halved): a real output."""
+    return _nd("c2r", "backward", x, s, axes, _swap(_norm(norm)), overwrite_x, workers, plan, out, conjugate=True)
+
+
+def ihfftn(x: Any, s: Any = None, axes: Any = None, norm: str | None = None, overwrite_x: bool = False,
+           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ihfftn: the inverse of hfftn (a real input, the last axis halved)."""
+    result = _nd("r2c", "forward", x, s, axes, _swap(_norm(norm)), overwrite_x, workers, plan, out)
+    return np.conjugate(result, out=result)
+
+
+def fft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+         workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.fft2 / numpy.fft.fft2: fftn over the last two axes."""
+    return fftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+def ifft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ifft2 / numpy.fft.ifft2: ifftn over the last two axes."""
+    return ifftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+def rfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.rfft2 / numpy.fft.rfft2: rfftn over the last two axes."""
+    return rfftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+def irfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.irfft2 / numpy.fft.irfft2: irfftn over the last two axes."""
+    return irfftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+def hfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.hfft2: hfftn over the last two axes."""
+    return hfftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+def ihfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None, overwrite_x: bool = False,
+           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """scipy.fft.ihfft2: ihfftn over the last two axes."""
+    return ihfftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
+
+
+# ---- fast lengths -----------------------------------------------------------------------------------------------
+
+_FAST_PRIMES = tuple(p for p in (3, 5, 7) if p <= RADIX_LIMIT)
+
+
+def _odd_smooth(limit: int) -> Iterator[int]:
+    """The products of the odd fast primes up to `limit`."""
+    products = [1]
+    for p in _FAST_PRIMES:
+        products = [q * p**k for q in products for k in range(int(math.log(max(limit // q, 1), p)) + 2)
+                    if q * p**k <= limit]
+    return iter(sorted(set(products)))
+
+
+def next_fast_len(target: int, real: bool = False) -> int:
+    """The smallest fast length >= target: prime factors 2, 3, 5, 7 only (every pass a radix within the radix
+    limit, no Rader/Bluestein/large-prime codelet), and even for real transforms (whose complex transform is
+    half as long); 1 stays 1."""
+    target = check_int("target", target, 1)
+    if target == 1:
+        return 1
+    low = 2 if real else 1
+    # for each odd part, the smallest power of two (at least `low`) that brings it to the target
+    return min(odd * max(low, 1 << (-(-target // odd) - 1).bit_length()) for odd in _odd_smooth(2 * target))
+
+
+def prev_fast_len(target: int, real: bool = False) -> int:
+    """The largest fast length <= target (the rule of next_fast_len); 1 for target 1 (and real target 1)."""
+    target = check_int("target", target, 1)
+    low = 2 if real else 1
+    # for each odd part, the largest power of two that keeps it within the target
+    return max((odd << ((target // odd).bit_length() - 1) for odd in _odd_smooth(target // low)), default=1)
