@@ -20,6 +20,16 @@ EXPECTED_OUTPUT = {
         "speedup of tailsplit over guarded",
     ],
     "03_fft_generator": ["max |formula - DFT_96|", "relative L2 error"],
+    "05_fft_plans_and_surface": [
+        "chosen variant: Variant(",
+        "imported: 1",
+        "a new process's measure plan came from: wisdom",
+        "workspace bytes (planned before running)",
+        "rfftn matches numpy: True",
+        "float16 in, complex64 out: complex64",
+        "scipy.fft.fft2 through the backend matches: True",
+        "dask fft2 matches numpy: True",
+    ],
     "04_warp_specialization": [
         "redundant, removed (4): c2->p4, c1->p7, c4->p7, c5->p7",
         "protocol is safe",
