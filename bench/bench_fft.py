@@ -38,6 +38,8 @@ import time
 
 import numpy as np
 
+from tvm_tailsplit.fft.search import seconds_per_call
+
 C2C_SIZES = [8, 16, 64, 256, 1024, 4096, 65536, 12, 60, 1000, 17, 97, 1009]
 REAL_SIZE = 1024
 BATCH_BYTES = 16 * 1024 * 1024
@@ -61,17 +63,7 @@ QUICK_ROUNDS = 2
 def best_time(run, min_seconds: float = 0.15, repeats: int = 3, clock=time.perf_counter) -> float:
     """Best per-call time over `repeats` rounds of calls lasting at least `min_seconds` each (on `clock`)."""
     run()
-    best = math.inf
-    for _ in range(repeats):
-        calls, start = 0, clock()
-        while True:
-            run()
-            calls += 1
-            elapsed = clock() - start
-            if elapsed >= min_seconds:
-                break
-        best = min(best, elapsed / calls)
-    return best
+    return min(seconds_per_call(run, min_seconds, clock) for _ in range(repeats))
 
 
 def all_cases() -> list[tuple[str, int, int]]:

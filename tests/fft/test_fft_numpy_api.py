@@ -114,19 +114,29 @@ def test_overwrite_x_transforms_in_place():
     assert relative_error(tfft.fftn(y, overwrite_x=True), reference) <= 1e-14
 
 
-def test_workers_sets_the_threads_of_the_call(monkeypatch):
-    num_threads = tvm.get_global_func("runtime.NumThreads")
-    x = random_complex((64, 64), "complex128", seed=7)
-    tfft.fft(x)
-    default = num_threads()
-    seen = []
+NUM_THREADS = tvm.get_global_func("runtime.NumThreads")
+
+
+@pytest.fixture
+def threads_of_calls(monkeypatch) -> list[int]:
+    """The TVM pool's thread count during each 1-D plan call of the numpy functions, in call order."""
+    seen: list[int] = []
     real_plan = numpy_api.make_plan
 
     def recording_plan(*args, **kwargs):
         compiled = real_plan(*args, **kwargs)
-        return lambda *call_args: (seen.append(num_threads()), compiled(*call_args))[1]
+        return lambda *call_args: (seen.append(NUM_THREADS()), compiled(*call_args))[1]
 
     monkeypatch.setattr(numpy_api, "make_plan", recording_plan)
+    return seen
+
+
+def test_workers_sets_the_threads_of_the_call(threads_of_calls):
+    num_threads, seen = NUM_THREADS, threads_of_calls
+    x = random_complex((64, 64), "complex128", seed=7)
+    tfft.fft(x)
+    seen.clear()
+    default = num_threads()
     reference = np.fft.fft(x)
     for workers, threads in [(1, 1), (2, min(2, default)), (-1, default), (None, default)]:
         assert relative_error(tfft.fft(x, workers=workers), reference) <= 1e-14
@@ -244,16 +254,8 @@ def test_scipy_backend_runs_the_generated_operator_and_falls_back(monkeypatch):
         scipy.fft.dct(x.real)
 
 
-def test_scipy_backend_keeps_scipy_s_default_workers(monkeypatch):
-    num_threads = tvm.get_global_func("runtime.NumThreads")
-    seen = []
-    real_plan = numpy_api.make_plan
-
-    def recording_plan(*args, **kwargs):
-        compiled = real_plan(*args, **kwargs)
-        return lambda *call_args: (seen.append(num_threads()), compiled(*call_args))[1]
-
-    monkeypatch.setattr(numpy_api, "make_plan", recording_plan)
+def test_scipy_backend_keeps_scipy_s_default_workers(threads_of_calls):
+    num_threads, seen = NUM_THREADS, threads_of_calls
     x = random_complex((8, 12), "complex128", seed=10)
     with scipy.fft.set_backend(tfft):
         scipy.fft.fft(x)

@@ -47,7 +47,7 @@ from .factor import Breakdown, CooleyTukey
 from .variants import Variant
 
 __all__ = ["CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate",
-           "SearchReport", "axes", "label", "search", "time_plans"]
+           "SearchReport", "axes", "label", "search", "seconds_per_call", "time_plans"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -175,17 +175,21 @@ def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], C
     labels = list(runs)
     for index in range(rounds):
         for name in labels[index % len(labels):] + labels[:index % len(labels)]:
-            run = runs[name]
-            run()
-            calls, start = 0, clock()
-            while True:
-                run()
-                calls += 1
-                elapsed = clock() - start
-                if elapsed >= ROUND_SECONDS:
-                    break
-            samples[name].append(elapsed / calls)
+            runs[name]()
+            samples[name].append(seconds_per_call(runs[name], ROUND_SECONDS, clock))
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def seconds_per_call(run: Callable[[], Any], min_seconds: float,
+                     clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds per call of `run`, called until at least `min_seconds` have passed on `clock`."""
+    calls, start = 0, clock()
+    while True:
+        run()
+        calls += 1
+        elapsed = clock() - start
+        if elapsed >= min_seconds:
+            return elapsed / calls
 
 
 class _Search:
