@@ -175,6 +175,13 @@ def test_verbose_shows_progress_on_stderr(fresh, capsys):
     assert "fft search" not in capsys.readouterr().err  # the handler is gone after the call
 
 
+def test_verbose_shows_the_compile_of_an_estimate_plan(fresh, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))  # compiled here, not loaded
+    fft.plan(23, 3, verbose=True)
+    err = capsys.readouterr().err
+    assert "building the c2c plan of n=23" in err and re.search(r"built the c2c plan of n=23 in [0-9.]+ s", err)
+
+
 def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
     spec = FFTSpec(64)
     (layout_in, layout_out), target = spec.layouts(8), planner._resolve_target("llvm")

@@ -114,7 +114,11 @@ class Plan:
         cached = cache.load(*self._cache_keys) if self._cache_keys else None
         if cached is None:
             self.symbolic_batch = self._serves_any_batch()
+            # compiles take from a tenth of a second to seconds (large primes): progress at INFO (`verbose=True`)
+            logger.info("fft: building the %s plan of n=%d (%s), batch %d, for %s", self.kind, self.n, self.tree,
+                        batch, target.kind.name)
             self.executable = None if self.is_cuda else _compile(self.module, self.target, self._pair_buffers())
+            logger.info("fft: built the %s plan of n=%d in %.2f s", self.kind, self.n, time.perf_counter() - started)
             tables, indices = self.passes.constants()
             self._constants = []
             if self.passes.table_size:
