@@ -241,7 +241,7 @@ CONCURRENT = """
     key = cache.plan_key(plan._request(plan.symbolic_batch), plan.target)
     loads = 0
     for _ in range(15):
-        cache.store(key, plan.executable, plan.lanes, plan._constants, 0)
+        cache.store(key, plan.executable, plan.variant.to_dict(), plan._constants, 0)
         loads += cache.load(key) is not None
     print(json.dumps({"loads": loads, **cache.stats()}))
 """

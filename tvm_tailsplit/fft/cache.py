@@ -9,8 +9,8 @@ IR: building the IR to hash it would cost more than loading the plan (2-30 ms ag
 fft_cache.md). The structural hash of the scheduled IR is still recorded in the entry. A plan compiled for any
 batch (`Plan.symbolic_batch`) has the batch None in its key: one entry serves every batch.
 
-The sha256 of the key (canonical JSON) names the entry: `<name>.json` holds the metadata (the key, the lane
-count, the IR hash, the file names, sizes and sha256 of the shared library and of the constant tables), the shared
+The sha256 of the key (canonical JSON) names the entry: `<name>.json` holds the metadata (the key, the plan's
+variant, the IR hash, the file names, sizes and sha256 of the shared library and of the constant tables), the shared
 library `<name>-<sha>.so` (`Executable.export_library`) and the tables `<name>-<sha>.npz` (the twiddles and
 Rader permutations of the passes, loaded without pickle). The data files are named by their content's
 hash and the metadata is written last, each through a temporary file in the same directory and an atomic
@@ -72,12 +72,12 @@ class PlanCacheWarning(UserWarning):
 
 @dataclasses.dataclass
 class CachedPlan:
-    """What a plan needs from a loaded entry: its key, the compiled module, the lane count and the constant
-    tables."""
+    """What a plan needs from a loaded entry: its key, the compiled module, its variant's fields
+    (`variants.Variant.to_dict`) and the constant tables."""
 
     key: dict[str, Any]
     module: tvm.runtime.Module
-    lanes: int
+    variant: dict[str, Any]
     constants: list[np.ndarray]
 
 
@@ -224,7 +224,7 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
         meta = json.loads(text)
         found = meta["key"]
         files = {kind: (meta[kind], meta[f"{kind}_bytes"], meta[f"{kind}_sha256"]) for kind in ("library", "constants")}
-        lanes = int(meta["lanes"])
+        variant = dict(meta["variant"])
     except (ValueError, KeyError, TypeError) as error:
         _reject(meta_path, f"not a plan cache entry (truncated or garbage metadata: {type(error).__name__}: {error})")
         return None
@@ -252,7 +252,7 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
         return None
     _counts["loaded"] += 1
     logger.debug("loaded the compiled plan %s from %s", key["request"], library_path)
-    return CachedPlan(key, module, lanes, constants)
+    return CachedPlan(key, module, variant, constants)
 
 
 def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
@@ -269,8 +269,9 @@ def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
     return Path(temporary), len(data), hashlib.sha256(data).hexdigest()
 
 
-def store(key: dict[str, Any], executable: Any, lanes: int, constants: list[np.ndarray], ir_hash: int) -> Path | None:
-    """Write the entry of `key` (an llvm executable, its lane count, constant tables and IR structural hash);
+def store(key: dict[str, Any], executable: Any, variant: dict[str, Any], constants: list[np.ndarray],
+          ir_hash: int) -> Path | None:
+    """Write the entry of `key` (an llvm executable, its variant's fields, constant tables and IR structural hash);
     returns its metadata path, or None when the cache is disabled or cannot be written (logged).
 
     Only llvm plans are stored. Without a GPU, a CUDA executable exports (its device module holds the CUDA
@@ -282,7 +283,7 @@ def store(key: dict[str, Any], executable: Any, lanes: int, constants: list[np.n
     name = _name(key)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {"key": key, "lanes": lanes, "ir_structural_hash": ir_hash,
+        meta: dict[str, Any] = {"key": key, "variant": variant, "ir_structural_hash": ir_hash,
                                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         writers = {"library": (".so", executable.export_library),
                    "constants": (".npz", lambda path: np.savez(path, *constants))}

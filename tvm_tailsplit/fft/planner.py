@@ -90,28 +90,37 @@ class Plan:
     """A compiled FFT operator; build it with `plan(...)`."""
 
     def __init__(self, spec: FFTSpec, batch: int, target: tvm.target.Target, input_layout: ExternalLayout,
-                 output_layout: ExternalLayout, variant: Variant | None = None, store: bool = True) -> None:
+                 output_layout: ExternalLayout, variant: Variant | None = None, store: bool = True,
+                 lanes: int | None = None) -> None:
         """The plan of `spec` for `batch` transforms in the layouts of `spec.layouts`, built as `variant` says
-        (None: `estimate_variant`, the rules of `tuning`); use `plan()`. A compiled llvm plan is written to the
-        plan cache unless `store` is False (a search's candidates: `store_in_cache` writes the winner)."""
+        (None: `estimate_variant`, the rules of `tuning`, with `lanes` per group when given); use `plan()`. A
+        compiled llvm plan is written to the plan cache unless `store` is False (a search's candidates:
+        `store_in_cache` writes the winner)."""
         started = time.perf_counter()
         self.spec, self.batch, self.target = spec, batch, target
         self.input_layout, self.output_layout = input_layout, output_layout
         self.is_cuda = self.target.kind.name == "cuda"
-        self.variant: Variant = estimate_variant(spec, batch, self.is_cuda) if variant is None else variant
         # how the variant was chosen (`search.SearchReport`; None: by the rules, without timing)
         self.search = None
+        self._device_constants: dict[str, list] = {}
+        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`): the
+        # plan of any batch (`symbolic_batch`) or of this batch. A plan of the rules is keyed by the request (the
+        # rules are a function of it and of the generator's sources, which the key hashes), so that loading it
+        # does not derive its passes to choose its variant (27 ms at n = 65536)
+        chosen = {"rules": "estimate", "lanes": lanes} if variant is None else variant.to_dict()
+        self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic, chosen), target)
+                                                    for symbolic in ((True, False) if batch > 1 else (False,))]
+        cached = cache.load(*self._cache_keys) if self._cache_keys else None
+        if cached is not None:
+            variant = Variant(**cached.variant)
+        elif variant is None:
+            variant = estimate_variant(spec, batch, self.is_cuda, lanes)
+        self.variant: Variant = variant
         self.tree: Breakdown = self.variant.tree(spec)
         self.lanes = self.variant.lanes
-        self._device_constants: dict[str, list] = {}
         if self.is_cuda and self.kernels == 1 and self._scratch_bytes() > CUDA_SHARED_LIMIT:
             raise ValueError(f"variant {self.variant} needs {self._scratch_bytes()} bytes of shared memory per "
                              f"block (at most {CUDA_SHARED_LIMIT}): it must have kernel_per_pass=True")
-        # an llvm plan compiled before, by this process or another, is loaded from the plan cache (`cache`): the
-        # plan of any batch (`symbolic_batch`) or of this batch
-        self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic), target)
-                                                    for symbolic in ((True, False) if batch > 1 else (False,))]
-        cached = cache.load(*self._cache_keys) if self._cache_keys else None
         if cached is None:
             self.symbolic_batch = self._serves_any_batch()
             # compiles take from a tenth of a second to seconds (large primes): progress at INFO (`verbose=True`)
@@ -143,7 +152,8 @@ class Plan:
         if self._stored or not self._cache_keys:
             return
         key = self._cache_keys[0 if self.symbolic_batch else -1]
-        cache.store(key, self.executable, self.lanes, self._constants, tvm_ffi.structural_hash(self.module))
+        cache.store(key, self.executable, self.variant.to_dict(), self._constants,
+                    tvm_ffi.structural_hash(self.module))
         self._stored = True
 
     # ---- the IR, built on demand for a plan loaded from the cache ----------------------------------------
@@ -201,12 +211,12 @@ class Plan:
         any batch runs as fast as the plan of its batch."""
         return not self.is_cuda and self.lanes == 1 and self.batch > 1
 
-    def _request(self, symbolic_batch: bool) -> dict[str, Any]:
+    def _request(self, symbolic_batch: bool, variant: dict[str, Any]) -> dict[str, Any]:
         """The plan's request as JSON values (the plan cache's key, with the target); the batch is None for the
         plan of any batch."""
         return {"spec": dataclasses.asdict(self.spec), "batch": None if symbolic_batch else self.batch,
                 "input": dataclasses.asdict(self.input_layout), "output": dataclasses.asdict(self.output_layout),
-                "variant": self.variant.to_dict()}
+                "variant": variant}
 
     def __reduce__(self):
         """Pickled as the arguments of `plan()` with the plan's variant: unpickling plans again (loaded from the
@@ -500,6 +510,8 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
     cuda = target.target.kind.name == "cuda"
     if variant is not None:
         return Plan(spec, batch, target.target, input_layout, output_layout, variant)
+    if effort == "estimate":
+        return Plan(spec, batch, target.target, input_layout, output_layout, lanes=lanes)
     estimate = estimate_variant(spec, batch, cuda, lanes)
 
     def candidate(variant: Variant) -> Plan:
@@ -507,10 +519,9 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
         return Plan(spec, batch, target.target, input_layout, output_layout, variant, store=False)
 
     def build(variant: Variant | None = None) -> Plan:
-        return Plan(spec, batch, target.target, input_layout, output_layout, variant or estimate)
+        # None: the rules' plan, under the same cache key as an estimate plan's
+        return Plan(spec, batch, target.target, input_layout, output_layout, variant, lanes=lanes)
 
-    if effort == "estimate":
-        return build()
     threads = 1 if cuda else tvm.runtime.num_threads()
     key = problem_key(spec, batch, input_layout, output_layout, target.target, threads)
     known = lookup(key, effort)
