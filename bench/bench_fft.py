@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure_generated(True, args.selected, args.rounds)))
         return
     os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count()))
+    # every plan compiled and every search timed in this run (inherited by the timing subprocesses): `compile s`
+    # and `measure s` are real, and no variant comes from an earlier run's saved wisdom
+    os.environ["TVM_TAILSPLIT_CACHE"] = "0"
     info = machine()
     # the ceiling uses the copy of one batch (16 MiB, partly cache-resident like the transforms' data);
     # the 256 MiB copy is the DRAM bandwidth

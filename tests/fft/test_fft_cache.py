@@ -238,7 +238,7 @@ CONCURRENT = """
     while not go.exists():
         time.sleep(0.005)
     plan = fft.plan(30, 4)
-    key = cache.plan_key(plan._request(plan.symbolic_batch), plan.target)
+    key = cache.plan_key(plan._request(plan.symbolic_batch, plan._chosen), plan.target)
     loads = 0
     for _ in range(15):
         cache.store(key, plan.executable, plan.variant.to_dict(), plan._constants, 0)

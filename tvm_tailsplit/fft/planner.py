@@ -107,8 +107,8 @@ class Plan:
         # plan of any batch (`symbolic_batch`) or of this batch. A plan of the rules is keyed by the request (the
         # rules are a function of it and of the generator's sources, which the key hashes), so that loading it
         # does not derive its passes to choose its variant (27 ms at n = 65536)
-        chosen = {"rules": "estimate", "lanes": lanes} if variant is None else variant.to_dict()
-        self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic, chosen), target)
+        self._chosen = {"rules": "estimate", "lanes": lanes} if variant is None else variant.to_dict()
+        self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic, self._chosen), target)
                                                     for symbolic in ((True, False) if batch > 1 else (False,))]
         cached = cache.load(*self._cache_keys) if self._cache_keys else None
         if cached is not None:
@@ -227,7 +227,11 @@ class Plan:
                      "norm": self.norm, "dtype": self.dtype, "target": target,
                      "istride": self.input_layout.stride, "idist": self.input_layout.distance,
                      "ostride": self.output_layout.stride, "odist": self.output_layout.distance,
-                     "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit, "variant": self.variant}
+                     "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit}
+        if "rules" in self._chosen:
+            arguments["lanes"] = self._chosen["lanes"]
+        else:
+            arguments["variant"] = self.variant
         return functools.partial(plan, **arguments), ()
 
     # ---- the request, from the spec ----------------------------------------------------------------------
