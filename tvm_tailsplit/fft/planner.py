@@ -48,7 +48,7 @@ from .schedule import schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
 from .spec import FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
-from .tuning import CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
+from .tuning import ANY_BATCH_SCRATCH_BYTES, CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
 from .variants import Variant, estimate_variant, scratch_bytes
 from .wisdom import lookup, problem_key, record
 
@@ -207,9 +207,12 @@ class Plan:
     def _serves_any_batch(self) -> bool:
         """Whether the plan is compiled for any batch (a symbolic batch): on llvm, when its lane groups hold one
         transform (no tail group) and the batch is not 1 (a batch of 1 keeps its serial group loop: launching a
-        parallel loop costs more than a small transform). Measured in bench/results/fft_cache.md: the plan of
-        any batch runs as fast as the plan of its batch."""
-        return not self.is_cuda and self.lanes == 1 and self.batch > 1
+        parallel loop costs more than a small transform), while its group's scratch is at most
+        `ANY_BATCH_SCRATCH_BYTES`. Measured in bench/results/fft_cache.md: there the plan of any batch runs as fast
+        as the plan of its batch (0.96-1.11x up to n = 4096); at n = 65536 (1 MiB of scratch) batch 16 it ran
+        1.9x slower (not investigated), so larger transforms keep one plan per batch."""
+        return (not self.is_cuda and self.lanes == 1 and self.batch > 1
+                and self._scratch_bytes() <= ANY_BATCH_SCRATCH_BYTES)
 
     def _request(self, symbolic_batch: bool, variant: dict[str, Any]) -> dict[str, Any]:
         """The plan's request as JSON values (the plan cache's key, with the target); the batch is None for the
