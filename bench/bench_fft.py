@@ -10,10 +10,11 @@ process), on the process's CPU time (all its threads), which other processes on 
 inflate as they inflate wall time; the generated operator on TVM_NUM_THREADS threads (default: all cores)
 and the multi-threaded libraries together in the main process, on wall time. Each generated column has a
 `measure` twin: the plan made with `effort="measure"` (variants timed on this machine, with the process's thread
-count, before the benchmark's timing), beside the estimate plan in the same rotation; pyFFTW plans with
-FFTW_MEASURE. The memory-bandwidth ceiling
-is measured in the same run (a numpy copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and
-converted to the GFLOP/s a transform would reach if it only read its input and wrote its output once.
+count, before the benchmark's timing), beside the estimate plan in the same rotation, with its speedup as the
+median of their paired time ratios (a search that kept the estimate variant returns the estimate plan itself,
+timed once); pyFFTW plans with FFTW_MEASURE. The memory-bandwidth ceiling is measured in the same run (a numpy
+copy of one batch; a 256 MiB copy gives the DRAM bandwidth) and converted to the GFLOP/s a transform would reach
+if it only read its input and wrote its output once.
 
 Run: `make bench` (all benchmarks) or `python -m bench.bench_fft`; results: bench/results/fft.json and .md,
 written only by a full run (every case, the default rounds). Runs that write no results: `--cases
@@ -113,14 +114,14 @@ def make_input(kind: str, n: int, batch: int) -> np.ndarray:
     return (rng.standard_normal((batch, length)) + 1j * rng.standard_normal((batch, length))).astype(np.complex64)
 
 
-def side_by_side(kind: str, n: int, batch: int, runners: dict, rounds: int, clock=time.perf_counter) -> dict:
-    """name -> median GFLOP/s over `rounds` rounds, each timing every runner in turn."""
+def side_by_side(runners: dict, rounds: int, clock=time.perf_counter) -> dict[str, list[float]]:
+    """name -> seconds per call in each of `rounds` rounds, each timing every runner in turn."""
     seconds: dict = {name: [] for name in runners}
     for _ in range(rounds):
         for name, run in runners.items():
             seconds[name].append(best_time(run, min_seconds=0.05, repeats=2, clock=clock))
             time.sleep(SETTLE_SECONDS)
-    return {name: flops(kind, n, batch) / statistics.median(times) / 1e9 for name, times in seconds.items()}
+    return seconds
 
 
 def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], rounds: int) -> dict:
@@ -140,8 +141,11 @@ def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], 
         measure_seconds = time.perf_counter() - start
         x = make_input(kind, n, batch)
         out = plan(x)
-        runners = {"generated": lambda plan=plan, x=x, out=out: plan(x, out),
-                   "generated measure": lambda plan=measured, x=x, out=out: plan(x, out)}
+        runners = {"generated": lambda plan=plan, x=x, out=out: plan(x, out)}
+        # a search that kept the estimate variant returns the same compiled plan: timing it twice would time noise
+        same_plan = measured.variant == plan.variant
+        if not same_plan:
+            runners["generated measure"] = lambda plan=measured, x=x, out=out: plan(x, out)
         skipped = {}
         for name, runner in library_runners(kind, n, x).items():
             if isinstance(runner, str):
@@ -151,8 +155,15 @@ def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], 
         # single-threaded: the process's CPU time (every thread's), which other processes on a shared machine do
         # not inflate; multi-threaded: wall time (CPU time would count the libraries' spinning threads)
         clock = time.process_time if single_threaded else time.perf_counter
-        gflops = side_by_side(kind, n, batch, runners, rounds, clock=clock)
+        seconds = side_by_side(runners, rounds, clock=clock)
+        if same_plan:
+            seconds["generated measure"] = seconds["generated"]
+        gflops = {name: flops(kind, n, batch) / statistics.median(times) / 1e9 for name, times in seconds.items()}
+        # the measure plan's speedup over the estimate plan: the median over rounds of their paired time ratio
+        speedup = statistics.median(e / m for e, m in zip(seconds["generated"], seconds["generated measure"],
+                                                          strict=True))
         results[f"{kind}:{n}"] = {"gflops": gflops.pop("generated"), "gflops_measure": gflops.pop("generated measure"),
+                                  "measure_speedup": speedup, "measure_same_plan": same_plan,
                                   "compile_seconds": compile_seconds, "measure_seconds": measure_seconds,
                                   "measure_variant": measured.search.winner, "passes": len(plan.passes.passes),
                                   "lanes": plan.lanes, "libraries": gflops, "skipped": skipped}
@@ -261,7 +272,9 @@ def main(argv: list[str] | None = None) -> None:
                "compile_seconds": generated_all[key]["compile_seconds"], "passes": generated_all[key]["passes"],
                "measure_seconds": generated_one[key]["measure_seconds"],
                "measure t=1 variant": generated_one[key]["measure_variant"],
-               f"measure t={threads} variant": generated_all[key]["measure_variant"]}
+               f"measure t={threads} variant": generated_all[key]["measure_variant"],
+               "measure t=1 speedup": generated_one[key]["measure_speedup"],
+               f"measure t={threads} speedup": generated_all[key]["measure_speedup"]}
         for generated in (generated_one, generated_all):
             row.update(generated[key]["libraries"])
             skipped.update(generated[key]["skipped"])
@@ -286,7 +299,7 @@ def make_output_bytes(kind: str, n: int, batch: int) -> int:
 def markdown(report: dict) -> str:
     info = report["machine"]
     columns = [c for c in report["rows"][0] if isinstance(report["rows"][0][c], float) and
-               c not in ("compile_seconds", "measure_seconds")]
+               c not in ("compile_seconds", "measure_seconds") and not c.endswith(" speedup")]
     lines = [
         "# FFT benchmark (GFLOP/s, higher is better)",
         "",
@@ -310,10 +323,15 @@ def markdown(report: dict) -> str:
         lines.append(f"| {row['kind']} | {row['n']} | {row['batch']} | {values} | {row['compile_seconds']:.1f} | "
                      f"{row['measure_seconds']:.1f} |")
     variants = [c for c in report["rows"][0] if c.endswith(" variant")]
-    lines += ["", "Variants that effort='measure' chose (changes from the estimate variant):", "",
-              "| kind | n | " + " | ".join(variants) + " |", "|" + "---|" * (len(variants) + 2)]
+    lines += ["", "Variants that effort='measure' chose (changes from the estimate variant) and the measure plan's "
+              "speedup over the estimate plan: the median over the rounds of the ratio of their times in the same "
+              "round. Where the search kept the estimate variant, the measure plan is the estimate plan (the same "
+              "compiled code), timed once: its column repeats the estimate's value and its speedup is 1.", "",
+              "| kind | n | " + " | ".join(f"{c} | speedup" for c in variants) + " |",
+              "|" + "---|" * (2 * len(variants) + 2)]
     for row in report["rows"]:
-        lines.append(f"| {row['kind']} | {row['n']} | " + " | ".join(row[c] for c in variants) + " |")
+        cells = [f"{row[c]} | {row[c.replace(' variant', ' speedup')]:.3f}" for c in variants]
+        lines.append(f"| {row['kind']} | {row['n']} | " + " | ".join(cells) + " |")
     if report["skipped_libraries"]:
         lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in report["skipped_libraries"].items())]
     return "\n".join(lines) + "\n"

@@ -56,9 +56,47 @@ def test_measure_plans_match_numpy(fresh, n, batch, kind):
     assert relative_error(p(x), expected) < 1e-5
     timed = [c for c in p.search.candidates if c.seconds is not None]
     assert any(c.label == "estimate" for c in timed) and len(timed) >= 2
-    winner = next(c for c in timed if c.variant == p.variant)
-    estimate = next(c for c in timed if c.label == "estimate")
-    assert winner.seconds <= estimate.seconds  # the estimate variant is a candidate: never a slower winner
+    # the estimate variant is a candidate and a winner is confirmed against it: never a slower winner
+    if p.search.winner != "estimate":
+        assert p.search.confirmation < 1 - search.CONFIRM_MARGIN
+
+
+def scripted_search(monkeypatch, confirmation_ratio: float, threads: int = 1) -> tuple:
+    """A measure search of c2c 64 x 8 whose timings are scripted: in the groups (3 rounds), the variant of twice
+    the lanes takes 0.5 of the others' time; in the confirmation pairs, `confirmation_ratio` of the estimate's."""
+    spec = FFTSpec(64)
+    (layout_in, layout_out), target = spec.layouts(8), planner._resolve_target("llvm")
+    estimate = planner.Plan(spec, 8, target, layout_in, layout_out)
+    fast = f"lanes={2 * estimate.variant.lanes}"
+    calls = []
+
+    def samples(plans, rounds, run_inputs, clock):
+        calls.append((list(plans), rounds))
+        confirming = rounds > 3  # the groups have the search's 3 rounds, the confirmation more
+        ratio = confirmation_ratio if confirming else 0.5
+        return {name: [(ratio if name == fast else 1.0) * 1e-3] * rounds for name in plans}
+
+    monkeypatch.setattr(search, "timing_samples", samples)
+    build = lambda variant: planner.Plan(spec, 8, target, layout_in, layout_out, variant)  # noqa: E731
+    chosen, report = search.search("measure", estimate, build, estimate.variant, threads=threads, rounds=3)
+    return chosen, report, fast, calls
+
+
+def test_a_winner_is_kept_only_when_paired_confirmation_agrees(fresh, monkeypatch):
+    chosen, report, fast, calls = scripted_search(monkeypatch, 0.9)
+    assert report.winner == fast and chosen.variant.lanes == 2 * estimate_variant(FFTSpec(64), 8, False).lanes
+    assert report.confirmation == pytest.approx(0.9) and "confirmed in 6 paired rounds on CPU time" in report.reason
+    assert calls[-1][1] == search.CONFIRM_ROUNDS * 3
+
+
+@pytest.mark.parametrize("threads, ratio", [(1, 0.995), (2, 0.98)])
+def test_a_winner_that_the_confirmation_does_not_repeat_is_dropped(fresh, monkeypatch, threads, ratio):
+    # within the margin of its clock (1% on CPU time, 3% on wall time with 2 threads): the estimate stays
+    chosen, report, fast, calls = scripted_search(monkeypatch, ratio, threads)
+    assert report.winner == "estimate" and chosen.variant == estimate_variant(FFTSpec(64), 8, False)
+    assert f"{fast}, was not confirmed" in report.reason and report.confirmation == pytest.approx(ratio)
+    wall = threads > 1
+    assert calls[-1][1] == (search.WALL_CONFIRM_ROUNDS if wall else search.CONFIRM_ROUNDS) * 3
 
 
 def test_patient_plan_matches_numpy_and_times_more_variants(fresh):

@@ -21,8 +21,12 @@ once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each tim
 (the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
 time is its median over the rounds (on the process's CPU time with one thread on llvm, else on wall time). A
 candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
-choice), and the final winner is timed once more against the estimate variant over `CONFIRM_ROUNDS` times the
-rounds, kept only when it still wins there. On CUDA the timings need a GPU:
+choice). The final winner is confirmed against the estimate variant in paired rounds (the two timed back to back,
+in alternating order, `CONFIRM_ROUNDS` times the rounds): it is kept only when the median over the rounds of its
+time divided by the estimate's is below 1 - `CONFIRM_MARGIN` (a ratio of neighbours cancels the drift that
+independent medians keep: another process, the clock, the memory's state). Wall-time searches (more than one
+thread, CUDA) are noisier than CPU-time ones: there the confirmation has `WALL_CONFIRM_ROUNDS` times the rounds
+and needs `WALL_CONFIRM_MARGIN`. On CUDA the timings need a GPU:
 without one the search returns the estimate plan, saying why. The outcome (`SearchReport`) lists every timed
 variant with its time and why the winner won.
 """
@@ -46,8 +50,9 @@ from ..cuda import gpu_available
 from .factor import Breakdown, CooleyTukey
 from .variants import Variant
 
-__all__ = ["CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS", "Candidate",
-           "SearchReport", "axes", "label", "search", "seconds_per_call", "time_plans"]
+__all__ = ["CONFIRM_MARGIN", "CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS",
+           "WALL_CONFIRM_MARGIN", "WALL_CONFIRM_ROUNDS", "Candidate", "SearchReport", "axes", "label", "paired_ratio",
+           "search", "seconds_per_call", "time_plans", "timing_samples"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -57,8 +62,14 @@ ROUNDS = 5
 ROUND_SECONDS = 0.02
 # a candidate must be this much faster (relative) than the current best to replace it
 MARGIN = 0.01
-# the final timing of the winner against the estimate variant has this many times the rounds
+# the winner's paired confirmation against the estimate variant: this many times the rounds, and the median
+# ratio of their times must be below 1 - this margin (on CPU time, one thread)
 CONFIRM_ROUNDS = 2
+CONFIRM_MARGIN = 0.01
+# ... and on wall time (more than one thread, or a GPU), where another process's burst slows one side of a pair:
+# a two-thread r2c 1024 search kept a variant 1.04-1.08x slower after a 2-round, 1% confirmation of medians
+WALL_CONFIRM_ROUNDS = 4
+WALL_CONFIRM_MARGIN = 0.03
 # coordinate-descent sweeps of a patient search at most
 PATIENT_SWEEPS = 3
 
@@ -80,7 +91,8 @@ class Candidate:
 @dataclass
 class SearchReport:
     """How a plan's variant was chosen: `effort`, `source` ("timed", "wisdom" or "estimate" when the search fell
-    back to the rules), the `candidates` in the order they were timed, the `winner`'s label and the `reason`."""
+    back to the rules), the `candidates` in the order they were timed, the `winner`'s label and the `reason`, and
+    the `confirmation` (the fastest variant's median paired time ratio against the estimate variant)."""
 
     effort: str
     source: str
@@ -88,6 +100,7 @@ class SearchReport:
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     seconds: float = 0.0
+    confirmation: float | None = None  # the fastest's paired time ratio against the estimate variant, if timed
 
     def describe(self) -> list[str]:
         """The report as lines of `Plan.describe()`."""
@@ -166,10 +179,10 @@ def label(variant: Variant, estimate: Variant) -> str:
     return "estimate" if difference == "same" else difference
 
 
-def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
-               clock: Callable[[], float] = time.perf_counter) -> dict:
-    """label -> median seconds per call of every plan, timed side by side (`rounds` rounds, rotating order) on
-    `clock`; `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
+def timing_samples(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """label -> seconds per call of every plan in each of `rounds` rounds, timed side by side (the order rotates
+    per round) on `clock`; `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
     runs = {name: run_inputs(p) for name, p in plans.items()}
     samples: dict[str, list[float]] = {name: [] for name in runs}
     labels = list(runs)
@@ -177,7 +190,19 @@ def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], C
         for name in labels[index % len(labels):] + labels[:index % len(labels)]:
             runs[name]()
             samples[name].append(seconds_per_call(runs[name], ROUND_SECONDS, clock))
+    return samples
+
+
+def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """label -> median seconds per call of every plan over `timing_samples`' rounds."""
+    samples = timing_samples(plans, rounds, run_inputs, clock)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def paired_ratio(samples: list[float], reference: list[float]) -> float:
+    """The median over rounds of a plan's time divided by the reference's time in the same round."""
+    return statistics.median(s / r for s, r in zip(samples, reference, strict=True))
 
 
 def seconds_per_call(run: Callable[[], Any], min_seconds: float,
@@ -203,6 +228,7 @@ class _Search:
         self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
         self.candidates: dict[Variant, Candidate] = {}
         self.inputs: dict[str, Any] = {}
+        self.samples: dict[Variant, list[float]] = {}  # of the last `time`, per round
         self.request = estimate_plan.spec
         # variants whose breakdown trees are equal and other fields too build the same IR: compiled once
         self.shapes: dict[tuple, Variant] = {self._shape(self.estimate): self.estimate}
@@ -270,7 +296,9 @@ class _Search:
             if plan is not None:
                 plans[variant] = plan
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
-        medians = time_plans(labelled, rounds or self.rounds, self._run, self.clock)
+        samples = timing_samples(labelled, rounds or self.rounds, self._run, self.clock)
+        self.samples = {variant: samples[label(variant, self.estimate)] for variant in plans}
+        medians = {name: statistics.median(values) for name, values in samples.items()}
         result = {}
         first = next(iter(labelled), None)
         for variant in plans:
@@ -283,6 +311,11 @@ class _Search:
             result[variant] = seconds
             logger.info("fft search: %-60s %10.1f µs per call", name, seconds * 1e6)
         return result
+
+    def ratio(self, variant: Variant, rounds: int) -> float:
+        """`paired_ratio` of `variant` against the estimate variant, timed in pairs over `rounds` rounds."""
+        self.time([self.estimate, variant], rounds)
+        return paired_ratio(self.samples[variant], self.samples[self.estimate])
 
 
 def _best(times: dict[Variant, float], current: Variant) -> Variant:
@@ -358,20 +391,25 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
                 best = _best(state.time([best, *(v for _, v in pairs)]), best)
             if best == previous:
                 break
+    report.reason = f"no variant was more than {MARGIN:.0%} faster than the estimate variant"
     if best != estimate:
-        # the winner confirmed against the estimate variant, over twice the rounds: noise in the groups before
-        # (another process taking a core for a while) must not make a slower variant the plan
-        best = _best(state.time([estimate, best], CONFIRM_ROUNDS * rounds), estimate)
+        # the winner confirmed against the estimate variant in paired rounds: noise in the groups before (another
+        # process taking a core for a while) must not make a slower variant the plan
+        wall = not single
+        confirm_rounds = (WALL_CONFIRM_ROUNDS if wall else CONFIRM_ROUNDS) * rounds
+        margin = WALL_CONFIRM_MARGIN if wall else CONFIRM_MARGIN
+        ratio = report.confirmation = state.ratio(best, confirm_rounds)
+        pairs = f"{confirm_rounds} paired rounds on {'wall' if wall else 'CPU'} time"
+        if ratio < 1 - margin:
+            report.reason = (f"the fastest, confirmed in {pairs}: its time is {ratio:.3f} of the estimate "
+                             f"variant's (median ratio; {1 / ratio:.2f}x)")
+        else:
+            report.reason = (f"the fastest, {label(best, estimate)}, was not confirmed in {pairs}: its time was "
+                             f"{ratio:.3f} of the estimate variant's (median ratio; needs below {1 - margin:.2f})")
+            best = estimate
     report.seconds = time.perf_counter() - started
     report.candidates = list(state.candidates.values())
     report.winner = label(best, estimate)
-    final = state.candidates[best].seconds if best in state.candidates else None
-    base = state.candidates[estimate].seconds
-    if best == estimate:
-        report.reason = (f"no variant was more than {MARGIN:.0%} faster than the estimate variant "
-                         f"({base * 1e6:.1f} µs per call)")
-    else:
-        report.reason = (f"the fastest median, {final * 1e6:.1f} µs per call against {base * 1e6:.1f} µs for the "
-                         f"estimate variant ({base / final:.2f}x)")
+    report.reason += f"; estimate variant {state.candidates[estimate].seconds * 1e6:.1f} µs per call"
     logger.info("fft search (%s): %s in %.1f s: %s", effort, report.winner, report.seconds, report.reason)
     return state.plans[best], report
