@@ -89,9 +89,9 @@ def test_a_winner_is_kept_only_when_paired_confirmation_agrees(fresh, monkeypatc
     assert calls[-1][1] == search.CONFIRM_ROUNDS * 3
 
 
-@pytest.mark.parametrize("threads, ratio", [(1, 0.995), (2, 0.98)])
+@pytest.mark.parametrize("threads, ratio", [(1, 0.985), (2, 0.975)])
 def test_a_winner_that_the_confirmation_does_not_repeat_is_dropped(fresh, monkeypatch, threads, ratio):
-    # within the margin of its clock (1% on CPU time, 3% on wall time with 2 threads): the estimate stays
+    # within the margin of its clock (2% on CPU time, 3% on wall time with 2 threads): the estimate stays
     chosen, report, fast, calls = scripted_search(monkeypatch, ratio, threads)
     assert report.winner == "estimate" and chosen.variant == estimate_variant(FFTSpec(64), 8, False)
     assert f"{fast}, was not confirmed" in report.reason and report.confirmation == pytest.approx(ratio)

@@ -65,7 +65,7 @@ MARGIN = 0.01
 # the winner's paired confirmation against the estimate variant: this many times the rounds, and the median
 # ratio of their times must be below 1 - this margin (on CPU time, one thread)
 CONFIRM_ROUNDS = 2
-CONFIRM_MARGIN = 0.01
+CONFIRM_MARGIN = 0.02
 # ... and on wall time (more than one thread, or a GPU), where another process's burst slows one side of a pair:
 # a two-thread r2c 1024 search kept a variant 1.04-1.08x slower after a 2-round, 1% confirmation of medians
 WALL_CONFIRM_ROUNDS = 4
