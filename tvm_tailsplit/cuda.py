@@ -4,6 +4,16 @@
 the source), so every capability checks its CUDA path here: generate the source with TVM, compile it with nvcc
 for each architecture, and read the ptxas resource usage (registers, barriers, shared memory) that TVM's own
 wrapper discards.
+
+Kernels that place their own barriers (the FFT's one-kernel plans, warp-specialized kernels) compile with a TIR
+pipeline registered by `register_pipeline_without_thread_sync`: TVM's own default pipeline
+(`tvm.tirx.get_tir_pipeline("default")`, which builds its pass list at run time from the PassContext config; nothing
+is copied from TVM) run inside a nested `PassContext` equal to the caller's (opt level, required passes, config,
+instruments) except that `s_tir.ThreadSync` is added to the disabled passes; the host and device finalization passes
+are TVM's default ones. One exception for instruments: TVM's `PassTimingInstrument` clears its profile when a
+context exits, which would free the record of the still running pipeline pass, so it is not carried into the
+nested context (it times the whole pipeline as one pass); every other instrument sees each lowering pass as under
+the default pipeline (and its `enter_pass_ctx` / `exit_pass_ctx` run once more, for the nested context).
 """
 
 from __future__ import annotations
@@ -17,14 +27,53 @@ import tempfile
 from dataclasses import dataclass
 
 import tvm
+from tvm import tirx
 
 __all__ = [
+    "THREAD_SYNC_DISABLED_PASSES",
     "PtxasUsage",
     "cuda_source",
     "compile_cuda_source",
     "gpu_available",
     "nvcc_available",
+    "register_pipeline_without_thread_sync",
 ]
+
+THREAD_SYNC_DISABLED_PASSES = ("s_tir.ThreadSync",)
+"""The passes of TVM's default pipeline that a pipeline of `register_pipeline_without_thread_sync` leaves out."""
+
+_CONTEXT_CLEARING_INSTRUMENTS = ("PassTimingInstrument",)
+
+
+def _without_thread_sync(outer: tvm.transform.PassContext) -> tvm.transform.PassContext:
+    """`outer` with `THREAD_SYNC_DISABLED_PASSES` added to its disabled passes (see the module doc for the
+    instruments)."""
+    instruments = [i for i in outer.instruments if i.name not in _CONTEXT_CLEARING_INSTRUMENTS]
+    return tvm.transform.PassContext(
+        opt_level=outer.opt_level,
+        required_pass=list(outer.required_pass),
+        disabled_pass=[*outer.disabled_pass, *THREAD_SYNC_DISABLED_PASSES],
+        instruments=instruments,
+        config=dict(outer.config),
+    )
+
+
+def register_pipeline_without_thread_sync(name: str, wrapper: str) -> str:
+    """Register (under `name`) TVM's default TIR pipeline without `s_tir.ThreadSync`, for kernels that place
+    their own barriers; its lowering runs as one module pass named `wrapper`. Returns `name`."""
+
+    def factory():
+        default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
+
+        @tvm.transform.module_pass(opt_level=0, name=wrapper)
+        def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+            with _without_thread_sync(tvm.transform.PassContext.current()):
+                return default(mod)
+
+        return pipeline, finalize_host, finalize_device
+
+    tirx.register_tir_pipeline(name, factory)
+    return name
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ __all__ = [
     "random_like",
     "run_guarded",
     "run_with_guarded_output",
+    "cuda_schedule_for_llvm",
     "threads_as_serial_loops",
     "to_tvm",
 ]
@@ -187,6 +188,42 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
         return with_loop(loop, kind=tvm.tirx.ForKind.SERIAL, thread_binding=None)
 
     return map_loops(mod, unbind)
+
+
+SHARED_SCOPES = ("shared", "shared.dyn")
+
+
+def cuda_schedule_for_llvm(mod: tvm.IRModule) -> tvm.IRModule:
+    """A scheduled CUDA module made runnable on llvm with the same meaning: thread-bound loops become serial
+    loops (`threads_as_serial_loops`), shared-memory buffers global ones (one per block, as the block loop is
+    serial) and the thread-block barriers (`tvm_storage_sync`) nothing. Exact for kernels whose barriers separate
+    phases (every thread's work of a phase runs before the next phase); a barrier inside a thread's loop would
+    be a sign of a schedule this does not model."""
+    buffers: dict = {}
+
+    def on_var(var):
+        scope = var.scope() if isinstance(var.ty, tvm.tirx.BufferType) else None
+        if scope not in SHARED_SCOPES:
+            return var
+        if var not in buffers:
+            buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, scope="global")
+        return buffers[var]
+
+    def on_evaluate(stmt):
+        value = stmt.value
+        if isinstance(value, tvm.ir.Call) and isinstance(value.op, tvm.ir.Op) and \
+                value.op.name == "tirx.tvm_storage_sync" and value.args[0].value in SHARED_SCOPES:
+            return tvm.tirx.Evaluate(0)
+        return stmt
+
+    functions = {}
+    for global_var, func in threads_as_serial_loops(mod).functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            func = func.with_body(tvm_ffi.structural_map(func.body, [(tvm.ir.Var, on_var),
+                                                                     (tvm.tirx.Evaluate, on_evaluate)],
+                                                         order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs)
 
 
 def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tuple[int, ...],

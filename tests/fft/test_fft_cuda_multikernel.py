@@ -1,18 +1,15 @@
 """Multi-kernel CUDA plans (scratch beyond shared memory): one kernel per pass, checked on llvm and with nvcc.
 
-On llvm, the scheduled CUDA module runs with its thread loops serialized (`threads_as_serial_loops`): the
+On llvm, the scheduled CUDA module runs with its thread loops serialized (`cuda_schedule_for_llvm`): the
 same kernels, in launch order, against numpy.fft.
 """
 
-import numpy as np
 import pytest
-import tvm
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.testing import threads_as_serial_loops
 
-from .fft_reference import random_complex, random_real, relative_error, tolerance
+from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
 
 MULTI_KERNEL_PLANS = [
     dict(n=16384, batch=2),
@@ -29,20 +26,6 @@ def plan_id(params):
     return "-".join(f"{k}={v}" for k, v in params.items())
 
 
-def _input_and_reference(params):
-    kind, n, batch = params.get("kind", "c2c"), params["n"], params["batch"]
-    dtype = params.get("dtype", "complex64")
-    real = "float32" if dtype == "complex64" else "float64"
-    if kind == "c2c":
-        x = random_complex((batch, n), dtype)
-        return x.view(real).reshape(batch, n, 2), np.fft.fft(x.astype(np.complex128))
-    if kind == "r2c":
-        x = random_real((batch, n), real)
-        return x, np.fft.rfft(x.astype(np.float64))
-    x = random_complex((batch, n // 2 + 1), dtype)
-    return x.view(real).reshape(batch, n // 2 + 1, 2), np.fft.irfft(x.astype(np.complex128), n=n)
-
-
 def test_cuda_plans_switch_to_one_kernel_per_pass_beyond_shared_memory():
     assert tfft.plan(4096, 2, target="cuda").kernels == 1
     plan = tfft.plan(16384, 2, target="cuda")
@@ -55,14 +38,8 @@ def test_cuda_plans_switch_to_one_kernel_per_pass_beyond_shared_memory():
 def test_multi_kernel_plan_with_serialized_threads_matches_numpy(params):
     plan = tfft.plan(target="cuda", **params)
     assert plan.kernels > 1
-    executable = tvm.compile(threads_as_serial_loops(plan.module), target="llvm")
-    x, reference = _input_and_reference(params)
-    out = tvm.runtime.empty(plan.output_shape, plan.real_dtype)
-    executable["main"](tvm.runtime.tensor(x), out, *[tvm.runtime.tensor(c) for c in plan._constants])
-    result = out.numpy()
-    if params.get("kind", "c2c") != "c2r":
-        result = result[..., 0] + 1j * result[..., 1]
-    assert relative_error(result, reference) <= tolerance(params["n"], plan.dtype)
+    x, reference = plan_input_and_reference(params)
+    assert relative_error(run_cuda_plan_on_llvm(plan, x), reference) <= tolerance(params["n"], plan.dtype)
 
 
 @pytest.mark.nvcc
@@ -81,5 +58,5 @@ def test_multi_kernel_cuda_compiles_with_nvcc(params):
 @pytest.mark.parametrize("params", MULTI_KERNEL_PLANS, ids=plan_id)
 def test_multi_kernel_cuda_plans_run_against_numpy(params):
     plan = tfft.plan(target="cuda", **params)
-    x, reference = _input_and_reference(params)
+    x, reference = plan_input_and_reference(params)
     assert relative_error(plan(x), reference) <= tolerance(params["n"], plan.dtype)

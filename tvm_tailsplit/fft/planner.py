@@ -8,7 +8,8 @@ breakdown of the complex transform (`factor.breakdown`) and the passes over memo
 and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
-whose scratch fits in one thread block's shared memory is one kernel; beyond, it runs one kernel per pass
+whose scratch fits in one thread block's shared memory is one kernel, whose passes the template separates with
+barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, it runs one kernel per pass
 over memory, the passes exchanging data through global scratch (`multikernel`). `input_shape` and
 `output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from the IR (the
 scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters (effort
@@ -38,6 +39,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
+from ..cuda import register_pipeline_without_thread_sync
 from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
@@ -186,7 +188,8 @@ class Plan:
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
                               prefetch_bytes=self.variant.prefetch_bytes,
                               prefetch_distance=self.variant.prefetch_distance, loop_orders=not self.is_cuda,
-                              parallel_tasks=self.variant.parallel_tasks)
+                              parallel_tasks=self.variant.parallel_tasks,
+                              pass_barriers=self.is_cuda and self.kernels == 1)
 
     @functools.cached_property
     def schedule(self) -> s_tir.Schedule:
@@ -194,8 +197,7 @@ class Plan:
         if self.kernels > 1:
             return schedule_cuda_multikernel(self.template, self.variant.cuda_threads)
         if self.is_cuda:
-            return schedule_cuda(self.template, self.variant.cuda_threads,
-                                 whole_rounds=self._scratch_bytes() > CUDA_STATIC_SHARED_LIMIT)
+            return schedule_cuda(self.template, self.variant.cuda_threads)
         return schedule_llvm(self.template, self.variant.vector_width, self.variant.inner_vector_scale,
                              self.variant.parallel_tasks)
 
@@ -304,7 +306,7 @@ class Plan:
         if not self.is_cuda:
             raise ValueError("cuda_source needs a plan made with target='cuda'")
         with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
-            return cuda_source(self.module, arch)
+            return cuda_source(self.module, arch, tir_pipeline=_pipeline(self.target))
 
     # ---- calling ------------------------------------------------------------------------------------------
     def _as_float_view(self, name: str, array: np.ndarray, layout: ExternalLayout) -> np.ndarray:
@@ -487,14 +489,23 @@ def _check_in_place(x: np.ndarray, out: np.ndarray) -> None:
                          "memory, shape and strides); otherwise pass disjoint arrays")
 
 
+# CUDA plans place their own barriers (`template`, `pass_barriers`): TVM's default pipeline without ThreadSync
+_CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
+
+
+def _pipeline(target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()) -> str:
+    """The TIR pipeline of a plan: on llvm, `lowering`'s; on CUDA, TVM's default without `ThreadSync` (a one-kernel
+    plan has a barrier between consecutive passes and none inside them; multi-kernel plans need none)."""
+    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else _CUDA_PIPELINE
+
+
 def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()):
     """tvm.compile without TIR's common-subexpression pass: codelets arrive with their CSE done, and the
     pass is quadratic in the size of a straight-line block (most of the compile time of a 31-point codelet).
     On llvm, strided accesses to interleaved complex data become contiguous loads and stores with shuffles
-    (`lowering`)."""
-    pipeline = register_pipeline(pair_buffers) if target.kind.name == "llvm" else "default"
+    (`lowering`); on CUDA, TVM places no barriers (`_pipeline`)."""
     with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
-        return tvm.compile(module, target=target, tir_pipeline=pipeline)
+        return tvm.compile(module, target=target, tir_pipeline=_pipeline(target, pair_buffers))
 
 
 class _TargetKey:

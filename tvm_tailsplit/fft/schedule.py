@@ -8,9 +8,14 @@
   pass is vectorized with them. The straight-line codelet bodies need no further scheduling; the prefetch
   blocks (`template`) are left as they are.
 * CUDA: one thread block per lane group (the group loop is bound to `blockIdx.x`); inside a block, each
-  pass's loops and lanes are fused and spread over `threads` threads (`threadIdx.x`), scratch lives in
-  shared memory (static up to 48 KiB, dynamic above), and TVM inserts the `__syncthreads()` between passes.
-  The whole transform is one kernel.
+  pass's loops and lanes are fused and spread over the same number of threads (`threadIdx.x`: the variant's
+  threads, or fewer when no pass has that much work), the last round of a pass guarded where the threads do
+  not divide its work; scratch lives in shared memory (static up to 48 KiB, dynamic above). The whole
+  transform is one kernel, whose passes the template's barriers separate (`template`, `pass_barriers`): one
+  `__syncthreads()` between consecutive passes, none inside a pass, so that the kernel is compiled without
+  TVM's `ThreadSync` (`planner`). TVM's `ThreadSync` cannot tell apart the passes' buffers in dynamic shared
+  memory (it merges them into one buffer) and puts barriers inside the passes, where the guards forbid
+  them; and one kernel takes one extent for each thread index, so that every pass binds the same one.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .passes import PassList
-from .template import PREFETCH_BLOCK, physical_scratch_elements
+from .template import BARRIER_BLOCK, PREFETCH_BLOCK, physical_scratch_elements
 from .tuning import (
     GROUP_SCRATCH_LIMIT,
     INNER_VECTOR_SCALE,
@@ -112,24 +117,23 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
     return sch
 
 
-def schedule_cuda(func: tirx.PrimFunc, threads: int, whole_rounds: bool) -> s_tir.Schedule:
-    """One thread block per lane group; every pass spread over at most `threads` threads.
-
-    With `whole_rounds`, a pass uses the largest thread count that divides its work, so that no guard
-    encloses its body: needed for dynamic shared memory, which TVM merges into one buffer, so that barriers
-    are placed inside a pass, where they cannot be inside a condition.
-    """
+def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
+    """One thread block per lane group; every pass spread over the same number of threads: `threads`, or the
+    largest pass's work when it is smaller. The barrier blocks between passes (`template.BARRIER_BLOCK`) stay
+    where they are, outside the threads' loops."""
     sch = s_tir.Schedule(func)
     blocks = _pass_blocks(sch)
     for group in _group_loops(sch, blocks):
         sch.bind(group, "blockIdx.x")
+    passes = []
     for block in blocks:
+        if sch.get(block).name_hint.startswith(BARRIER_BLOCK):
+            continue
         loops = sch.get_loops(block)[1:]
-        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-        extent = sch.get(fused).extent.value
-        width = threads
-        if whole_rounds:
-            width = max(d for d in range(1, min(extent, threads) + 1) if extent % d == 0)
+        passes.append(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+    # one kernel has one extent per thread index: every pass binds `width` threads, its last round guarded
+    width = min(threads, max(sch.get(fused).extent.value for fused in passes))
+    for fused in passes:
         _, inner = sch.split(fused, [None, width])
         sch.bind(inner, "threadIdx.x")
     return sch

@@ -11,7 +11,15 @@ The batch may be symbolic (a `tirx.Var`: one compiled plan for every batch) when
 (no tail group): the group loop is then a loop over at most `parallel_tasks` tasks of serial groups, the groups
 past the batch guarded (`T.where`), which the schedule runs in parallel.
 For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
-per pass over memory, see `multikernel`).
+per pass over memory, see `multikernel`). A CUDA plan of one kernel (`pass_barriers`) has a thread-block barrier
+(`tvm_storage_sync("shared")`, `__syncthreads()`) in a block of its own (`BARRIER_BLOCK`) between consecutive passes
+of a group: a pass reads elements that other threads wrote in earlier passes, and writes scratch that other
+threads read in earlier passes (physical scratch buffers are shared by logical ones of disjoint live ranges),
+while within a pass every codelet instance (and Rader/Bluestein/real-transform step) reads only elements that no
+instance of the same pass writes (a pass never reads and writes one scratch buffer, see `assign_buffers`; an
+in-place transform's input and output are the same memory, but only a single codelet pass reads the input and
+writes the output, each instance its own transform's elements), so one barrier between passes is all the
+synchronisation a kernel needs and none is inside a pass.
 
 On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) prefetches the input and
 output cache lines of a group a little ahead (`prefetch_distance` bytes), a share of the lines in each of
@@ -41,7 +49,8 @@ from tvm.script.ir_builder import tirx as T
 from .passes import PassList, View
 from .tuning import CACHE_LINE, PARALLEL_TASKS
 
-__all__ = ["ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups", "physical_scratch_elements"]
+__all__ = ["BARRIER_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
+           "physical_scratch_elements"]
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,7 @@ def build_primfunc(
     prefetch_distance: int = 0,
     loop_orders: bool = False,
     parallel_tasks: int = PARALLEL_TASKS,
+    pass_barriers: bool = False,
 ) -> tirx.PrimFunc:
     """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
 
@@ -227,6 +237,7 @@ def build_primfunc(
     With `loop_orders`, the passes nest their loops in their `loop_order` (llvm).
     `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds;
     the groups of a symbolic batch run as at most `parallel_tasks` tasks.
+    With `pass_barriers` (one CUDA kernel), a barrier block (`BARRIER_BLOCK`) separates consecutive passes.
     """
     assignment = assign_buffers(passes)
     physical_size = {}
@@ -260,6 +271,9 @@ def build_primfunc(
                             task = loops.enter_context(T.serial(tirx.floordiv(groups + per_task - 1, per_task)))
                             group_loop = task * per_task + loops.enter_context(T.serial(per_task))
                         for number, p in segment:
+                            if pass_barriers and number > segment[0][0]:
+                                with T.sblock(f"{BARRIER_BLOCK}_{variant}_{number}"):
+                                    T.evaluate(T.tvm_storage_sync("shared"))
                             prefetch = None
                             if prefetch_bytes and not kernel_per_pass and (not isinstance(groups, int)
                                                                            or groups > 1):
@@ -272,6 +286,8 @@ def build_primfunc(
 
 
 PREFETCH_BLOCK = "prefetch"
+# the name prefix of the barrier blocks between the passes of a CUDA kernel (`pass_barriers`)
+BARRIER_BLOCK = "barrier"
 
 
 def _emit_prefetch(external, variant, group_loop, groups, width, first, batch, itemsize, limit, distance, part,
