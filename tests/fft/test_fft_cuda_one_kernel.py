@@ -19,7 +19,7 @@ import tvm
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.fft.template import assign_buffers
+from tvm_tailsplit.fft.template import assign_buffers, lane_groups
 from tvm_tailsplit.fft.tuning import CUDA_STATIC_SHARED_LIMIT
 from tvm_tailsplit.ir_utils import map_loops
 
@@ -28,6 +28,8 @@ from .fft_reference import plan_input_and_reference, relative_error, run_cuda_pl
 C2R = dict(kind="c2r", direction="backward")
 STATIC_PLANS = [  # scratch <= 48 KiB: static shared memory
     dict(n=16, batch=3),  # one codelet, no scratch
+    dict(n=16, batch=300),  # 128 transforms per block, a tail block of 44
+    dict(n=64, batch=37, dtype="complex128"),  # 16 transforms per block (8 instances each), a tail of 5
     dict(n=32, batch=2, kind="r2c", dtype="complex128"),
     dict(n=32, batch=2, **C2R),
     dict(n=1000, batch=2, dtype="complex128"),  # Cooley-Tukey
@@ -106,15 +108,18 @@ def test_one_kernel_binds_one_thread_extent_with_a_barrier_between_passes(params
     extents = _thread_extents(plan.module)
     assert len(extents) == 1, extents  # one kernel, one extent of threadIdx.x for all its passes
     width = extents.pop()
-    work = max(math.prod(p.loops) for p in plan.passes.passes)  # codelet instances of the largest pass
+    # codelet instances of the largest pass, for every transform of a lane group
+    work = plan.lanes * max(math.prod(p.loops) for p in plan.passes.passes)
     assert width == min(plan.variant.cuda_threads, work)
     source = plan.cuda_source("sm_80")
-    assert source.count("__global__ void") == 2  # declaration and definition of the one kernel
+    # one kernel per kind of lane group (the full groups, and a tail group of batch % lanes transforms)
+    kernels = len(lane_groups(plan.batch, plan.lanes))
+    assert source.count("__global__ void") == 2 * kernels  # declaration and definition of each kernel
     if width > 1:
         assert "threadIdx.x" in source and f"__launch_bounds__({width})" in source
     # exactly one barrier between consecutive passes, each at the top level of the kernel (not in a loop or guard)
-    assert source.count("__syncthreads()") == passes - 1
-    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == passes - 1
+    assert source.count("__syncthreads()") == kernels * (passes - 1)
+    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == kernels * (passes - 1)
     scope = "extern __shared__" if plan.workspace_bytes > CUDA_STATIC_SHARED_LIMIT else "__shared__"
     assert plan.workspace_bytes == 0 or scope in source
 
@@ -146,3 +151,15 @@ def test_cuda_plans_run_against_numpy_on_the_gpu(params):
     plan = tfft.plan(target="cuda", **params)
     x, reference = plan_input_and_reference(params)
     assert relative_error(plan(x), reference) <= tolerance(params["n"], plan.dtype)
+
+
+@pytest.mark.parametrize("n, batch, lanes", [(16, 10**6, 128), (16, 100, 64), (16, 1, 1), (64, 10**6, 16),
+                                             (256, 10**6, 2), (1024, 10**6, 1), (1000, 10**6, 1), (4096, 10**6, 1)])
+def test_cuda_blocks_hold_transforms_to_fill_their_threads(n, batch, lanes):
+    # the rules' lanes on CUDA: a power of two, the largest pass's instances of all lanes within CUDA_THREADS,
+    # at most the batch, the block's scratch within static shared memory
+    plan = tfft.plan(n, batch, target="cuda")
+    assert plan.lanes == lanes
+    work = max(math.prod(p.loops) for p in plan.passes.passes)
+    assert lanes * work <= max(work, plan.variant.cuda_threads) and plan.workspace_bytes * (lanes > 1) <= \
+        CUDA_STATIC_SHARED_LIMIT

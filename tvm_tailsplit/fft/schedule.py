@@ -20,12 +20,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from tvm import s_tir, tirx
 
 from .passes import PassList
 from .template import BARRIER_BLOCK, PREFETCH_BLOCK, physical_scratch_elements
 from .tuning import (
+    CUDA_STATIC_SHARED_LIMIT,
     GROUP_SCRATCH_LIMIT,
     INNER_VECTOR_SCALE,
     LARGE_INNER_VECTOR_SCALE,
@@ -34,7 +37,7 @@ from .tuning import (
     VECTOR_LANES,
 )
 
-__all__ = ["choose_inner_vector_scale", "choose_lanes", "schedule_cuda", "schedule_llvm"]
+__all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "schedule_cuda", "schedule_llvm"]
 
 
 def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
@@ -49,6 +52,20 @@ def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
     lanes = min(width, batch)
     while lanes > 1 and per_lane * lanes > GROUP_SCRATCH_LIMIT:
         lanes //= 2
+    return lanes
+
+
+def choose_cuda_lanes(passes: PassList, real_dtype: str, batch: int, threads: int) -> int:
+    """Transforms per thread block on CUDA: the largest power of two of them whose codelet instances in the
+    largest pass fill at most `threads` threads (`threads` over the instances of one transform), at most the
+    batch, while the block's scratch stays within static shared memory (`CUDA_STATIC_SHARED_LIMIT`); one
+    transform when one transform's pass fills the threads. (With one transform per block, a 16-point transform,
+    one instance, ran one working thread per block.)"""
+    work = max((math.prod(p.loops) for p in passes.passes), default=1)
+    per_lane = 2 * np.dtype(real_dtype).itemsize * physical_scratch_elements(passes)
+    lanes = 1
+    while 2 * lanes * work <= threads and 2 * lanes <= batch and 2 * lanes * per_lane <= CUDA_STATIC_SHARED_LIMIT:
+        lanes *= 2
     return lanes
 
 

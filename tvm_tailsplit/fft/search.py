@@ -155,8 +155,10 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
         result["kernels"] = [{"kernel_per_pass": True}]
-        result["lanes"] = [{"lanes": value} for value in ((2, 4, 8) if wide else (2, 4))
-                           if value <= batch and value != base.lanes]
+        values = (1, 2, 4, 8, base.lanes // 4, base.lanes // 2, 2 * base.lanes) if wide else \
+            (base.lanes // 2, 2 * base.lanes)
+        result["lanes"] = [{"lanes": value} for value in sorted(set(values))
+                           if 1 <= value <= batch and value != base.lanes]
         return result
     lanes = [1, 2 * base.lanes] + ([base.lanes // 2, 4 * base.lanes, 8, 16] if wide else [])
     result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch and value != base.lanes]

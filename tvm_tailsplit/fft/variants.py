@@ -24,7 +24,7 @@ import numpy as np
 
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
-from .schedule import choose_inner_vector_scale, choose_lanes
+from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes
 from .spec import FFTSpec, check_int
 from .template import physical_scratch_elements
 from .tuning import (
@@ -121,10 +121,13 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
 
 def estimate_variant(request: FFTSpec, batch: int, cuda: bool, lanes: int | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
-    (one lane per group on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
+    (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
     `PREFETCH_DISTANCE`, `CUDA_THREADS`, and one kernel per pass when a CUDA block's scratch exceeds
     `CUDA_SHARED_LIMIT`. `lanes` (llvm) replaces `choose_lanes`'s choice."""
-    lanes = 1 if cuda else lanes or choose_lanes(request.passes(), request.real_dtype, batch)
+    if cuda:
+        lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS)
+    else:
+        lanes = lanes or choose_lanes(request.passes(), request.real_dtype, batch)
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
                    1, PARALLEL_TASKS, 0 if cuda else PREFETCH_BYTES)
     group_scratch = scratch_bytes(request, base)
