@@ -1,6 +1,8 @@
 """The llvm lowering of plans: contiguous vector access to interleaved complex data, prefetching, and results
 that stay exact in the layouts where the rewrite must not apply (odd distances, tails, strides)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tvm
@@ -97,6 +99,64 @@ def test_scratch_stores_of_lane_tuples_are_contiguous(n):
     assert strided == []
     x = random_complex((2, n), "complex64", seed=n)
     assert relative_error(tfft.plan(n, 2)(x), np.fft.fft(x.astype(np.complex128))) <= tolerance(n, "complex64")
+
+
+def _row_accesses(func, lanes: int) -> tuple[int, int]:
+    """(loads, stores) of `lanes` contiguous floats of the caller's arrays."""
+    counts = {"load": 0, "store": 0}
+
+    def count(kind, name, indices):
+        ramp = indices[0] if len(indices) == 1 else None
+        if name in ("input", "output") and isinstance(ramp, tirx.Ramp) and isinstance(ramp.stride, tirx.IntImm) \
+                and ramp.stride.value == 1 and int(ramp.lanes) == lanes:
+            counts[kind] += 1
+
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.TensorLoad, lambda load: count("load", load.source.name, load.indices)),
+                                        (tirx.BufferStore, lambda store: count("store", store.buffer.name,
+                                                                               store.indices))])
+    return counts["load"], counts["store"]
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 8, 12, 16])
+def test_lane_rows_are_loaded_and_stored_as_transposed_blocks(n, lanes):
+    # a single-codelet plan with lanes across the batch: every whole block of `lanes` floats of a lane's 2n
+    # floats is read and written as contiguous vectors of the lanes' rows and transposed, the floats after the
+    # last whole block with pair accesses. Exact in every case: full groups and a tail group, out of place
+    # (guarded) and in place.
+    batch = 2 * lanes + 3
+    base = tfft.plan(n, batch)
+    plan = tfft.plan(n, batch, variant=dataclasses.replace(base.variant, lanes=lanes, prefetch_bytes=0))
+    func = _vectorized(plan)
+    assert _strided_external_accesses(func) == []
+    loads, stores = _row_accesses(func, lanes)
+    blocks = 2 * n // lanes
+    assert (loads, stores) == (blocks * lanes, blocks * lanes)
+    x = random_complex((batch, n), "complex64", seed=n + lanes)
+    expected = np.fft.fft(x.astype(np.complex128))
+    guarded = guarded_array((batch, n, 2), "float32")
+    plan(x, out=guarded.array)
+    guarded.check_canaries("fft output")
+    assert relative_error(guarded.array.view(np.complex64)[..., 0], expected) <= tolerance(n, "complex64")
+    y = x.copy()
+    plan(y, out=y)
+    assert relative_error(y, expected) <= tolerance(n, "complex64")
+
+
+@pytest.mark.parametrize("n,lanes", [(8, 8), (16, 4), (12, 4)])
+def test_transposed_blocks_with_strided_rows(n, lanes):
+    # rows farther apart than a transform (idist, odist): the blocks read and write only the transforms' floats
+    batch = 3 * lanes + 1
+    base = tfft.plan(n, batch, idist=n + 3, odist=n + 5)
+    plan = tfft.plan(n, batch, idist=n + 3, odist=n + 5,
+                     variant=dataclasses.replace(base.variant, lanes=lanes, prefetch_bytes=0))
+    assert _row_accesses(_vectorized(plan), lanes) == (2 * n, 2 * n)
+    x = random_complex((batch, n + 3), "complex64", seed=n)
+    guarded = guarded_array((batch, n + 5, 2), "float32")
+    plan(x[:, :n], out=guarded.array[:, :n])
+    guarded.check_canaries("fft output")
+    result = guarded.array.view(np.complex64)[..., 0]
+    assert relative_error(result[:, :n], np.fft.fft(x[:, :n].astype(np.complex128))) <= tolerance(n, "complex64")
 
 
 @tvm.instrument.pass_instrument

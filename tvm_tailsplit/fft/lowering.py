@@ -13,6 +13,14 @@ llvm code generator scalarizes into w single-float loads (or stores) and inserts
   value): the parts are interleaved with one `Shuffle` and stored with one contiguous store of 2w floats
   (S = ±2) or one store of each lane's pair. Stores need no parity: they write the same floats.
 
+Before that, **blocks** of the caller's rows (`_block_transposes`): lanes across the batch (w of them, a power
+of two, at least `MIN_BLOCK_LANES`) whose bound loads `buffer[Ramp(O + p, S, w)]` cover the w floats p < w of a
+block of every lane (S >= w, O's residue modulo w known) read a w×w block: they become w contiguous w-float loads
+of the lanes' rows and a transpose of w·log2(w) two-vector shuffles (`vpermt2ps`/`vunpck*`), and w stores that
+cover a block become a transpose and w contiguous stores, instead of one pair load (store) per lane and pair and
+the inserts (extracts) that gather them. A single-codelet plan across the batch (n = 8, 16 lanes) thus reads and
+writes its rows with whole vectors; the floats after a lane's last whole block keep the pair accesses.
+
 Inside a transform vectorized over codelet instances, a pass that reads (or writes) the elements
 `i·S + e` of w instances i for every e < S touches S·w contiguous floats of its split re/im scratch: the S
 strided loads (stores) of such a complete set become w-float contiguous ones and a transpose (`Shuffle`).
@@ -43,7 +51,7 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from ..ir_utils import with_loop
-from .tuning import MAX_STORE_SET
+from .tuning import MAX_STORE_SET, MIN_BLOCK_LANES
 
 __all__ = ["INSERT_AFTER", "PAIR_BUFFERS_ATTR", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access",
            "default_passes", "hoist_scratch_allocation", "register_pipeline"]
@@ -167,6 +175,129 @@ def _store_set(members: list, lanes: int, stride: int) -> list | None:
             part = tirx.Shuffle([tuples], [tirx.IntImm("int32", q * count + f) for f in range(count)])
             stmts.append(tirx.BufferStore(buffer, part, [tirx.Ramp(base + lane * stride, 1, count)]))
     return stmts
+
+
+def _bound_transpose(vectors: list, lanes: int, stmts: list) -> list:
+    """The transpose of `lanes` vectors of `lanes` floats (a power of two): vector k of the result holds
+    `(v_0[k], ..., v_{lanes-1}[k])`. The zip network of `_lane_tuples` (lanes·log2(lanes) two-vector shuffles),
+    every stage's vectors bound (appended to `stmts`) so that no shuffle is emitted twice."""
+    if len(vectors) == 1:
+        return vectors
+    half = len(vectors) // 2
+    top = _bound_transpose(vectors[:half], lanes, stmts)
+    bottom = _bound_transpose(vectors[half:], lanes, stmts)
+    result = []
+    for first, second in zip(top, bottom, strict=True):
+        for part in (0, 1):
+            value = _zip(first, second, half, lanes, part)
+            var = tirx.Var("zipped", str(first.ty.dtype))
+            stmts.append(tirx.Bind(var, value))
+            result.append(var)
+    return result
+
+
+def _block_access(analyzer, indices, buffer, names) -> tuple | None:
+    """(stride, lanes, block origin, position) of an access `buffer[Ramp(B, S, w)]` to a buffer in `names` that
+    `_block_transposes` may gather: w a power of two of at least `MIN_BLOCK_LANES`, S >= w, B's residue modulo
+    w known (position); the block of B is the w floats `origin + l·S + p`, p < w, of each lane l (origin = B -
+    position)."""
+    if buffer.name not in names or len(indices) != 1 or not isinstance(indices[0], tirx.Ramp):
+        return None
+    ramp = indices[0]
+    stride, lanes = _int(ramp.stride), _int(ramp.lanes)
+    if stride is None or lanes is None or lanes < MIN_BLOCK_LANES or lanes & (lanes - 1) or stride < lanes:
+        return None
+    residue = analyzer.modular_set(ramp.base)
+    if residue.coeff % lanes:
+        return None
+    position = residue.base % lanes
+    return stride, lanes, analyzer.simplify(ramp.base - position), position
+
+
+def _has_store(stmt) -> bool:
+    found = []
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda store: found.append(1))])
+    return bool(found)
+
+
+def _block_transposes(stmts: list, analyzer, names) -> list:
+    """Blocks of strided accesses to the buffers `names`: w bound loads (or w stores) `buffer[Ramp(O + p, S, w)]`,
+    p < w, S >= w (`_block_access`), read (write) the w×w floats `O + l·S + p` of the w lanes l: they become w
+    contiguous w-float loads (stores) of the lanes' rows and a transpose (`_bound_transpose`), instead of one
+    pair load (store) per lane and float pair and the shuffles that gather them. The loads of a block are
+    placed at its first member, so no statement between its members may store; the stores at its last, so no
+    statement between them may load or store elsewhere."""
+    blocks: list[tuple] = []  # (is_load, buffer, stride, lanes, origin, {position: (index, stmt)})
+    complete: list[tuple] = []
+    for index, stmt in enumerate(stmts):
+        access, is_load = None, False
+        if isinstance(stmt, tirx.Bind) and isinstance(stmt.value, tvm.ir.TensorLoad):
+            access, is_load = _block_access(analyzer, stmt.value.indices, stmt.value.source, names), True
+            buffer = stmt.value.source
+        elif isinstance(stmt, tirx.BufferStore) and not _has_load(stmt.value, None):
+            access, buffer = _block_access(analyzer, stmt.indices, stmt.buffer, names), stmt.buffer
+        # the open blocks that this statement would move across end unrewritten: load blocks at a store, store
+        # blocks at a load or at a store that is not theirs
+        stores = _has_store(stmt)
+        loads = _has_load(stmt, None) or is_load
+        block = None
+        if access is not None:
+            stride, lanes, origin, position = access
+            for candidate in blocks:
+                if candidate[0] == is_load and candidate[1].same_as(buffer) and candidate[2:4] == (stride, lanes) \
+                        and analyzer.can_prove_equal(candidate[4] - origin, 0):
+                    block = candidate
+                    break
+            if block is not None and position in block[5]:
+                blocks.remove(block)  # a float accessed twice: not a block
+                block = None
+            elif block is None:
+                block = (is_load, buffer, stride, lanes, origin, {})
+                blocks.append(block)
+        blocks = [b for b in blocks if b is block or not ((not b[0] and (loads or stores)) or (b[0] and stores))]
+        if block is None:
+            continue
+        block[5][position] = (index, stmt)
+        if len(block[5]) == block[3]:
+            blocks.remove(block)
+            complete.append(block)
+    replaced: dict[int, list] = {}
+    removed: set[int] = set()
+    for is_load, buffer, stride, lanes, origin, members in complete:
+        new: list = []
+        if is_load:
+            rows = []
+            for lane in range(lanes):
+                row = tirx.Var("row", str(members[0][1].var.ty.dtype))
+                new.append(tirx.Bind(row, tirx.BufferLoad(buffer, [tirx.Ramp(origin + lane * stride, 1, lanes)])))
+                rows.append(row)
+            columns = _bound_transpose(rows, lanes, new)
+            new.extend(tirx.Bind(stmt.var, columns[position]) for position, (_, stmt) in sorted(members.items()))
+            at = min(index for index, _ in members.values())
+        else:
+            columns = []
+            for position in range(lanes):
+                value = members[position][1].value
+                if not isinstance(value, tirx.Var):
+                    var = tirx.Var("column", str(value.ty.dtype))
+                    new.append(tirx.Bind(var, value))
+                    value = var
+                columns.append(value)
+            rows = _bound_transpose(columns, lanes, new)
+            new.extend(tirx.BufferStore(buffer, row, [tirx.Ramp(origin + lane * stride, 1, lanes)])
+                       for lane, row in enumerate(rows))
+            at = max(index for index, _ in members.values())
+        removed.update(index for index, _ in members.values())
+        replaced.setdefault(at, []).extend(new)
+    if not replaced:
+        return stmts
+    result = []
+    for index, stmt in enumerate(stmts):
+        if index in replaced:
+            result.extend(replaced[index])
+        elif index not in removed:
+            result.append(stmt)
+    return result
 
 
 def _transposed_stores(stmts: list, analyzer) -> list:
@@ -318,7 +449,15 @@ def contiguous_complex_access(pair_buffers: frozenset[str]) -> tvm.transform.Pas
             result = transposed
             return result[0] if len(result) == 1 else tirx.SeqStmt(result)
 
-        body = tvm_ffi.structural_map(func.body, [(tvm.ir.TensorLoad, on_load)], order="post")
+        def on_block_seq(seq):
+            stmts = list(seq.seq)
+            result = _block_transposes(stmts, analyzer, names)
+            if result is stmts:
+                return seq
+            return result[0] if len(result) == 1 else tirx.SeqStmt(result)
+
+        body = tvm_ffi.structural_map(func.body, [(tirx.SeqStmt, on_block_seq)], order="post")
+        body = tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load)], order="post")
         body = tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)], order="post")
         return func.with_body(body)
 

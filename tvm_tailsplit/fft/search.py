@@ -160,7 +160,7 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
         result["lanes"] = [{"lanes": value} for value in sorted(set(values))
                            if 1 <= value <= batch and value != base.lanes]
         return result
-    lanes = [1, 2 * base.lanes] + ([base.lanes // 2, 4 * base.lanes, 8, 16] if wide else [])
+    lanes = [1, 2 * base.lanes, 4 * base.lanes] + ([base.lanes // 2, 8, 16] if wide else [])
     result["lanes"] = [{"lanes": value} for value in lanes if 1 <= value <= batch and value != base.lanes]
     widths, scales = ((4, 8, 16), (1, 2, 4)) if wide else ((2 * base.vector_width,), (base.inner_vector_scale,))
     result["vectors"] = [{"vector_width": w, "inner_vector_scale": s} for w in widths for s in scales

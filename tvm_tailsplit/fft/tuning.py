@@ -57,6 +57,9 @@ CACHE_LINE = 64
 # ---- contiguous complex access (llvm: `lowering`) ---------------------------------------------------------------
 # A set of strided stores rewritten into contiguous ones gathers at most this many offsets (one lane's outputs).
 MAX_STORE_SET = 16
+# Strided accesses of at least this many lanes to the caller's arrays (or the tables) that cover w consecutive
+# floats of each of their w lanes (a square block) are w contiguous loads (stores) and a w·log2(w)-shuffle transpose.
+MIN_BLOCK_LANES = 4
 
 # ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
 # Threads per thread block.
