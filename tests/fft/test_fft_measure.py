@@ -315,11 +315,17 @@ def run_process(code: str, cache_dir) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_path):
-    first = run_process(MEASURE_PROCESS, tmp_path)
+@pytest.mark.parametrize("estimate_wins", [False, True])
+def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_path, estimate_wins):
+    # estimate_wins: no winner is ever confirmed, so the search keeps the estimate variant, whose plan is the
+    # rules' plan in the cache (otherwise the timings decide)
+    code = MEASURE_PROCESS.replace("search.ROUND_SECONDS = 0.001", "search.ROUND_SECONDS = 0.001\n"
+                                   "search.CONFIRM_MARGIN = 1.0" if estimate_wins else "search.ROUND_SECONDS = 0.001")
+    first = run_process(code, tmp_path)
     assert first["source"] == "timed" and first["compiles"] >= 2 and first["error"] < 1e-5
     assert (tmp_path / wisdom.WISDOM_FILE).exists()
-    second = run_process(MEASURE_PROCESS, tmp_path)
+    assert (first["variant"] == repr(estimate_variant(FFTSpec(24), 4, False))) or not estimate_wins
+    second = run_process(code, tmp_path)
     # the earlier search's winner, loaded from the plan cache: nothing timed, nothing compiled
     assert (second["source"], second["variant"], second["compiles"]) == ("wisdom", first["variant"], 0)
     assert second["loaded"] >= 1 and second["error"] < 1e-5

@@ -544,7 +544,8 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
     key = problem_key(spec, batch, input_layout, output_layout, target.target, threads)
     known = lookup(key, effort)
     if known is not None:
-        result = build(known)
+        # the estimate variant's plan is the rules' plan, cached under the rules' key
+        result = build(None if known == estimate else known)
         result.search = SearchReport(effort, "wisdom", label(known, estimate),
                                      "recorded by an earlier search (wisdom), not timed again")
         logger.info("fft plan (%s) of %r from wisdom: %s", effort, result, result.search.winner)
