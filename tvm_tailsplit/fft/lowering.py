@@ -177,6 +177,20 @@ def _store_set(members: list, lanes: int, stride: int) -> list | None:
     return stmts
 
 
+def _splice(stmts: list, replaced: dict[int, list], removed: set[int]) -> list:
+    """`stmts` with the statements at the positions in `removed` dropped and the lists of `replaced` put in place
+    of the statement at their position."""
+    if not replaced:
+        return stmts
+    result = []
+    for position, stmt in enumerate(stmts):
+        if position in replaced:
+            result.extend(replaced[position])
+        elif position not in removed:
+            result.append(stmt)
+    return result
+
+
 def _bound_transpose(vectors: list, lanes: int, stmts: list) -> list:
     """The transpose of `lanes` vectors of `lanes` floats (a power of two): vector k of the result holds
     `(v_0[k], ..., v_{lanes-1}[k])`. The zip network of `_lane_tuples` (lanes·log2(lanes) two-vector shuffles),
@@ -289,15 +303,7 @@ def _block_transposes(stmts: list, analyzer, names) -> list:
             at = max(index for index, _ in members.values())
         removed.update(index for index, _ in members.values())
         replaced.setdefault(at, []).extend(new)
-    if not replaced:
-        return stmts
-    result = []
-    for index, stmt in enumerate(stmts):
-        if index in replaced:
-            result.extend(replaced[index])
-        elif index not in removed:
-            result.append(stmt)
-    return result
+    return _splice(stmts, replaced, removed)
 
 
 def _transposed_stores(stmts: list, analyzer) -> list:
@@ -348,15 +354,7 @@ def _transposed_stores(stmts: list, analyzer) -> list:
             pending.remove(members)
     for members in pending:
         close(members)
-    if not replaced:
-        return stmts
-    result = []
-    for position, stmt in enumerate(stmts):
-        if position in replaced:
-            result.extend(replaced[position])
-        elif position not in removed:
-            result.append(stmt)
-    return result
+    return _splice(stmts, replaced, removed)
 
 
 def _transposed_loads(stmts: list, analyzer) -> list:
