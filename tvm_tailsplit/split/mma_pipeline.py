@@ -11,7 +11,8 @@ finalization is TVM's preceded by ``LowerAllWarpMemory``.
 statement sequence and hands the rest of the sequence to the access rewriter of that buffer, so a second or third
 ``warp`` allocation in the same sequence (the software pipeline hoists the ``A`` and ``B`` fragments next to the
 accumulator) stays a whole-warp array: 2048 halves per thread in local memory instead of 64 in registers. The
-pass runs ``LowerWarpMemory`` again while a ``warp`` allocation is left (each run lowers one more per sequence;
+pass first gives every ``warp`` allocation of symbolic size its constant upper bound (``_bound_warp_allocations``),
+then runs ``LowerWarpMemory`` again while a ``warp`` allocation is left (each run lowers one more per sequence;
 a buffer already lowered has scope ``local``), at most ``MAX_WARP_LOWERINGS`` times, then folds the register
 indices it wrote with truncating divisions (``_floor_nonnegative_divisions``).
 """
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import sym, tirx
+from tvm import s_tir, sym, tirx
 from tvm.ir import Range
+from tvm.s_tir import SBlock
 
 from .merge_cases import merge_equal_cases
 from .mma_schedule import MMA_PASS_CONFIG, TAILSPLIT_STRATEGY
@@ -58,6 +60,7 @@ def LowerAllWarpMemory() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
 
     @tvm.transform.module_pass(opt_level=0, name="LowerAllWarpMemory")
     def lower(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        mod = _bound_warp_allocations(mod)
         for _ in range(MAX_WARP_LOWERINGS):
             if not _warp_allocations(mod):
                 break
@@ -70,6 +73,83 @@ def LowerAllWarpMemory() -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
         return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
     return lower
+
+
+# TVM's first lowering passes (its default pipeline runs them again, with no further effect): they place and
+# compact the allocations, so that _constant_fragments sees the per-warp fragment sizes
+_COMPACT = tvm.transform.Sequential([s_tir.transform.LowerInitBlock(),
+                                     s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+                                     s_tir.transform.ConvertBlocksToOpaque(),
+                                     s_tir.transform.CompactBufferAllocation()], name="MmaCompact")
+
+
+def _constant_fragments(mod: tvm.IRModule) -> tvm.IRModule:
+    """Each ``warp`` buffer a block allocates with a symbolic shape (a symbolic ``M``: the compacted accumulator
+    is ``min((m + 15) // 16 - tile, 4)`` tiles) given the shape's constant upper bound, before the software
+    pipeline multiplies its buffers (a symbolic buffer size would become the symbolic stride between pipeline
+    versions, and the fragments' register indices would not be constants)."""
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            replaced: dict = {}
+
+            def on_block(block: SBlock, replaced=replaced):
+                buffers = [_bounded(b, replaced) for b in block.alloc_buffers]
+                if all(new.same_as(old) for new, old in zip(buffers, block.alloc_buffers, strict=True)):
+                    return block
+                return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, block.body, block.init,
+                              buffers, block.match_buffers, block.annotations)
+
+            body = tvm_ffi.structural_map(func.body, (SBlock, on_block), order="post")
+            if replaced:
+                func = func.with_body(tvm_ffi.structural_map(body, (tvm.ir.Var, lambda v, r=replaced: r.get(v, v)),
+                                                             order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+def _bounded(buffer, replaced: dict):
+    """``buffer``, or (recorded in ``replaced``) a ``warp`` buffer like it with each symbolic extent at its
+    constant upper bound."""
+    if buffer.scope() != "warp" or all(isinstance(d, tirx.IntImm) for d in buffer.shape):
+        return buffer
+    analyzer = sym.Analyzer()
+    bounds = [analyzer.const_int_bound(d).max_value for d in buffer.shape]
+    if any(b >= sym.ConstIntBound.POS_INF for b in bounds):
+        return buffer
+    new = tirx.decl_buffer(bounds, buffer.dtype, buffer.name, scope="warp")
+    replaced[buffer] = new
+    return new
+
+
+def _bound_warp_allocations(mod: tvm.IRModule) -> tvm.IRModule:
+    """Each ``warp`` allocation whose size is an expression (a symbolic ``M``: TVM's buffer compaction gives the
+    accumulator ``min((m + 15) // 16 - tile, 4) * 768`` elements) allocated at the expression's constant upper
+    bound instead; ``LowerWarpMemory`` needs a constant size. The buffer is only accessed inside the smaller
+    size, so the meaning is unchanged."""
+    functions = {}
+    for global_var, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            analyzer = sym.Analyzer()
+            replaced: dict = {}
+
+            def on_alloc(node: tirx.AllocBuffer, replaced=replaced, analyzer=analyzer):
+                buffer = node.buffer
+                if buffer.scope() != "warp" or all(isinstance(d, tirx.IntImm) for d in buffer.shape):
+                    return node
+                bounds = [analyzer.const_int_bound(d).max_value for d in buffer.shape]
+                if any(b >= sym.ConstIntBound.POS_INF for b in bounds):
+                    return node
+                new = tirx.decl_buffer(bounds, buffer.dtype, buffer.name, scope="warp")
+                replaced[buffer] = new
+                return tirx.AllocBuffer(new, node.annotations)
+
+            body = tvm_ffi.structural_map(func.body, (tirx.AllocBuffer, on_alloc), order="post")
+            if replaced:
+                body = tvm_ffi.structural_map(body, (tvm.ir.Var, lambda v, r=replaced: r.get(v, v)), order="post")
+                func = func.with_body(body)
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
 def _floor_nonnegative_divisions(body: tirx.Stmt) -> tirx.Stmt:
@@ -115,6 +195,7 @@ def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
     def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         mod = prepare_mma(mod)
         with _with_mma_config(tvm.transform.PassContext.current()):
+            mod = _constant_fragments(_COMPACT(mod))
             return default(mod)
 
     def finalize_device_with_warp_memory():

@@ -42,7 +42,9 @@ loads, compute), as the annotations need: every guard chain sits inside a child.
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, te, tirx
+from tvm.s_tir import SBlock
 
 from .conditions import MARK_KEY
 
@@ -120,6 +122,12 @@ def _tile_layout(i, j):
 # --------------------------------------------------------------------------------------------- the schedule
 
 
+def _has_block(sch: s_tir.Schedule, name: str) -> bool:
+    names: list = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (SBlock, lambda block: names.append(block.name_hint)))
+    return name in names
+
+
 def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True) -> tvm.IRModule:
     """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
     ``software_pipeline_*`` annotations (same meaning, one stage)."""
@@ -151,9 +159,9 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         sch.compute_at(fragment, k1)
     accumulator = sch.cache_write(block, 0, "warp")
     sch.reverse_compute_at(accumulator, j_warp)
-    if padded:
-        sch.compute_inline(sch.get_sblock("A_pad"))
-        sch.compute_inline(sch.get_sblock("B_pad"))
+    for pad in ("A_pad", "B_pad") if padded else ():  # an operand whose extents are whole tiles has no padding
+        if _has_block(sch, pad):
+            sch.compute_inline(sch.get_sblock(pad))
 
     for stage, row_length in zip(shared, (k, n), strict=True):
         lanes = copy_lanes(row_length)
