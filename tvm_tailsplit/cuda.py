@@ -87,12 +87,13 @@ class PtxasUsage:
     shared_memory_bytes: int
     spill_store_bytes: int
     spill_load_bytes: int
+    stack_frame_bytes: int = 0  # local memory per thread (arrays indexed at run time, spills)
 
     def __str__(self) -> str:
         return (
             f"{self.kernel} [{self.arch}]: {self.registers} registers, {self.barriers} barriers, "
             f"{self.shared_memory_bytes} bytes smem, {self.spill_store_bytes}/{self.spill_load_bytes} "
-            "bytes spill store/load"
+            f"bytes spill store/load, {self.stack_frame_bytes} bytes stack frame"
         )
 
 
@@ -129,6 +130,7 @@ _PTXAS_USED = re.compile(r"Used (\d+) registers")
 _PTXAS_BARRIERS = re.compile(r"used (\d+) barriers")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_STACK = re.compile(r"(\d+) bytes stack frame")
 
 
 def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
@@ -136,15 +138,18 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
     usages: list[PtxasUsage] = []
     kernel = None
     spill = (0, 0)
+    stack = 0
     for line in text.splitlines():
         match = _PTXAS_FUNCTION.search(line)
         if match:
             kernel = match.group(1)
-            spill = (0, 0)
+            spill, stack = (0, 0), 0
             continue
         match = _PTXAS_SPILL.search(line)
         if match:
             spill = (int(match.group(1)), int(match.group(2)))
+            frame = _PTXAS_STACK.search(line)
+            stack = int(frame.group(1)) if frame else 0
             continue
         used = _PTXAS_USED.search(line)
         if used and kernel is not None:
@@ -159,6 +164,7 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
                     shared_memory_bytes=int(smem.group(1)) if smem else 0,
                     spill_store_bytes=spill[0],
                     spill_load_bytes=spill[1],
+                    stack_frame_bytes=stack,
                 )
             )
             kernel = None

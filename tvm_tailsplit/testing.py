@@ -193,17 +193,19 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
 SHARED_SCOPES = ("shared", "shared.dyn")
 
 
-def cuda_schedule_for_llvm(mod: tvm.IRModule) -> tvm.IRModule:
+def cuda_schedule_for_llvm(mod: tvm.IRModule, scopes: tuple[str, ...] = SHARED_SCOPES) -> tvm.IRModule:
     """A scheduled CUDA module made runnable on llvm with the same meaning: thread-bound loops become serial
     loops (`threads_as_serial_loops`), shared-memory buffers global ones (one per block, as the block loop is
     serial) and the thread-block barriers (`tvm_storage_sync`) nothing. Exact for kernels whose barriers separate
     phases (every thread's work of a phase runs before the next phase); a barrier inside a thread's loop would
-    be a sign of a schedule this does not model."""
+    be a sign of a schedule this does not model. `scopes` names the buffer scopes made global: add ``"warp"``
+    for tensor-core fragments before tensorize (indexed by thread and register, as TVM's mma layouts are, each
+    warp's own elements)."""
     buffers: dict = {}
 
     def on_var(var):
         scope = var.scope() if isinstance(var.ty, tvm.tirx.BufferType) else None
-        if scope not in SHARED_SCOPES:
+        if scope not in scopes:
             return var
         if var not in buffers:
             buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, scope="global")

@@ -5,10 +5,11 @@ always-false intervals per loop variable) → ``plan`` (the split plan of a nest
 full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffer per copy of a split loop) →
 ``apply`` (one PrimFunc) → ``pass_`` (the Pass) → ``tensorize`` (main and tail tiles, with the tail forms of
 ``tail_forms`` and the catalog ``intrinsics``) → ``pipeline`` (the ``"tailsplit"`` TIR pipeline). Around them:
-``analysis`` (metrics and explanations), ``examples``, ``workloads`` and ``demo``.
+``analysis`` (metrics and explanations), ``examples``, ``workloads`` and ``demo``; the mma.sync tensor-core matmul
+``mma_schedule`` with its ``"tailsplit_mma"`` pipeline (``mma_pipeline``: TailSplit, ``merge_cases``, tensorize).
 """
 
-from . import analysis, intrinsics
+from . import analysis, intrinsics, mma_pipeline
 from .apply import NestReport, SplitReport, split_function
 from .conditions import MARK_KEY, find_marks
 from .pass_ import TailSplit
@@ -29,6 +30,7 @@ __all__ = [
     "analysis",
     "find_marks",
     "intrinsics",
+    "mma_pipeline",
     "register_tail_intrinsics",
     "split_function",
     "tailsplit_pipeline",

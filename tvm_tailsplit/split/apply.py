@@ -15,7 +15,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from .conditions import find_marks, is_mark, loop_vars_in
+from .conditions import find_marks, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, PlanTooLong, RangeProof
 from .privatize import buffer_privacy, give_each_copy_its_buffer
@@ -143,6 +143,12 @@ def split_function(
 ) -> tuple[tirx.PrimFunc, SplitReport]:
     """Apply TailSplit to ``func``; returns the new function (``func`` itself when nothing changed) and a report."""
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
+    with loop_invariant_symbols(func):  # (m + 15) // 16 is a symbol like m (conditions.loop_invariant_symbols)
+        return _split_function(func, name, strategy, max_mapping_cost, max_fuzzy_expansion)
+
+
+def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_cost: int,
+                    max_fuzzy_expansion: int) -> tuple[tirx.PrimFunc, SplitReport]:
     report = SplitReport(name)
     root = func.body
     if not isinstance(root, SBlockRealize) or not find_marks(func):

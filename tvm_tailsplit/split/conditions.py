@@ -20,6 +20,8 @@ Everything here is a pure function over IR: nothing is rewritten.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import tvm
@@ -44,6 +46,7 @@ __all__ = [
     "guards_under",
     "has_load_or_call",
     "is_mark",
+    "loop_invariant_symbols",
     "loop_vars_in",
     "same_atom",
 ]
@@ -128,10 +131,51 @@ def has_load_or_call(expr) -> bool:
     return bool(found)
 
 
+_LOOP_VARIABLES: ContextVar[frozenset | None] = ContextVar("tailsplit_loop_variables", default=None)
+
+
+@contextmanager
+def loop_invariant_symbols(func: tirx.PrimFunc) -> Iterator[None]:
+    """Within this context an atom may hold sub-expressions that mention no loop variable of ``func`` (no ``For``
+    variable, no block iter var) and are not affine, e.g. the padded tile count ``(m + 15) // 16`` of a symbolic
+    ``M``: each is a symbol like ``m`` itself, and the atom stays affine in the loops (``i_0 * 4 + i_1 <
+    (m + 15) // 16``). Outside it, such an atom is opaque."""
+    found: set = set()
+    tvm_ffi.structural_walk(func.body, [(tirx.For, lambda loop: found.add(loop.loop_var)),
+                                        (SBlock, lambda block: found.update(iv.var for iv in block.iter_vars))])
+    token = _LOOP_VARIABLES.set(frozenset(found))
+    try:
+        yield
+    finally:
+        _LOOP_VARIABLES.reset(token)
+
+
+_NON_AFFINE = (tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min, tirx.Max, tirx.Mul)
+
+
+def _symbolize(expr, loop_variables: frozenset):
+    """``expr`` with every non-affine sub-expression that mentions no loop variable replaced by a fresh variable
+    (inner ones first, so the replaced sub-expressions are the largest)."""
+
+    def on_node(node):
+        if any(v in loop_variables for v in free_vars(node)):
+            return node
+        if isinstance(node, tirx.Mul) and (isinstance(node.a, tirx.IntImm) or isinstance(node.b, tirx.IntImm)):
+            return node
+        return tirx.Var("symbol", node.ty)
+
+    return tvm_ffi.structural_map(expr, [(kind, on_node) for kind in _NON_AFFINE], order="post")
+
+
 def _is_affine(expr, variables: set) -> bool:
-    """True when ``expr`` is an affine integer function of its variables (no loads, calls or products)."""
+    """True when ``expr`` is an affine integer function of its variables (no loads, calls or products); within
+    ``loop_invariant_symbols`` non-affine sub-expressions without loop variables count as symbols."""
     if has_load_or_call(expr):
         return False
+    loop_variables = _LOOP_VARIABLES.get()
+    if loop_variables is not None:
+        expr = _symbolize(expr, loop_variables)
+        variables = free_vars(expr)
     coefficients = sym.detect_linear_equation(expr, sorted(variables, key=lambda v: v.name))
     return len(coefficients) == len(variables) + 1 and all(isinstance(c, tirx.IntImm) for c in coefficients[:-1])
 

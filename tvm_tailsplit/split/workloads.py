@@ -12,7 +12,10 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 - ``elementwise_nc1hwc0``: a 5-D ``C = A * B`` over ``N, C1, H, W, C0`` with an irregular ``h`` tiling and
   the 16-lane vector multiply on ``c0``;
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
-  ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop.
+  ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop;
+- ``matmul_mma_cuda`` (module ``mma_schedule``): the same matmul through ``mma.sync`` m16n8k16, ``ldmatrix`` and a
+  ``cp.async`` software pipeline, 128 x 128 x 32 thread-block tiles, ``M`` static or symbolic; compiled with the
+  ``"tailsplit_mma"`` pipeline (``mma_pipeline``).
 
 ``WORKLOADS`` describes the CPU workloads as data (``Workload``): the tiled axes and the tile, the computation,
 the schedule (marked, or vectorized the way TVM users tile without the instruction), the block that carries the
@@ -34,6 +37,7 @@ from tvm.s_tir import SBlock
 from . import intrinsics
 from .conditions import MARK_KEY
 from .intrinsics import MATMUL_PANEL_TILE, llvm_target
+from .mma_schedule import matmul_mma_cuda
 
 __all__ = [
     "DENSE_TILE",
@@ -51,6 +55,7 @@ __all__ = [
     "elementwise_nc1hwc0",
     "llvm_target",
     "matmul_fp32",
+    "matmul_mma_cuda",
     "matmul_wmma_cuda",
     "reference",
     "register_workload_intrinsics",
@@ -436,9 +441,10 @@ WORKLOADS: dict[str, Workload] = {
 
 def reference(workload: str, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
     """The numpy result of a workload on its inputs (in the order of the function's buffer parameters); also
-    ``matmul_wmma_cuda``, whose result is the fp32 matmul's."""
-    if workload == "matmul_wmma_cuda":
+    ``matmul_wmma_cuda`` and ``matmul_mma_cuda``, whose result is the fp32 matmul's."""
+    if workload in ("matmul_wmma_cuda", "matmul_mma_cuda"):
         return _reference_matmul(inputs, shape)
     if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)} and 'matmul_wmma_cuda'")
+        raise ValueError(f"unknown workload {workload!r}; known: {sorted(WORKLOADS)}, 'matmul_wmma_cuda' and "
+                         "'matmul_mma_cuda'")
     return WORKLOADS[workload].reference(inputs, shape)

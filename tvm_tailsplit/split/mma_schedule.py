@@ -1,0 +1,214 @@
+"""The fp16 matmul (fp32 accumulate) on CUDA tensor cores through ``mma.sync``, marked for TailSplit.
+
+``C[M, N] = A[M, K] @ B[K, N]`` with ``A`` and ``B`` row-major fp16 (``B`` is *not* transposed: TVM's
+``mma_ldmatrix_f16_b`` loads it with ``ldmatrix.trans``, and ``mma_f16f16f32`` is the row.col m16n8k16 pair
+that TVM's ``tvm.testing.tir.mma_schedule`` uses for the same layout), ``C`` fp32. ``m=None``: ``M`` is a
+symbolic variable named ``m`` (one kernel for every ``M``).
+
+Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instead of ``sch.tensorize`` and the
+``software_pipeline_*`` annotations of TVM's tensor-core rules):
+
+1. The iteration space is padded (``sch.pad_einsum``) to whole 16 x 16 instruction tiles in ``M`` and ``N`` and
+   to whole ``BLOCK_K`` slices in ``K``; the padding is inlined into the global -> shared copies, so elements
+   outside ``A`` and ``B`` load as zeros, and the result goes through ``C_pad`` (copied back to ``C`` by a
+   second kernel, one element per thread). Padding ``K`` to the block's slice keeps the reduction loops
+   condition-free, so the pipelined loops never change shape.
+2. Grid: ``blockIdx.y/x`` cover ``BLOCK_TILE`` = (``WARPS`` x ``WARP_TILES`` x 16) tiles of ``C``; ceil-div
+   many, so the last thread blocks are partial. ``threadIdx.z/y`` are the ``WARPS`` warps (not fused: a fused
+   warp index would put ``//`` and ``%`` into the guards, which TailSplit cannot split on), each owning
+   ``WARP_TILES`` 16 x 16 accumulator tiles (``warp`` scope, laid out by ``shared_16x16_to_ldmatrix_32x8_layout``
+   as TVM's intrinsics expect).
+3. Per ``BLOCK_K`` slice (loop ``k0``) all threads copy the ``A`` and ``B`` slices to ``SHARED_SCOPE`` memory,
+   ``copy_lanes`` elements per thread and copy (``cp.async`` once lowered with ``MMA_PASS_CONFIG``, as the
+   ``"tailsplit_mma"`` pipeline of ``mma_pipeline`` does); rows are
+   padded by ``SHARED_ROW_PAD`` halves against bank conflicts (``storage_align``). Per 16-wide step (loop
+   ``k1``) each warp loads its ``A`` and ``B`` fragments with ``ldmatrix`` and issues the ``mma.sync`` pairs.
+4. Software pipeline: ``k1`` double-buffers the fragments (loads one step ahead); ``k0`` runs
+   ``PIPELINE_STAGES`` deep (the copies in stage 0, asynchronous; the pipelined ``k1`` in the last two), the
+   annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies.
+5. Marks (``MARK_KEY``, on the outer loop of each 16 x 16 tile): ``MMA_MARKS`` names the TVM intrinsic of the
+   fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
+
+A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
+decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
+every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside ``C_pad`` are dropped. The full
+split is not used here: it cuts the per-warp tile loop (``range(3)`` of 4), and ``sch.tensorize`` then refuses
+("bindings ... can not be blockized": the warp index and a partial tile loop do not form a surjective iterator
+map), while TVM's mma implementations use pointers (``access_ptr``, ``.data``), which
+``tensorize.instantiate`` does not handle. The pipelined loops ``k0`` and ``k1`` keep their children (copies,
+loads, compute), as the annotations need: every guard chain sits inside a child.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, te, tirx
+from tvm.s_tir import SBlock
+
+from .conditions import MARK_KEY
+
+__all__ = [
+    "BLOCK_K",
+    "BLOCK_TILE",
+    "MMA_MARKS",
+    "MMA_PASS_CONFIG",
+    "MMA_TILE",
+    "PIPELINE_STAGES",
+    "SHARED_ROW_PAD",
+    "SHARED_SCOPE",
+    "TAILSPLIT_STRATEGY",
+    "WARPS",
+    "WARP_TILES",
+    "copy_lanes",
+    "matmul_fp16_func",
+    "matmul_mma_cuda",
+]
+
+# --------------------------------------------------------------------------------------------- the rules
+MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.sync per tile)
+WARPS = (2, 2)  # warps per thread block in (M, N): 128 threads
+WARP_TILES = (4, 4)  # 16 x 16 tiles per warp in (M, N): a 64 x 64 warp tile, 128 fp32 accumulators per thread
+BLOCK_TILE = (WARPS[0] * WARP_TILES[0] * MMA_TILE, WARPS[1] * WARP_TILES[1] * MMA_TILE)  # 128 x 128 of C
+K_STEPS = 2  # 16-deep mma steps per shared-memory slice
+BLOCK_K = K_STEPS * MMA_TILE  # 32: one slice of A (128 x 32) and B (32 x 128) per pipeline stage
+PIPELINE_STAGES = 3  # slices in flight (cp.async); 3 x 18944 bytes of shared memory with the row padding
+SHARED_SCOPE = "shared.dyn"  # over 48 KB: dynamic shared memory (TVM's runtime raises the kernel's limit)
+SHARED_ROW_PAD = 8  # halves added to every shared row (16 bytes: ldmatrix rows fall in different banks)
+COPY_LANES = (8, 4, 2, 1)  # candidate vector widths of a global -> shared copy, widest first (8 halves = 16 B)
+TAILSPLIT_STRATEGY = "partial"  # see the module docstring
+# The PassContext config the kernel compiles under (``mma_pipeline`` sets it): the copies become cp.async; no
+# common-subexpression elimination, which would hide the ``tx * 8`` of the ldmatrix offsets in a let variable where
+# ``LowerWarpMemory`` cannot find it (it then fails: "require positive constant coefficient on warp index").
+MMA_PASS_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_cse_tir": True}
+
+MMA_MARKS = {
+    "fill": "mma_fill_16x16_f32",
+    "load_a": "mma_ldmatrix_f16_a_dyn",
+    "load_b": "mma_ldmatrix_f16_b_dyn",
+    "mma": "mma_f16f16f32",
+    "store": "mma_store_16x16_f32_global_",
+}
+
+
+def copy_lanes(row_length: int) -> int:
+    """The vector width of a copy from a row-major matrix whose rows hold ``row_length`` halves: the widest of
+    ``COPY_LANES`` that divides it, so every vector is aligned to its own size and lies wholly inside or wholly
+    outside the matrix (cp.async moves 4, 8 or 16 bytes; a width of 1 stays a synchronous copy)."""
+    return next(lanes for lanes in COPY_LANES if row_length % lanes == 0)
+
+
+# ------------------------------------------------------------------------------------------ the computation
+
+
+def matmul_fp16_func(m: int | None, n: int, k: int) -> tirx.PrimFunc:
+    """``C = A @ B``: fp16 inputs, fp32 products and sums; ``m=None`` makes ``M`` a symbolic variable ``m``."""
+    rows = tirx.Var("m", "int32") if m is None else m
+    a = te.placeholder((rows, k), "float16", name="A")
+    b = te.placeholder((k, n), "float16", name="B")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((rows, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r),
+                   name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
+
+
+def _tile_layout(i, j):
+    """A 2-D warp buffer as TVM's mma intrinsics see it: ``[i // 16, j // 16, thread, register]``."""
+    from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
+
+    return (i // MMA_TILE, j // MMA_TILE, *shared_16x16_to_ldmatrix_32x8_layout(i % MMA_TILE, j % MMA_TILE))
+
+
+# --------------------------------------------------------------------------------------------- the schedule
+
+
+def _has_block(sch: s_tir.Schedule, name: str) -> bool:
+    names: list = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (SBlock, lambda block: names.append(block.name_hint)))
+    return name in names
+
+
+def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True) -> tvm.IRModule:
+    """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
+    ``software_pipeline_*`` annotations (same meaning, one stage)."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
+
+    sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
+    block = sch.get_sblock("C")
+    padded = m is None or m % MMA_TILE != 0 or n % MMA_TILE != 0 or k % BLOCK_K != 0
+    if padded:
+        sch.pad_einsum(block, [MMA_TILE, MMA_TILE, BLOCK_K])
+    i, j, r = sch.get_loops(block)
+    i, i_tile = sch.split(i, [None, MMA_TILE])
+    j, j_tile = sch.split(j, [None, MMA_TILE])
+    r, r_tile = sch.split(r, [None, MMA_TILE])
+    i_block, i_warp, i_warp_tile = sch.split(i, [None, WARPS[0], WARP_TILES[0]])
+    j_block, j_warp, j_warp_tile = sch.split(j, [None, WARPS[1], WARP_TILES[1]])
+    k0, k1 = sch.split(r, [None, K_STEPS])
+    sch.reorder(i_block, j_block, i_warp, j_warp, k0, k1, i_warp_tile, j_warp_tile, i_tile, j_tile, r_tile)
+    sch.bind(i_block, "blockIdx.y")
+    sch.bind(j_block, "blockIdx.x")
+    sch.bind(i_warp, "threadIdx.z")
+    sch.bind(j_warp, "threadIdx.y")
+
+    shared = [sch.cache_read(block, index, SHARED_SCOPE) for index in (0, 1)]
+    for stage in shared:
+        sch.compute_at(stage, k0)
+    fragments = [sch.cache_read(block, index, "warp") for index in (0, 1)]
+    for fragment in fragments:
+        sch.compute_at(fragment, k1)
+    accumulator = sch.cache_write(block, 0, "warp")
+    sch.reverse_compute_at(accumulator, j_warp)
+    for pad in ("A_pad", "B_pad") if padded else ():  # an operand whose extents are whole tiles has no padding
+        if _has_block(sch, pad):
+            sch.compute_inline(sch.get_sblock(pad))
+
+    for stage, row_length in zip(shared, (k, n), strict=True):
+        lanes = copy_lanes(row_length)
+        fused = sch.fuse(*sch.get_loops(stage)[-2:])
+        _, t_z, t_y, t_x, vector = sch.split(fused, [None, WARPS[0], WARPS[1], 32, lanes])
+        sch.bind(t_z, "threadIdx.z")
+        sch.bind(t_y, "threadIdx.y")
+        sch.bind(t_x, "threadIdx.x")
+        if lanes > 1:
+            sch.vectorize(vector)
+        sch.storage_align(stage, 0, axis=-2, factor=32, offset=SHARED_ROW_PAD)
+
+    def tile(stage: s_tir.SBlockRV) -> tuple[s_tir.LoopRV, s_tir.LoopRV, s_tir.LoopRV]:
+        rows, cols = sch.get_loops(stage)[-2:]
+        rows_o, rows_i = sch.split(rows, [None, MMA_TILE])
+        cols_o, cols_i = sch.split(cols, [None, MMA_TILE])
+        sch.reorder(rows_o, cols_o, rows_i, cols_i)
+        return rows_o, cols_o, rows_i
+
+    load_a, load_b, store = tile(fragments[0]), tile(fragments[1]), tile(accumulator)
+    init = sch.decompose_reduction(block, k0)
+    sch.transform_layout(fragments[0], ("write", 0), _tile_layout)
+    sch.transform_layout(fragments[1], ("write", 0), _tile_layout)
+    sch.transform_layout(accumulator, ("read", 0), _tile_layout)
+
+    init_loops = sch.get_loops(init)
+    marked = [(load_a, "load_a"), (load_b, "load_b"), (store, "store"),
+              ((init_loops[-4], init_loops[-3], init_loops[-2]), "fill"), ((i_warp_tile, j_warp_tile, i_tile), "mma")]
+    for (rows_o, cols_o, tile_loop), stage in marked:
+        sch.unroll(rows_o)  # the warp's tiles: unrolled, so the fragments and accumulators index registers
+        sch.unroll(cols_o)
+        sch.annotate(tile_loop, MARK_KEY, MMA_MARKS[stage])
+
+    if pipeline:
+        # k1's body: the A load, the B load, the mma tiles (the loads one step ahead). k1 is pipelined first; k0's
+        # body then holds the A copy, the B copy and k1's prologue (first loads), steady loop and epilogue (last
+        # mma): the annotations of TVM's MultiLevelTilingTensorCore for mma with async copies.
+        sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
+        last = PIPELINE_STAGES - 1
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, last - 1, last, last])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
+        sch.annotate(k0, "software_pipeline_async_stages", [0])
+
+    if padded:  # the padded result back to C: one element per thread
+        copy_out = sch.get_sblock("C_pad")
+        thread_block, thread = sch.split(sch.fuse(*sch.get_loops(copy_out)), [None, 256])
+        sch.bind(thread_block, "blockIdx.x")
+        sch.bind(thread, "threadIdx.x")
+    return sch.mod
