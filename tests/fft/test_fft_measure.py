@@ -317,10 +317,11 @@ def run_process(code: str, cache_dir) -> dict:
 
 @pytest.mark.parametrize("estimate_wins", [False, True])
 def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_path, estimate_wins):
-    # estimate_wins: no winner is ever confirmed, so the search keeps the estimate variant, whose plan is the
-    # rules' plan in the cache (otherwise the timings decide)
-    code = MEASURE_PROCESS.replace("search.ROUND_SECONDS = 0.001", "search.ROUND_SECONDS = 0.001\n"
-                                   "search.CONFIRM_MARGIN = 1.0" if estimate_wins else "search.ROUND_SECONDS = 0.001")
+    # estimate_wins: no winner is ever confirmed (on either clock), so the search keeps the estimate variant,
+    # whose plan is the rules' plan in the cache (otherwise the timings decide)
+    timing = "search.ROUND_SECONDS = 0.001"
+    never_confirmed = timing + "\nsearch.CONFIRM_MARGIN = search.WALL_CONFIRM_MARGIN = 1.0"
+    code = MEASURE_PROCESS.replace(timing, never_confirmed if estimate_wins else timing)
     first = run_process(code, tmp_path)
     assert first["source"] == "timed" and first["compiles"] >= 2 and first["error"] < 1e-5
     assert (tmp_path / wisdom.WISDOM_FILE).exists()
