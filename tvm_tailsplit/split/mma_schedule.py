@@ -60,6 +60,7 @@ __all__ = [
     "TAILSPLIT_STRATEGY",
     "WARPS",
     "WARP_TILES",
+    "bind_padded_copy_out",
     "copy_lanes",
     "matmul_fp16_func",
     "matmul_mma_cuda",
@@ -206,9 +207,14 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
-    if padded:  # the padded result back to C: one element per thread
-        copy_out = sch.get_sblock("C_pad")
-        thread_block, thread = sch.split(sch.fuse(*sch.get_loops(copy_out)), [None, 256])
-        sch.bind(thread_block, "blockIdx.x")
-        sch.bind(thread, "threadIdx.x")
+    if padded:
+        bind_padded_copy_out(sch)
     return sch.mod
+
+
+def bind_padded_copy_out(sch: s_tir.Schedule) -> None:
+    """The copy of the padded result (block ``C_pad``) back to C: one element per thread, 256 per block."""
+    copy_out = sch.get_sblock("C_pad")
+    thread_block, thread = sch.split(sch.fuse(*sch.get_loops(copy_out)), [None, 256])
+    sch.bind(thread_block, "blockIdx.x")
+    sch.bind(thread, "threadIdx.x")

@@ -37,7 +37,7 @@ from tvm.s_tir import SBlock
 from . import intrinsics
 from .conditions import MARK_KEY
 from .intrinsics import MATMUL_PANEL_TILE, llvm_target
-from .mma_schedule import matmul_mma_cuda
+from .mma_schedule import bind_padded_copy_out, matmul_fp16_func, matmul_mma_cuda
 
 __all__ = [
     "DENSE_TILE",
@@ -118,15 +118,6 @@ def _elementwise_func(n: int, c1: int, h: int, w: int, c0: int) -> tirx.PrimFunc
     a = te.placeholder(shape, "float32", name="A")
     b = te.placeholder(shape, "float32", name="B")
     c = te.compute(shape, lambda *idx: a[idx] * b[idx], name="C")
-    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
-
-
-def _matmul_fp16_func(m: int, n: int, k: int) -> tirx.PrimFunc:
-    a = te.placeholder((m, k), "float16", name="A")
-    b = te.placeholder((k, n), "float16", name="B")
-    r = te.reduce_axis((0, k), name="r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r),
-                   name="C")
     return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
 
 
@@ -254,7 +245,7 @@ def matmul_wmma_cuda(m: int = 1000, n: int = 1000, k: int = 1000) -> tvm.IRModul
     ``wmma.accumulator``. 1008 (the padded 1000) is not a multiple of the 64 x 32 block, so every stage of the
     last blocks is guarded. Marks: the mma loop (``wmma_sync_16x16x16_f16f16f32``) and the fill, the two fragment
     loads and the store, each on the outermost loop of its 16 x 16 tile."""
-    return _schedule_wmma(_matmul_fp16_func(m, n, k))
+    return _schedule_wmma(matmul_fp16_func(m, n, k))
 
 
 # -------------------------------------------------------------------------------------------------- the CUDA
@@ -317,11 +308,8 @@ def _schedule_wmma(func: tirx.PrimFunc) -> tvm.IRModule:
     sch.annotate(sch.get_loops(init)[-2], MARK_KEY, WMMA_MARKS["fill"])
     _mark_tile(sch, accumulator, WMMA_MARKS["store"])
     sch.annotate(i_i, MARK_KEY, WMMA_MARKS["mma"])
-    if padded:  # the padded result back to C: one element per thread
-        copy_out = sch.get_sblock("C_pad")
-        thread_block, thread = sch.split(sch.fuse(*sch.get_loops(copy_out)), [None, 256])
-        sch.bind(thread_block, "blockIdx.x")
-        sch.bind(thread, "threadIdx.x")
+    if padded:
+        bind_padded_copy_out(sch)
     return sch.mod
 
 
