@@ -35,6 +35,7 @@ __all__ = [
     "cuda_source",
     "compile_cuda_source",
     "gpu_available",
+    "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
 ]
@@ -45,16 +46,18 @@ THREAD_SYNC_DISABLED_PASSES = ("s_tir.ThreadSync",)
 _CONTEXT_CLEARING_INSTRUMENTS = ("PassTimingInstrument",)
 
 
-def _without_thread_sync(outer: tvm.transform.PassContext) -> tvm.transform.PassContext:
-    """`outer` with `THREAD_SYNC_DISABLED_PASSES` added to its disabled passes (see the module doc for the
-    instruments)."""
+def nested_pass_context(outer: tvm.transform.PassContext, disabled_pass: tuple[str, ...] = (),
+                        config: dict | None = None) -> tvm.transform.PassContext:
+    """A PassContext equal to `outer` (opt level, required and disabled passes, config, instruments) with
+    `disabled_pass` added to its disabled passes and `config` to its config; TVM's `PassTimingInstrument` is not
+    carried (see the module doc)."""
     instruments = [i for i in outer.instruments if i.name not in _CONTEXT_CLEARING_INSTRUMENTS]
     return tvm.transform.PassContext(
         opt_level=outer.opt_level,
         required_pass=list(outer.required_pass),
-        disabled_pass=[*outer.disabled_pass, *THREAD_SYNC_DISABLED_PASSES],
+        disabled_pass=[*outer.disabled_pass, *disabled_pass],
         instruments=instruments,
-        config=dict(outer.config),
+        config={**dict(outer.config), **(config or {})},
     )
 
 
@@ -67,7 +70,7 @@ def register_pipeline_without_thread_sync(name: str, wrapper: str) -> str:
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-            with _without_thread_sync(tvm.transform.PassContext.current()):
+            with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES):
                 return default(mod)
 
         return pipeline, finalize_host, finalize_device

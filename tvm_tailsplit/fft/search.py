@@ -15,7 +15,7 @@ shared memory fails to build and is skipped).
   all its values with the current best, and the best value kept, until a sweep changes nothing (at most
   `PATIENT_SWEEPS` sweeps).
 
-Timing (`time_plans`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
+Timing (`timing_samples`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
 candidates with equal breakdown trees and other fields, or whose scheduled IR is structurally equal, are timed
 once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each timing every candidate in turn
 (the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
@@ -52,7 +52,7 @@ from .variants import Variant
 
 __all__ = ["CONFIRM_MARGIN", "CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS",
            "WALL_CONFIRM_MARGIN", "WALL_CONFIRM_ROUNDS", "Candidate", "SearchReport", "axes", "label", "paired_ratio",
-           "search", "seconds_per_call", "time_plans", "timing_samples"]
+           "search", "seconds_per_call", "timing_samples"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -193,13 +193,6 @@ def timing_samples(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any
             runs[name]()
             samples[name].append(seconds_per_call(runs[name], ROUND_SECONDS, clock))
     return samples
-
-
-def time_plans(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
-               clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """label -> median seconds per call of every plan over `timing_samples`' rounds."""
-    samples = timing_samples(plans, rounds, run_inputs, clock)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def paired_ratio(samples: list[float], reference: list[float]) -> float:

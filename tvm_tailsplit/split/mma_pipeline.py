@@ -25,6 +25,7 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock
 
+from ..cuda import nested_pass_context
 from .merge_cases import merge_equal_cases
 from .mma_schedule import MMA_PASS_CONFIG, TAILSPLIT_STRATEGY
 from .pass_ import TailSplit
@@ -180,13 +181,6 @@ def _floor_nonnegative_divisions(body: tirx.Stmt) -> tirx.Stmt:
     return tvm_ffi.structural_mutate(body, [(tirx.AttrStmt, on_attr), (tirx.For, on_for), (tirx.Div, on_div)])
 
 
-def _with_mma_config(outer: tvm.transform.PassContext) -> tvm.transform.PassContext:
-    instruments = [i for i in outer.instruments if i.name != "PassTimingInstrument"]  # see tvm_tailsplit.cuda
-    return tvm.transform.PassContext(opt_level=outer.opt_level, required_pass=list(outer.required_pass),
-                                     disabled_pass=list(outer.disabled_pass), instruments=instruments,
-                                     config={**dict(outer.config), **MMA_PASS_CONFIG})
-
-
 def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
     """``(pass, finalize_host_passes, finalize_device_passes)`` for ``tvm.tirx.register_tir_pipeline``."""
     default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
@@ -194,7 +188,7 @@ def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
     @tvm.transform.module_pass(opt_level=0, name="TailSplitMmaPipeline")
     def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         mod = prepare_mma(mod)
-        with _with_mma_config(tvm.transform.PassContext.current()):
+        with nested_pass_context(tvm.transform.PassContext.current(), config=MMA_PASS_CONFIG):
             mod = _constant_fragments(_COMPACT(mod))
             return default(mod)
 
