@@ -6,7 +6,9 @@ explicit instances, for small trip counts) or `symbolic` (the same dependences a
 consumer task and iteration distance, derived from bounded windows and proved with `tvm.sym`, for long or
 symbolic trip counts) → `channels` (channel ids, stages, phases) → `protocol` (per-warp programs with
 acquire/commit/wait/release) → `codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving
-checker); `analysis` and `pass_` wire them.
+checker); `analysis` and `pass_` wire them. Hopper (`hopper=True`): `tiles` (TMA loads, wgmma tiles, register
+fragments) → `transactions` (TMA batches commit through one `expect_tx` transaction channel) → `hopper` (sm_90a
+code: TMA, wgmma, setmaxnreg).
 """
 
 from .analysis import Analysis, analyze
@@ -18,6 +20,8 @@ from .graphs import FlowGraph
 from .pass_ import WarpSpecialize, WarpSpecializeCheckError
 from .protocol import Protocol, SyncOp
 from .symbolic import SymbolicAnalysisError, SymbolicPlan
+from .tiles import TilePlan, tile_plan
+from .transactions import transaction_protocol
 from .tree import WARP_ROLE, ScheduleTree, WarpSpecializeInputError
 
 __all__ = [
@@ -34,10 +38,13 @@ __all__ = [
     "SymbolicAnalysisError",
     "SymbolicPlan",
     "SyncOp",
+    "TilePlan",
     "WarpSpecialize",
     "WarpSpecializeCheckError",
     "WarpSpecializeInputError",
     "analyze",
+    "tile_plan",
+    "transaction_protocol",
     "check",
     "load_libatomic",
     "require_concurrent_threads",

@@ -14,6 +14,10 @@ Algorithm.
    state in which no role can move and not all have finished), **parity aliasing** (a wait that can pass in a phase
    other than the one it waits for, or is reached when its channel is two or more phases ahead), and **leftover
    arrivals** at exit (phases nobody waited for). A search stopped by `max_states` is reported as incomplete.
+   A **transaction** arrive (Hopper: `arrive.expect_tx` armed before TMA copies) completes its phase only when its
+   copies have delivered the armed byte count: its step sits after the copy task at which the delivered bytes
+   reach it, so a count that is too small lets consumers pass before the last copy (a race) and one that is too
+   large never completes (a deadlock); a count different from the copies' bytes is also reported directly.
 4. **Races on buffer ranges.** When every wait passes in its own phase, happens-before is program order plus
    arrive(k) → wait(k). Every pair of conflicting instances of different roles (overlapping ranges, one writes) must
    be ordered as in the sequential program; otherwise the checker reports a consumer reading before the producer's
@@ -38,6 +42,7 @@ PARITY_ALIASING = "parity aliasing"
 LEFTOVER = "leftover arrivals"
 MISSING_ARRIVE = "missing arrive"
 INCOMPLETE = "exploration incomplete"
+TRANSACTION = "transaction bytes"
 
 
 @dataclass(frozen=True)
@@ -98,16 +103,48 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
                 steps.append(_Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
         return steps
 
+    # A transaction arrive completes its phase when its copies have delivered `tx_bytes`: its step is placed after
+    # the copy task at which the delivered bytes first reach the count (never, if they do not).
+    pending: dict[int, list[tuple[_Step, int, dict[str, int]]]] = {role: [] for role in programs}
     for inst in protocol.plan.graph.instances:
         program = programs[inst.role]
-        program += sync_steps(inst, protocol.before(inst.task.name))
+        for step in sync_steps(inst, protocol.before(inst.task.name)):
+            if step.op.tx_copies:
+                pending[inst.role].append((step, step.op.tx_bytes, dict(step.op.tx_copies)))
+            else:
+                program.append(step)
         program.append(_Step(inst))
+        waiting = []
+        for step, remaining, copies in pending[inst.role]:
+            if step.instance.index == inst.index and inst.task.name in copies:
+                remaining -= copies.pop(inst.task.name)
+                if remaining <= 0:
+                    program.append(step)
+                    continue
+            waiting.append((step, remaining, copies))
+        pending[inst.role] = waiting
         program += sync_steps(inst, protocol.after(inst.task.name))
     return programs
 
 
+def _transaction_issues(protocol: Protocol) -> list[str]:
+    """Transaction arrives whose byte count differs from the bytes of the copies that complete on them."""
+    messages = []
+    for task, ops in protocol.ops.items():
+        for op in ops:
+            delivered = sum(size for _, size in op.tx_copies)
+            if op.tx_copies and delivered != op.tx_bytes:
+                effect = ("the phase completes before the copies land" if delivered > op.tx_bytes
+                          else "the phase never completes")
+                messages.append(f"arrive.expect_tx before {task} on channels {list(op.group.channels)} expects "
+                                f"{op.tx_bytes} bytes but its copies {[name for name, _ in op.tx_copies]} deliver "
+                                f"{delivered}: {effect}")
+    return messages
+
+
 def _key(step: _Step) -> tuple[str, str, int]:
-    return (step.op.group.src_task, step.op.group.dst_task, step.edge)
+    group = step.op.signalling_group
+    return (group.src_task, group.dst_task, step.edge)
 
 
 def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckReport:
@@ -128,6 +165,8 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
             found.add((kind, message))
             report.issues.append(Issue(kind, message))
 
+    for message in _transaction_issues(protocol):
+        issue(TRANSACTION, message)
     channel_count = protocol.plan.channel_count
     phase_of_arrive: dict[tuple[str, str, int], int] = {}
     arrive_roles: dict[int, set[int]] = {}

@@ -135,6 +135,9 @@ class _TargetLowering:
     task_body: Callable[[int, TaskNode, tirx.Stmt], list]
     wait: Callable[[SyncOp, tirx.PrimExpr, tirx.PrimExpr], tirx.Stmt]
     arrive: Callable[[SyncOp, tirx.PrimExpr], tirx.Stmt]
+    tile_body: Callable[[TaskNode, Callable, tirx.PrimExpr], list | None] | None = None
+    """Hopper: the statements of a tile task (given a renaming of its expressions into the role's loop variables
+    and the task's instance index), or None for a generic task."""
 
 
 class _RoleProgram:
@@ -169,10 +172,15 @@ class _RoleProgram:
         block = task.realize.block
         mapping = {iv.var: substitute(value, loop_vars)
                    for iv, value in zip(block.iter_vars, task.realize.iter_values, strict=True)}
-        body = _inline_inner_blocks(substitute(substitute(block.body, loop_vars), mapping))
+        def rename(node):
+            return substitute(substitute(node, loop_vars), mapping)
+
+        tile = None if self.lowering.tile_body is None else self.lowering.tile_body(task, rename, index)
+        if tile is None:
+            tile = self.lowering.task_body(self.role, task, _inline_inner_blocks(rename(block.body)))
         before = [self._sync(op, index) for op in self.protocol.before(task.name)]
         after = [self._sync(op, index) for op in self.protocol.after(task.name)]
-        return _seq([*before, *self.lowering.task_body(self.role, task, body), *after])
+        return _seq([*before, *tile, *after])
 
     def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt:
         g = op.group

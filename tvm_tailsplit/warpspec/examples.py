@@ -133,18 +133,33 @@ def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
 
 
 def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
-                block_k: int = 16, stages: int = 3, compute_roles: int = 1) -> tirx.PrimFunc:
+                block_k: int = 16, stages: int = 3, compute_roles: int = 1, b_transposed: bool = False
+                ) -> tirx.PrimFunc:
     """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32) with a copy role (0) and `compute_roles` compute roles:
     `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
     if k % block_k:
         raise ValueError(_GEMM_SIZES_ERROR)
-    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles)
+    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles, b_transposed)
+    return _specialize_shape(func, 0, (m, k))
+
+
+def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
+                       block_n: int = 256, block_k: int = 64, stages: int = 4) -> tirx.PrimFunc:
+    """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
+    `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each. `k=None`
+    keeps the reduction length symbolic. Lower it with `WarpSpecialize("cuda", hopper=True)`."""
+    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True)
+    if k is None:
+        return func
+    if k % block_k:
+        raise ValueError(_GEMM_SIZES_ERROR)
     return _specialize_shape(func, 0, (m, k))
 
 
 def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
-                           stages: int = 3, compute_roles: int = 1) -> tirx.PrimFunc:
+                           stages: int = 3, compute_roles: int = 1, b_transposed: bool = False) -> tirx.PrimFunc:
     """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps.
+    `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
 
     One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
     half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
@@ -156,16 +171,21 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
         raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
     two_roles = compute_roles == 2
     top = "_top" if two_roles else ""
+    b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
+    b_ring_shape = (stages, b_rows, b_cols)
+
+    def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
+        return (stage, j, kk) if b_transposed else (stage, kk, j)
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):
         T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
         K = T.int32()
         A = T.match_buffer(a, (m, K), "float16")
-        B = T.match_buffer(b, (K, n), "float16")
+        B = T.match_buffer(b, (n, K) if b_transposed else (K, n), "float16")
         C = T.match_buffer(c, (m, n), "float32")
         A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
-        B_ring = T.sblock_alloc_buffer((stages, block_k, block_n), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer(b_ring_shape, "float16", scope="shared")
         acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
         for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
             for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
@@ -189,30 +209,38 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                         T.sblock_attr({"warp_role": 0})
                         for i, j in T.grid(block_m, block_k):
                             A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
-                    with T.sblock("load_B"):
-                        T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
-                        T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_k, block_n):
-                            B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
+                    if b_transposed:
+                        with T.sblock("load_B"):
+                            T.reads(B[bx * block_n:bx * block_n + block_n, ko * block_k:ko * block_k + block_k])
+                            T.writes(B_ring[ko % stages, 0:block_n, 0:block_k])
+                            T.sblock_attr({"warp_role": 0})
+                            for i, j in T.grid(block_n, block_k):
+                                B_ring[ko % stages, i, j] = B[bx * block_n + i, ko * block_k + j]
+                    else:
+                        with T.sblock("load_B"):
+                            T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
+                            T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
+                            T.sblock_attr({"warp_role": 0})
+                            for i, j in T.grid(block_k, block_n):
+                                B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
                     with T.sblock("mma" + top):
                         T.reads(A_ring[ko % stages, 0:band, 0:block_k],
-                                B_ring[ko % stages, 0:block_k, 0:block_n], acc[0:band, 0:block_n])
+                                B_ring[ko % stages, 0:b_rows, 0:b_cols], acc[0:band, 0:block_n])
                         T.writes(acc[0:band, 0:block_n])
                         T.sblock_attr({"warp_role": 1})
                         for i, j, kk in T.grid(band, block_n, block_k):
                             acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
-                                "float32", B_ring[ko % stages, kk, j])
+                                "float32", B_ring[b_index(ko % stages, kk, j)])
                     if two_roles:
                         with T.sblock("mma_bottom"):
                             T.reads(A_ring[ko % stages, band:block_m, 0:block_k],
-                                    B_ring[ko % stages, 0:block_k, 0:block_n], acc[band:block_m, 0:block_n])
+                                    B_ring[ko % stages, 0:b_rows, 0:b_cols], acc[band:block_m, 0:block_n])
                             T.writes(acc[band:block_m, 0:block_n])
                             T.sblock_attr({"warp_role": 2})
                             for i, j, kk in T.grid(band, block_n, block_k):
                                 acc[band + i, j] = acc[band + i, j] + T.Cast(
                                     "float32", A_ring[ko % stages, band + i, kk]) * T.Cast(
-                                    "float32", B_ring[ko % stages, kk, j])
+                                    "float32", B_ring[b_index(ko % stages, kk, j)])
                 with T.sblock("store" + top):
                     T.reads(acc[0:band, 0:block_n])
                     T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])

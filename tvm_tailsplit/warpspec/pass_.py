@@ -17,6 +17,9 @@ from tvm.s_tir import SBlock
 from .analysis import analyze
 from .check import check_protocol
 from .codegen import generate
+from .hopper import generate_hopper
+from .tiles import tile_plan
+from .transactions import transaction_protocol
 from .tree import WARP_ROLE
 
 __all__ = ["TARGETS", "WarpSpecialize", "WarpSpecializeCheckError", "has_warp_roles"]
@@ -59,9 +62,9 @@ def _is_int(value: object) -> bool:
 
 
 def _check_options(kind: str, threads_per_role: object, debug_check: object, delay_us: object,
-                   named_barriers: object, max_instances: object) -> None:
+                   named_barriers: object, max_instances: object, hopper: object = False) -> None:
     """TypeError for an argument of the wrong type, ValueError for a value out of range or for the other target."""
-    for name, value in (("debug_check", debug_check), ("named_barriers", named_barriers)):
+    for name, value in (("debug_check", debug_check), ("named_barriers", named_barriers), ("hopper", hopper)):
         if not isinstance(value, bool):
             raise TypeError(f"WarpSpecialize: {name} must be a bool, got {type(value).__name__} {value!r}")
     for name, value, least in (("delay_us", delay_us, 0), ("max_instances", max_instances, 1)):
@@ -81,12 +84,15 @@ def _check_options(kind: str, threads_per_role: object, debug_check: object, del
                 raise ValueError("WarpSpecialize: threads_per_role must give whole warps (positive multiples of "
                                  f"32), got {threads} threads for warp role {role}")
     cuda_only = [name for name, given in (("threads_per_role", threads_per_role is not None),
-                                          ("named_barriers", named_barriers)) if given]
+                                          ("named_barriers", named_barriers), ("hopper", hopper)) if given]
     if kind == "llvm" and cuda_only:
         verb = "apply" if len(cuda_only) > 1 else "applies"
         raise ValueError(f"WarpSpecialize: {' and '.join(cuda_only)} {verb} to the 'cuda' target only, not 'llvm'")
     if kind == "cuda" and delay_us:
         raise ValueError("WarpSpecialize: delay_us applies to the 'llvm' target only, not 'cuda'")
+    if hopper and (named_barriers or threads_per_role is not None):
+        raise ValueError("WarpSpecialize: hopper=True uses mbarrier transactions and one warpgroup (128 threads) per "
+                         "warp role; do not give named_barriers or threads_per_role with it")
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="WarpSpecialize")
@@ -94,15 +100,22 @@ class _Specializer:
     """The function pass: replaces each function with `warp_role` blocks by its specialized kernel."""
 
     def __init__(self, kind: str, threads_per_role: dict[int, int] | None, debug_check: bool, delay_us: int,
-                 named_barriers: bool, max_instances: int):
-        self.options = (kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances)
+                 named_barriers: bool, max_instances: int, hopper: bool = False):
+        self.options = (kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances, hopper)
 
     def transform_function(self, func: tirx.PrimFunc, mod: tvm.IRModule,
                            ctx: tvm.transform.PassContext) -> tirx.PrimFunc:
-        kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances = self.options
+        kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances, hopper = self.options
         if not has_warp_roles(func):
             return func
         analysis = analyze(func, max_instances=max_instances)
+        if hopper:
+            tiles = tile_plan(analysis.tree)
+            if debug_check:
+                report = check_protocol(transaction_protocol(analysis.small_protocol(), tiles))
+                if not report.ok:
+                    raise WarpSpecializeCheckError(report.describe())
+            return generate_hopper(transaction_protocol(analysis.protocol, tiles), tiles)
         if debug_check:
             report = check_protocol(analysis.small_protocol())
             if not report.ok:
@@ -130,6 +143,7 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     delay_us: int = 0,
     named_barriers: bool = False,
     max_instances: int = 4096,
+    hopper: bool = False,
 ) -> tvm.transform.Pass:
     """Producer/consumer warp specialization of kernels with `warp_role` blocks.
 
@@ -147,11 +161,14 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     the unrolling of kernels whose symbolic analysis fails.
     `debug_check` runs `check` on the protocol (at small trip counts) and raises `WarpSpecializeCheckError` on any
     issue. `delay_us > 0` (llvm only) inserts a random delay of up to that many microseconds before every task.
+    `hopper=True` (cuda, sm_90a) lowers TMA-shaped copy tasks to TMA transactions and GEMM-shaped tasks to wgmma
+    with register accumulators (`warpspec.tiles`, `warpspec.transactions`, `warpspec.hopper`; every role one
+    warpgroup); compile with `arch="sm_90a"`.
     Compile the CUDA result with `tir_pipeline=WARP_SPECIALIZED_PIPELINE` (TVM's default without ThreadSync).
     Arguments of the wrong type raise TypeError, values out of range or for the other target ValueError, when the
     pass is created; calling the pass on anything but an IRModule raises TypeError.
     """
     kind = _target_kind(target)
-    _check_options(kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances)
+    _check_options(kind, threads_per_role, debug_check, delay_us, named_barriers, max_instances, hopper)
     return _WarpSpecializePass(kind, None if threads_per_role is None else dict(threads_per_role), debug_check,
-                               delay_us, named_barriers, max_instances)
+                               delay_us, named_barriers, max_instances, hopper)

@@ -38,6 +38,13 @@ class SyncOp:
     group: ChannelGroup
     before_task: bool
     parity_flip: bool = False
+    tx_bytes: int = 0
+    """A transaction arrive (Hopper): the byte count armed with `arrive.expect_tx`; the phase completes when the
+    copies of `tx_copies` have delivered that many bytes (see `warpspec.transactions`)."""
+    tx_copies: tuple[tuple[str, int], ...] = ()
+    """The TMA load tasks (name, bytes) of the same instance whose copies complete on this operation's channel."""
+    signal: ChannelGroup | None = None
+    """The group whose arrive completes this wait, when another group's channels carry it (merged transactions)."""
 
     @property
     def verb(self) -> str:
@@ -62,9 +69,17 @@ class SyncOp:
         """The parity a wait for edge `edge` waits on: `(phase + parity_flip) % 2` (ints or `PrimExpr`s)."""
         return (self.group.phase(edge) + int(self.parity_flip)) % 2
 
+    @property
+    def signalling_group(self) -> ChannelGroup:
+        """The group whose arrive completes this operation's phase."""
+        return self.signal or self.group
+
     def describe(self) -> str:
         g = self.group
-        return f"{self.verb} channels {list(g.channels)} ({g.src_task} -> {g.dst_task}, distance {g.distance})"
+        text = f"{self.verb} channels {list(g.channels)} ({g.src_task} -> {g.dst_task}, distance {g.distance})"
+        if self.tx_copies:
+            text += f", expect_tx {self.tx_bytes} bytes from {', '.join(name for name, _ in self.tx_copies)}"
+        return text
 
 
 @dataclass(frozen=True)

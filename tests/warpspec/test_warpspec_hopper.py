@@ -1,0 +1,154 @@
+"""Hopper form (`WarpSpecialize("cuda", hopper=True)`): tiles, transaction protocol, checker, sm_90a code.
+
+Without a GPU: the tile analysis, the transaction protocol checked by `check` (with planted bugs), the example's
+meaning on llvm, and nvcc for sm_90a with ptxas figures. The `gpu` tests run the kernel against numpy.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tvm
+
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target
+from tvm_tailsplit.testing import threads_as_serial_loops
+from tvm_tailsplit.warpspec import (
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    WarpSpecializeInputError,
+    analyze,
+    check,
+    examples,
+    tile_plan,
+    transaction_protocol,
+)
+from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
+from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers
+from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
+
+A_BYTES, B_BYTES = 128 * 64 * 2, 256 * 64 * 2
+
+
+def _transaction_protocol(k_tiles=6, stages=3):
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * k_tiles, stages=stages))
+    return transaction_protocol(analysis.protocol, tile_plan(analysis.tree))
+
+
+def test_tile_plan_of_the_hopper_gemm():
+    plan = tile_plan(analyze(examples.hopper_gemm_kernel(256, 512, 256)).tree)
+    assert {name: load.bytes for name, load in plan.loads.items()} == {"load_A": A_BYTES, "load_B": B_BYTES}
+    assert {name: (t.row0, t.m, t.n, t.k) for name, t in plan.mmas.items()} == {
+        "mma_top": (0, 64, 256, 64), "mma_bottom": (64, 64, 256, 64)}
+    assert set(plan.fragment_tasks) == {"init_top", "init_bottom", "store_top", "store_bottom"}
+    assert plan.fragments == {"acc"}
+
+
+def test_kernels_without_tiles_have_an_empty_plan_and_are_rejected_for_hopper():
+    func = examples.gemm_kernel(k=64)  # B not K-major, 16-wide K tiles: no TMA box of 128-byte rows
+    plan = tile_plan(analyze(func).tree)
+    assert not plan.loads and not plan.mmas
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="no TMA load or no wgmma tile"):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+
+
+def test_hopper_option_checks():
+    with pytest.raises(ValueError, match="'cuda' target only"):
+        WarpSpecialize("llvm", hopper=True)
+    with pytest.raises(ValueError, match="one warpgroup"):
+        WarpSpecialize("cuda", hopper=True, threads_per_role={0: 128, 1: 128, 2: 128})
+    with pytest.raises(TypeError, match="hopper must be a bool"):
+        WarpSpecialize("cuda", hopper=1)
+
+
+@pytest.mark.parametrize("k_tiles,stages", [(6, 3), (8, 4), (3, 4), (5, 2)])
+def test_transaction_protocol_is_safe(k_tiles, stages):
+    protocol = _transaction_protocol(k_tiles, stages)
+    producer_ops = [op for ops in protocol.ops.values() for op in ops if op.tx_copies]
+    assert len(producer_ops) == 1  # one expect_tx arrive for the batch (load_A, load_B), before load_A
+    (arrive,) = producer_ops
+    assert arrive in protocol.ops["load_A"] and arrive.before_task and arrive.action == ARRIVE
+    assert arrive.tx_bytes == A_BYTES + B_BYTES
+    assert not [op for op in protocol.ops["load_B"] if op.action == ARRIVE]
+    # Both consumer warpgroups wait on the same transaction channels.
+    waits = [op for task in ("mma_top", "mma_bottom") for op in protocol.ops[task] if op.action == WAIT]
+    assert {op.group.channels for op in waits} == {arrive.group.channels}
+    report = check(protocol)
+    assert report.ok, report.describe()
+
+
+@pytest.mark.parametrize("delta,expected", [(-B_BYTES, {TRANSACTION, RACE}), (-2, {TRANSACTION}),
+                                            (+2, {TRANSACTION, DEADLOCK})])
+def test_checker_catches_a_wrong_expect_tx_byte_count(delta, expected):
+    protocol = _transaction_protocol()
+    ops = [dataclasses.replace(op, tx_bytes=op.tx_bytes + delta) if op.tx_copies else op
+           for op in protocol.ops["load_A"]]
+    report = check(protocol.replace_ops("load_A", ops))
+    assert expected <= report.kinds(), report.describe()
+
+
+def test_checker_catches_a_wrong_parity_and_a_missing_release():
+    protocol = _transaction_protocol()
+    flipped = [dataclasses.replace(op, parity_flip=True) if op.action == WAIT else op
+               for op in protocol.ops["mma_bottom"]]
+    assert {PARITY_ALIASING, RACE} & check(protocol.replace_ops("mma_bottom", flipped)).kinds()
+    no_release = [op for op in protocol.ops["mma_top"] if op.action != ARRIVE]
+    report = check(protocol.replace_ops("mma_top", no_release))
+    assert {DEADLOCK, MISSING_ARRIVE} & report.kinds(), report.describe()
+
+
+def test_hopper_gemm_example_means_a_times_b_transposed():
+    m, n, k = 128, 256, 128
+    func = examples.hopper_gemm_kernel(m, n, k)
+    mod = threads_as_serial_loops(tvm.IRModule({"main": func}))
+    executable = tvm.compile(mod, target="llvm")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype("float16")
+    b = rng.standard_normal((n, k)).astype("float16")
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"))
+    executable(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32").T, rtol=1e-3, atol=1e-3)
+
+
+def test_consumer_register_rule():
+    assert PRODUCER_REGISTERS == 40
+    assert consumer_registers(2) == 232 and consumer_registers(1) == 240
+    assert 128 * (PRODUCER_REGISTERS + 2 * consumer_registers(2)) <= 65536
+
+
+def _hopper_source(m, n, k):
+    specialize = WarpSpecialize("cuda", hopper=True, debug_check=True)
+    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)}))
+    return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("k", [256, None], ids=["k256", "symbolic_k"])
+def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k):
+    source = _hopper_source(256, 512, k)
+    kernel = source[source.index('extern "C" __global__'):]
+    assert "__grid_constant__ CUtensorMap A_tensor_map" in kernel and "CUtensorMap B_tensor_map" in kernel
+    assert kernel.count("complete_tx__bytes(") == 2  # one TMA copy per operand tile
+    assert "arrive_expect_tx" in kernel and "(uint)49152" in kernel  # 128x64 + 256x64 fp16
+    assert "m64n256k16" in kernel and "wgmma_commit_group" in kernel and "wgmma_wait_group" in kernel
+    assert "setmaxnreg_dec_sync_aligned_u32_40" in kernel and "setmaxnreg_inc_sync_aligned_u32_232" in kernel
+    assert "__shared__ alignas" not in kernel  # rings and barriers in one dynamic buffer (1024-byte atoms)
+    (usage,) = compile_cuda_source(source, "sm_90a")
+    print("hopper gemm", k, usage)
+    assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(256, 512, 256), (512, 512, 1024), (1024, 1024, 4096)])
+def test_hopper_gemm_on_the_gpu(m, n, k):
+    specialize = WarpSpecialize("cuda", hopper=True)
+    for kernel_k in (k, None):
+        mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, kernel_k)}))
+        executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+        rng = np.random.default_rng(1)
+        a = rng.standard_normal((m, k)).astype("float16")
+        b = rng.standard_normal((n, k)).astype("float16")
+        device = tvm.cuda(0)
+        c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
+        executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
+        expected = a.astype("float32") @ b.astype("float32").T
+        np.testing.assert_allclose(c.numpy(), expected, rtol=2e-3, atol=2e-2)

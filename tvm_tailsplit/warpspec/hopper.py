@@ -1,0 +1,278 @@
+"""Hopper code generation (sm_90a): the transaction protocol's per-warp-role programs with TMA and wgmma.
+
+Rewriting only: the tiles (`warpspec.tiles`) and the transaction protocol (`warpspec.transactions`) decided
+everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
+
+* **Channels** are mbarriers in shared memory. A transaction channel expects one arrival (the producer's
+  `mbarrier.arrive.expect_tx` with the batch's bytes) plus the bytes its TMA copies complete; any other channel
+  expects one arrival per thread of its arriving role. Waits are `mbarrier.try_wait.parity` loops.
+* **Producer role** (its tasks are TMA loads): only its first warp runs the program; the *acquire* waits are
+  executed by that warp and the `expect_tx` arrive and each copy
+  (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
+  descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
+  and box) and passed to the kernel as `__grid_constant__` parameters. The rings live in dynamic shared memory
+  aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes).
+* **Consumer roles** (wgmma tiles): the accumulator band of the role is a register fragment of `m * n / 128`
+  floats per thread in wgmma's layout (for each 64-row block, thread `t` holds rows `16 (t / 32) + (t % 32) / 4
+  (+ 8)` and columns `8 i + 2 (t % 4) (+ 1)`). A wgmma tile issues, per 16-wide step of K and per 64-row block,
+  one `wgmma.mma_async.m64n{n}k16.f32.f16.f16` on K-major 128-byte-swizzled shared-memory descriptors (leading
+  byte offset unused, stride byte offset 1024 bytes = 8 rows; the K step advances the start address by 32 bytes),
+  then `wgmma.commit_group` and `wgmma.wait_group 0`, so that the *release* after it frees a stage whose reads
+  have retired. Fills zero the fragment; stores write it through the store task's own index expressions.
+  Not yet: the register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) — TVM 0.27's
+  `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has, so it cannot be emitted;
+  the fragment's reads after `wgmma.wait_group` are therefore ordered only by nvcc's treatment of the volatile asm.
+  Until a GPU run has checked this kernel against numpy, treat its results as unverified.
+* **Registers**: `setmaxnreg` lowers the producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
+  what the register file leaves (see `consumer_registers`).
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.s_tir import SBlock, SBlockRealize
+from tvm.script import tirx as T
+
+from ..ir_utils import substitute, with_loop
+from .codegen import _RoleProgram, _seq, _TargetLowering, _trip_count_asserts
+from .protocol import Protocol, SyncOp
+from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile
+from .tree import TaskNode, WarpSpecializeInputError
+
+__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper"]
+
+WARPGROUP = 128
+"""Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
+PRODUCER_REGISTERS = 40
+"""Rule: a TMA producer warpgroup needs few registers; 40 is `setmaxnreg`'s useful minimum (CUTLASS's choice)."""
+REGISTER_FILE = 65536
+"""Rule: registers per SM (sm_90), shared by the CTA's warpgroups (one CTA per SM)."""
+MAX_REGISTERS = 240
+"""Rule: `setmaxnreg` accepts 24..256 in steps of 8; ptxas needs some headroom, 240 is CUTLASS's ceiling."""
+SWIZZLE_128B = 3
+"""CUtensorMapSwizzle value of the 128-byte swizzle, and the descriptor encoder's code for it."""
+SWIZZLE_ATOM_BYTES = 1024
+"""8 rows of 128 bytes: the descriptor's stride byte offset and the rings' alignment."""
+K_STEP_BYTES = 32
+"""One wgmma K step of 16 fp16 elements advances a K-major descriptor's start address by 32 bytes."""
+
+
+def consumer_registers(consumers: int) -> int:
+    """Registers per consumer thread: the register file less the producer warpgroup's, split evenly, rounded down
+    to a multiple of 8, at most `MAX_REGISTERS`."""
+    per_thread = (REGISTER_FILE // WARPGROUP - PRODUCER_REGISTERS) // consumers
+    return min(MAX_REGISTERS, per_thread - per_thread % 8)
+
+
+def _shared_address(buffer: tirx.Buffer, indices: list) -> tirx.PrimExpr:
+    """The address of `buffer[indices]` in dynamic shared memory, as an access pointer (which TVM's shared-memory
+    merging relocates; it cannot relocate `address_of` a load)."""
+    offset = 0
+    for index, extent in zip(indices, buffer.shape, strict=True):
+        offset = offset * extent + index
+    return buffer.access_ptr("rw", offset=offset)
+
+
+class _Hopper:
+    """The lowering state of one kernel: rings, fragments, tensor maps and the channel barriers."""
+
+    def __init__(self, protocol: Protocol, tiles: TilePlan):
+        self.protocol = protocol
+        self.tiles = tiles
+        self.roles = protocol.tree.roles
+        self.thread = tirx.Var("tx", "int32")
+        self.bars = tirx.decl_buffer((max(1, protocol.plan.channel_count),), "uint64", "channels",
+                                     scope="shared.dyn")  # after the rings: no static shared memory shifts them
+        self.rings: dict[str, tirx.Buffer] = {}
+        for load in tiles.loads.values():
+            if load.ring.name not in self.rings:
+                ring = load.ring
+                self.rings[ring.name] = tirx.decl_buffer(ring.shape, ring.dtype, ring.name, scope="shared.dyn",
+                                                         data_alignment=SWIZZLE_ATOM_BYTES)
+        self.maps: dict[tuple[str, int, int], tirx.Var] = {}
+        self.map_sources: dict[tuple[str, int, int], TmaLoad] = {}
+        for load in tiles.loads.values():
+            key = (load.source.name, load.rows, load.cols)
+            if key not in self.maps:
+                self.maps[key] = tirx.Var(f"{load.source.name}_tensor_map", T.handle("tensormap").ty)
+                self.map_sources[key] = load
+        self.fragments: dict[tuple[str, int], tirx.Buffer] = {}
+        self.descriptors: dict[int, tuple[tirx.Buffer, tirx.Buffer]] = {}
+        self.transactions = {name: op for ops in protocol.ops.values() for op in ops
+                             for name, _ in op.tx_copies}
+        self.tx_channels = {c for op in self.transactions.values() for c in op.group.channels}
+
+    def offset(self, role: int) -> int:
+        return self.roles.index(role) * WARPGROUP
+
+    def fragment(self, accumulator: tirx.Buffer, role: int, m: int, n: int) -> tirx.Buffer:
+        key = (accumulator.name, role)
+        if key not in self.fragments:
+            self.fragments[key] = tirx.decl_buffer((m * n // WARPGROUP,), "float32", f"{accumulator.name}_r{role}",
+                                                   scope="local")
+        return self.fragments[key]
+
+    def descriptor_buffers(self, role: int) -> tuple[tirx.Buffer, tirx.Buffer]:
+        if role not in self.descriptors:
+            self.descriptors[role] = tuple(tirx.decl_buffer((1,), "uint64", f"{name}_desc_r{role}", scope="local")
+                                           for name in ("a", "b"))
+        return self.descriptors[role]
+
+    # -- synchronization ---------------------------------------------------------------------------------------
+    def wait(self, op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
+        return tirx.Evaluate(T.cuda.mbarrier_wait(_shared_address(self.bars, [channel]), parity))
+
+    def arrive(self, op: SyncOp, channel: tirx.PrimExpr) -> tirx.Stmt:
+        address = _shared_address(self.bars, [channel])
+        if op.tx_copies:
+            expect = tirx.Evaluate(T.ptx.mbarrier.arrive.expect_tx.shared.b64(
+                address, tirx.IntImm("uint32", op.tx_bytes)))
+            return tirx.IfThenElse(self.thread == self.offset(op.group.src_role), expect, None)
+        return tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(address))
+
+    # -- tiles ---------------------------------------------------------------------------------------------------
+    def tile_body(self, task: TaskNode, rename, index: tirx.PrimExpr) -> list | None:
+        if task.name in self.tiles.loads:
+            return [self.tma_load(task, self.tiles.loads[task.name], rename, index)]
+        if task.name in self.tiles.mmas:
+            return self.wgmma(task, self.tiles.mmas[task.name], rename)
+        if task.name in self.tiles.fragment_tasks:
+            return [self.fragment_task(task, self.tiles.fragment_tasks[task.name], rename)]
+        return None
+
+    def tma_load(self, task: TaskNode, load: TmaLoad, rename, index: tirx.PrimExpr) -> tirx.Stmt:
+        op = self.transactions.get(task.name)
+        if op is None:
+            raise WarpSpecializeInputError(
+                f"TMA load task '{task.name}' signals no transaction channel (its batch's commits could not be "
+                "merged; see the log): a TMA copy completes on exactly one mbarrier")
+        channel = op.group.channel(op.edge_number(index))
+        ring = self.rings[load.ring.name]
+        tensor_map = self.maps[(load.source.name, load.rows, load.cols)]
+        row, col = (rename(e) for e in load.origin)
+        copy = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"](
+            _shared_address(ring, [rename(load.stage), 0, 0]), tirx.address_of(tensor_map), col, row,
+            _shared_address(self.bars, [channel]))
+        return tirx.IfThenElse(self.thread == self.offset(task.role), tirx.Evaluate(copy), None)
+
+    def wgmma(self, task: TaskNode, tile: WgmmaTile, rename) -> list:
+        fragment = self.fragment(tile.accumulator, task.role, tile.m, tile.n)
+        desc_a, desc_b = self.descriptor_buffers(task.role)
+        a, b = self.rings[tile.a.name], self.rings[tile.b.name]
+        stage_a, stage_b = rename(tile.stage_a), rename(tile.stage_b)
+        instruction = T.ptx[f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{tile.n}k{WGMMA_K}.f32.f16.f16"]
+        per_block = tile.n * WGMMA_M // WARPGROUP
+        stmts = [tirx.Evaluate(T.ptx.wgmma.fence.sync.aligned())]
+        for step in range(tile.k // WGMMA_K):
+            for block in range(tile.m // WGMMA_M):
+                encode_a = T.cuda.wgmma.encode_matrix_descriptor(
+                    tirx.address_of(tirx.BufferLoad(desc_a, [0])),
+                    _shared_address(a, [stage_a, tile.row0 + block * WGMMA_M, step * WGMMA_K]),
+                    1, SWIZZLE_ATOM_BYTES >> 4, SWIZZLE_128B)
+                encode_b = T.cuda.wgmma.encode_matrix_descriptor(
+                    tirx.address_of(tirx.BufferLoad(desc_b, [0])), _shared_address(b, [stage_b, 0, step * WGMMA_K]),
+                    1, SWIZZLE_ATOM_BYTES >> 4, SWIZZLE_128B)
+                registers = [tirx.BufferLoad(fragment, [block * per_block + r]) for r in range(per_block)]
+                mma = instruction(*registers, tirx.BufferLoad(desc_a, [0]), tirx.BufferLoad(desc_b, [0]),
+                                  tirx.const(True, "bool"), 1, 1, 0, 0)
+                stmts += [tirx.Evaluate(encode_a), tirx.Evaluate(encode_b), tirx.Evaluate(mma)]
+        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()),
+                  tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(0))]
+        return stmts
+
+    def fragment_task(self, task: TaskNode, op: FragmentTask, rename) -> tirx.Stmt:
+        fragment = self.fragment(op.accumulator, task.role, op.m, op.n)
+        count = int(fragment.shape[0])
+        r = tirx.Var("r", "int32")
+        if op.store is None:
+            return tirx.For(r, 0, count, tirx.ForKind.UNROLLED,
+                            tirx.BufferStore(fragment, tirx.FloatImm("float32", 0.0), [r]))
+        lane = self.thread - self.offset(task.role)
+        warp, quad = tirx.floordiv(lane, 32), tirx.floormod(lane, 32)
+        column_block = tirx.Var("column_block", "int32")
+        per_block = op.n * WGMMA_M // WARPGROUP
+        stores = []
+        for block in range(op.m // WGMMA_M):
+            for element in range(4):
+                row = block * WGMMA_M + 16 * warp + tirx.floordiv(quad, 4) + 8 * (element // 2)
+                col = 8 * column_block + 2 * tirx.floormod(quad, 4) + element % 2
+                register = block * per_block + 4 * column_block + element
+                i, j = op.loop_vars
+                store = substitute(rename(op.store), {i: row, j: col})
+                stores.append(_replace_loads(store, op.accumulator, fragment, register))
+        return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
+
+
+def _replace_loads(stmt: tirx.Stmt, accumulator: tirx.Buffer, fragment: tirx.Buffer,
+                   register: tirx.PrimExpr) -> tirx.Stmt:
+    def on_load(load):
+        return tirx.BufferLoad(fragment, [register]) if load.source.same_as(accumulator) else load
+
+    return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
+
+
+def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
+    """The sm_90a kernel implementing the transaction `protocol` with the `tiles` (see the module doc)."""
+    if not tiles.loads or not tiles.mmas:
+        raise WarpSpecializeInputError(
+            "WarpSpecialize(hopper=True) found no TMA load or no wgmma tile task; the accepted forms are in "
+            "tvm_tailsplit.warpspec.tiles (e.g. examples.hopper_gemm_kernel)")
+    state = _Hopper(protocol, tiles)
+    tree, plan = protocol.tree, protocol.plan
+    roles = state.roles
+    producers = {task.role for task in tree.tasks() if task.name in tiles.loads}
+    consumers = [role for role in roles if role not in producers]
+    lowering = _TargetLowering(lambda role, task, body: _generic(task), state.wait, state.arrive, state.tile_body)
+    thread = state.thread
+    dispatch = None
+    for role in reversed(roles):
+        program = _RoleProgram(protocol, role, lowering).build()
+        if role in producers:
+            program = tirx.IfThenElse(thread < state.offset(role) + 32, program, None)
+            registers = T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
+        else:
+            registers = T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers(len(consumers)))
+        program = _seq([tirx.Evaluate(registers), program])
+        dispatch = program if dispatch is None else tirx.IfThenElse(
+            thread < state.offset(role) + WARPGROUP, program, dispatch)
+    inits = []
+    for c in range(plan.channel_count):
+        count = 1 if c in state.tx_channels else WARPGROUP
+        inits.append(tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(_shared_address(state.bars, [c]),
+                                                                   tirx.IntImm("uint32", count))))
+    setup = [tirx.IfThenElse(thread == 0, _seq([*inits, tirx.Evaluate(T.ptx.fence.mbarrier_init.release.cluster())]),
+                             None),
+             tirx.Evaluate(T.ptx.fence.proxy.async_.shared__cta()), tirx.Evaluate(T.cuda.cta_sync())]
+    body_stmts = [*setup, dispatch]
+    binding = tirx.IterVar(tvm.ir.Range(0, WARPGROUP * len(roles)), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
+    local = [*state.fragments.values(), *(d for pair in state.descriptors.values() for d in pair)]
+    # The dynamic shared memory is allocated inside the kernel (TVM merges such allocations per kernel).
+    kernel = SBlockRealize([], True, SBlock([], [], [], "kernel", _seq(body_stmts),
+                                            alloc_buffers=[*state.rings.values(), state.bars, *local]))
+    body = tirx.For(thread, 0, WARPGROUP * len(roles), tirx.ForKind.THREAD_BINDING, kernel,
+                    thread_binding=binding)
+    for loop in reversed(tree.grid_loops):
+        body = with_loop(loop, body=body)
+    host = []
+    for key, tensor_map in state.maps.items():
+        load = state.map_sources[key]
+        source = load.source
+        element_bytes = tvm.DataType(source.dtype).bits // 8
+        rows, cols = source.shape
+        host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
+                 tirx.Evaluate(tirx.call_packed(
+                     "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
+                     cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, 0, 0))]
+    body = _seq([*_trip_count_asserts(protocol), *host, body])
+    replaced = set(state.rings) | set(tiles.fragments)
+    kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
+    root = SBlock([], [], [], "root", body, alloc_buffers=kept)
+    return tree.func.with_body(SBlockRealize([], True, root))
+
+
+def _generic(task: TaskNode) -> list:
+    raise WarpSpecializeInputError(
+        f"task '{task.name}' is no tile operation; WarpSpecialize(hopper=True) lowers TMA loads, wgmma tiles and "
+        "fragment fills/stores (tvm_tailsplit.warpspec.tiles)")

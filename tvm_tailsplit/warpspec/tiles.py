@@ -1,0 +1,289 @@
+"""Tile operations: the tasks that the Hopper lowering maps to TMA transactions and wgmma instructions.
+
+Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites. A task is
+
+* a **TMA load** when its body copies a 2-D box of a global buffer (a kernel parameter) into one stage of a shared
+  ring: `ring[s, r0 + i, c0 + j] = src[o0 + i, o1 + j]` over loops `(i, j)` that cover the declared regions, with
+  rows of exactly `TMA_ROW_BYTES` bytes (the 128-byte swizzle that wgmma reads) and at most `TMA_MAX_BOX_ROWS`
+  rows. Its transaction size is the box's bytes;
+* a **wgmma tile** when its body is `acc[a0 + i, j] = acc[a0 + i, j] + f32(A[s, a0 + i, kk]) * f32(B[s, j, kk])`
+  over `(i, j, kk)`: A and B K-major stages of rings written only by TMA loads, `acc` float32; `i` spans a multiple
+  of `WGMMA_M` rows, `j` a multiple of 8 columns (at most `WGMMA_MAX_N`), `kk` the whole `TMA_ROW_BYTES` row;
+* a **fragment fill** (`acc[a0 + i, j] = 0`) or **fragment store** (`out[...] = acc[a0 + i, j]`, any cast) of a
+  band of an accumulator.
+
+An accumulator whose every task is a fill, a wgmma tile or a store of one warp role, over one band of rows per
+role, becomes that role's **fragment**: registers in wgmma's accumulator layout instead of shared memory. Tasks of
+no tile form stay generic (run by the role's threads as on older GPUs) and must not touch a swizzled ring or a
+fragment; `tile_plan` rejects the kernel otherwise, naming the task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import sym, tirx
+
+from ..ir_utils import substitute
+from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
+
+__all__ = ["TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask", "TilePlan", "TmaLoad",
+           "WgmmaTile", "tile_plan"]
+
+TMA_ROW_BYTES = 128
+"""Rule: a TMA box row is 128 bytes (64 fp16), the 128-byte swizzle atom that wgmma's K-major descriptors read."""
+TMA_MAX_BOX_ROWS = 256
+"""Rule: a TMA box has at most 256 rows (the hardware's limit per box dimension)."""
+WGMMA_M = 64
+"""Rule: one wgmma instruction covers 64 rows of the accumulator (one warpgroup of 128 threads)."""
+WGMMA_MAX_N = 256
+"""Rule: one wgmma instruction covers at most 256 columns (n a multiple of 8)."""
+WGMMA_K = 16
+"""Rule: one fp16 wgmma instruction consumes 16 elements of K."""
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """A TMA load task: `rows x cols` box of `source` at `origin` into `ring[stage]` (expressions in the task's
+    loop variables)."""
+
+    task: str
+    source: tirx.Buffer
+    ring: tirx.Buffer
+    stage: tirx.PrimExpr
+    origin: tuple[tirx.PrimExpr, tirx.PrimExpr]
+    rows: int
+    cols: int
+
+    @property
+    def bytes(self) -> int:
+        return self.rows * self.cols * tvm.DataType(self.source.dtype).bits // 8
+
+
+@dataclass(frozen=True)
+class WgmmaTile:
+    """A wgmma tile task: `acc[row0:row0+m, 0:n] += A[stage_a, row0:row0+m, 0:k] @ B[stage_b, 0:n, 0:k].T`."""
+
+    task: str
+    a: tirx.Buffer
+    b: tirx.Buffer
+    stage_a: tirx.PrimExpr
+    stage_b: tirx.PrimExpr
+    accumulator: tirx.Buffer
+    row0: int
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class FragmentTask:
+    """A fill (`store is None`) or store task of rows `row0:row0+m` of an accumulator fragment."""
+
+    task: str
+    accumulator: tirx.Buffer
+    row0: int
+    m: int
+    n: int
+    store: tirx.BufferStore | None
+    loop_vars: tuple[tirx.Var, tirx.Var]
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """The tile operations of a kernel, by task name, and the accumulators that become fragments."""
+
+    loads: dict[str, TmaLoad] = field(default_factory=dict)
+    mmas: dict[str, WgmmaTile] = field(default_factory=dict)
+    fragment_tasks: dict[str, FragmentTask] = field(default_factory=dict)
+    fragments: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        lines = [f"TMA load {t.task}: {t.rows}x{t.cols} {t.source.name} -> {t.ring.name}, {t.bytes} bytes"
+                 for t in self.loads.values()]
+        lines += [f"wgmma {t.task}: m{t.m} n{t.n} k{t.k} ({t.a.name} x {t.b.name} -> {t.accumulator.name} rows "
+                  f"{t.row0}:{t.row0 + t.m})" for t in self.mmas.values()]
+        lines += [f"fragment {'store' if t.store is not None else 'fill'} {t.task}: {t.accumulator.name} rows "
+                  f"{t.row0}:{t.row0 + t.m}" for t in self.fragment_tasks.values()]
+        return "\n".join(lines)
+
+
+def _loop_nest(body: tirx.Stmt) -> tuple[list[tirx.For], tirx.Stmt]:
+    loops = []
+    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.SERIAL:
+        loops.append(body)
+        body = body.body
+    return loops, body
+
+
+def _constant(expr: tirx.PrimExpr) -> int | None:
+    return int(expr) if isinstance(expr, tirx.IntImm) else None
+
+
+def _same(analyzer: sym.Analyzer, a: tirx.PrimExpr, b: tirx.PrimExpr) -> bool:
+    return analyzer.can_prove_equal(a, b)
+
+
+def _bands(loops: list[tirx.For]) -> list[int] | None:
+    extents = [_constant(loop.extent) for loop in loops]
+    if any(e is None for e in extents) or any(_constant(loop.min) != 0 for loop in loops):
+        return None
+    return extents
+
+
+def _tma_load(task: TaskNode, params: set[str], analyzer: sym.Analyzer) -> TmaLoad | None:
+    loops, store = _loop_nest(task.realize.block.body)
+    if len(loops) != 2 or not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tvm.ir.TensorLoad):
+        return None
+    extents = _bands(loops)
+    load = store.value
+    ring, source = store.buffer, load.source
+    if (extents is None or source.name not in params or not ring.scope().startswith("shared")
+            or len(source.shape) != 2 or len(ring.shape) != 3 or source.dtype != ring.dtype):
+        return None
+    i, j = (loop.loop_var for loop in loops)
+    rows, cols = extents
+    zero = {i: tirx.IntImm("int32", 0), j: tirx.IntImm("int32", 0)}
+    origin = tuple(substitute(index, zero) for index in load.indices)
+    stage = store.indices[0]
+    expected_ring = [stage, i, j]
+    expected_source = [origin[0] + i, origin[1] + j]
+    if not all(_same(analyzer, a, b) for a, b in zip(store.indices, expected_ring, strict=True)):
+        return None
+    if not all(_same(analyzer, a, b) for a, b in zip(load.indices, expected_source, strict=True)):
+        return None
+    if (cols * tvm.DataType(source.dtype).bits // 8 != TMA_ROW_BYTES or rows > TMA_MAX_BOX_ROWS
+            or [_constant(d) for d in ring.shape[1:]] != [rows, cols]):
+        return None
+    return TmaLoad(task.name, source, ring, stage, origin, rows, cols)
+
+
+def _product_operands(value: tirx.PrimExpr) -> tuple[tvm.ir.TensorLoad, tvm.ir.TensorLoad] | None:
+    if not isinstance(value, tirx.Mul):
+        return None
+    operands = []
+    for side in (value.a, value.b):
+        if isinstance(side, tirx.Cast):
+            side = side.value
+        if not isinstance(side, tvm.ir.TensorLoad):
+            return None
+        operands.append(side)
+    return operands[0], operands[1]
+
+
+def _wgmma_tile(task: TaskNode, analyzer: sym.Analyzer) -> WgmmaTile | None:
+    loops, store = _loop_nest(task.realize.block.body)
+    if len(loops) != 3 or not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
+        return None
+    extents = _bands(loops)
+    acc = store.buffer
+    previous, product = store.value.a, store.value.b
+    operands = _product_operands(product)
+    if (extents is None or operands is None or acc.dtype != "float32" or not isinstance(previous, tvm.ir.TensorLoad)
+            or not previous.source.same_as(acc) or len(acc.shape) != 2):
+        return None
+    i, j, kk = (loop.loop_var for loop in loops)
+    m, n, k = extents
+    a, b = operands
+    row0 = _constant(analyzer.simplify(store.indices[0] - i))
+    if row0 is None or not _same(analyzer, store.indices[1], j):
+        return None
+    if not all(_same(analyzer, x, y) for x, y in zip(previous.indices, store.indices, strict=True)):
+        return None
+    if len(a.indices) != 3 or len(b.indices) != 3:
+        return None
+    if not (_same(analyzer, a.indices[1], row0 + i) and _same(analyzer, a.indices[2], kk)
+            and _same(analyzer, b.indices[1], j) and _same(analyzer, b.indices[2], kk)):
+        return None
+    if (m % WGMMA_M or n % 8 or n > WGMMA_MAX_N or k * tvm.DataType(a.source.dtype).bits // 8 != TMA_ROW_BYTES
+            or a.source.dtype != "float16" or b.source.dtype != "float16"):
+        return None
+    return WgmmaTile(task.name, a.source, b.source, a.indices[0], b.indices[0], acc, row0, m, n, k)
+
+
+def _fragment_task(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | None:
+    loops, store = _loop_nest(task.realize.block.body)
+    if len(loops) != 2 or not isinstance(store, tirx.BufferStore):
+        return None
+    extents = _bands(loops)
+    if extents is None:
+        return None
+    i, j = (loop.loop_var for loop in loops)
+    m, n = extents
+    if store.buffer.dtype == "float32" and len(store.buffer.shape) == 2 and isinstance(store.value, tirx.FloatImm):
+        if float(store.value.value) != 0.0:
+            return None
+        acc, indices, kept = store.buffer, store.indices, None
+    else:
+        loads: list[tvm.ir.TensorLoad] = []
+        tvm_ffi.structural_walk(store.value, (tvm.ir.TensorLoad, loads.append))
+        if len(loads) != 1 or loads[0].source.dtype != "float32" or len(loads[0].source.shape) != 2:
+            return None
+        acc, indices, kept = loads[0].source, loads[0].indices, store
+    row0 = _constant(analyzer.simplify(indices[0] - i))
+    if row0 is None or not _same(analyzer, indices[1], j) or m % WGMMA_M:
+        return None
+    return FragmentTask(task.name, acc, row0, m, n, kept, (i, j))
+
+
+def _names(regions: tuple[Region, ...]) -> set[str]:
+    return {r.buffer.name for r in regions}
+
+
+def tile_plan(tree: ScheduleTree) -> TilePlan:
+    """The tile operations of `tree` (see the module doc); `WarpSpecializeInputError` names a task that touches a
+    swizzled ring or a fragment without being a tile operation."""
+    analyzer = sym.Analyzer()
+    params = {p.name for p in tree.func.params if not isinstance(p.ty, tvm.ir.PrimType)}
+    tasks = list(tree.tasks())
+    loads, mmas, fragment_tasks = {}, {}, {}
+    for task in tasks:
+        load = _tma_load(task, params, analyzer)
+        if load is not None:
+            loads[task.name] = load
+            continue
+        mma = _wgmma_tile(task, analyzer)
+        if mma is not None:
+            mmas[task.name] = mma
+            continue
+        fragment = _fragment_task(task, analyzer)
+        if fragment is not None:
+            fragment_tasks[task.name] = fragment
+    rings = {load.ring.name for load in loads.values()}
+    for mma in mmas.values():
+        for operand in (mma.a, mma.b):
+            if operand.name not in rings:
+                raise WarpSpecializeInputError(
+                    f"wgmma task '{mma.task}' reads '{operand.name}', which no TMA load task writes; the Hopper "
+                    "lowering reads wgmma operands from TMA-swizzled shared rings")
+    accumulators = {m.accumulator.name for m in mmas.values()}
+    fragments = set()
+    for acc in accumulators:
+        users = [t for t in tasks if acc in _names(t.reads) | _names(t.writes)]
+        bands: dict[int, set[tuple[int, int]]] = {}
+        for t in users:
+            op = mmas.get(t.name) or fragment_tasks.get(t.name)
+            if op is None or op.accumulator.name != acc:
+                raise WarpSpecializeInputError(
+                    f"task '{t.name}' touches the accumulator '{acc}' but is neither a fragment fill, a wgmma tile "
+                    "nor a fragment store (acc[row0 + i, j] = 0 / += A x B / out[...] = acc[row0 + i, j])")
+            bands.setdefault(t.role, set()).add((op.row0, op.m))
+        for role, band in bands.items():
+            if len(band) != 1:
+                raise WarpSpecializeInputError(
+                    f"warp role {role} touches the accumulator '{acc}' in different row bands {sorted(band)}; a "
+                    "fragment is one band of rows per warp role")
+        fragments.add(acc)
+    for t in tasks:
+        if t.name in loads or t.name in mmas or t.name in fragment_tasks:
+            continue
+        touched = _names(t.reads) | _names(t.writes)
+        if touched & (rings | fragments):
+            raise WarpSpecializeInputError(
+                f"task '{t.name}' touches {sorted(touched & (rings | fragments))}, which the Hopper lowering keeps "
+                "TMA-swizzled in shared memory or in wgmma registers; only TMA loads, wgmma tiles and fragment "
+                "fills/stores may")
+    fragment_tasks = {name: t for name, t in fragment_tasks.items() if t.accumulator.name in fragments}
+    return TilePlan(loads, mmas, fragment_tasks, frozenset(fragments))

@@ -1,0 +1,87 @@
+"""Transactions: the protocol rewritten for TMA producers (Hopper), a pure function of the protocol and the tiles.
+
+On Hopper a TMA copy signals its completion to one mbarrier (`mbarrier::complete_tx::bytes`), not in the producer's
+program order: the copies of one stage land in any order, after the producer has moved on. The channel protocol
+derived for sequential producers (commit after the last copy; earlier copies ordered by program order) therefore
+changes for the producer's **batch** of TMA loads: the TMA load tasks of one warp role that are siblings in one
+loop body, with no synchronization between them other than acquires before the first and commits after the last.
+
+* The data groups the batch commits (one per consumer task, e.g. one per consumer warpgroup) must agree on their
+  rule (distance, first edge, edge count, stages, phase offset); they become **one transaction channel ring**:
+  the first group keeps its channels, the other groups' consumers wait on the same channels (`SyncOp.signal`).
+* The commit becomes one **transaction arrive** before the batch's first copy: `arrive.expect_tx` with the bytes
+  of all the batch's copies (`tx_bytes`), issued by one thread; each copy completes its bytes on the same channel
+  (`tx_copies`). The channel's arrival count is 1.
+* Acquires (the consumers' releases of the stage) are unchanged: they still precede the first copy.
+
+A batch whose commits cannot be merged is left as it is and the reason is logged; the Hopper code generator then
+rejects the kernel naming the task (a TMA copy must signal exactly one channel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from .graphs import DATA
+from .protocol import ARRIVE, WAIT, Protocol, SyncOp
+from .tiles import TilePlan
+from .tree import LoopNode, TaskNode
+
+__all__ = ["transaction_protocol"]
+
+logger = logging.getLogger("tvm_tailsplit.warpspec")
+
+
+def _batches(nodes, loads: TilePlan) -> list[list[TaskNode]]:
+    """Runs of TMA load tasks of one warp role among the siblings `nodes`, recursively."""
+    batches: list[list[TaskNode]] = []
+    run: list[TaskNode] = []
+    for node in nodes:
+        if isinstance(node, TaskNode) and node.name in loads.loads and (not run or run[-1].role == node.role):
+            run.append(node)
+            continue
+        if run:
+            batches.append(run)
+        run = [node] if isinstance(node, TaskNode) and node.name in loads.loads else []
+        if isinstance(node, LoopNode):
+            batches += _batches(node.children, loads)
+    if run:
+        batches.append(run)
+    return batches
+
+
+def _rule(op: SyncOp) -> tuple:
+    g = op.group
+    return (str(g.distance), str(g.first), str(g.count), g.stages, str(g.phase_offset))
+
+
+def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
+    """`protocol` with every TMA batch's commits turned into one transaction arrive (see the module doc)."""
+    ops = {task: list(task_ops) for task, task_ops in protocol.ops.items()}
+    for batch in _batches(protocol.tree.children, tiles):
+        names = [task.name for task in batch]
+        inner_syncs = [op for i, name in enumerate(names) for op in ops.get(name, [])
+                       if (i > 0 and op.before_task) or (i < len(names) - 1 and not op.before_task)]
+        commits = [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
+        if inner_syncs or not commits:
+            reason = "synchronization between its copies" if inner_syncs else "no consumer"
+            logger.info("WarpSpecialize: TMA batch %s kept as it is: %s", names, reason)
+            continue
+        if len({_rule(op) for op in commits}) != 1:
+            logger.info("WarpSpecialize: TMA batch %s kept as it is: its consumers' channel rules differ (%s)",
+                        names, sorted({_rule(op) for op in commits}))
+            continue
+        primary = commits[0].group
+        copies = tuple((name, tiles.loads[name].bytes) for name in names)
+        arrive = SyncOp(ARRIVE, primary, before_task=True, tx_bytes=sum(size for _, size in copies),
+                        tx_copies=copies)
+        ops[names[-1]] = [op for op in ops[names[-1]] if op not in commits]
+        first = ops.setdefault(names[0], [])
+        first.insert(len([op for op in first if op.before_task]), arrive)
+        merged = {op.group for op in commits[1:]}
+        for task, task_ops in ops.items():
+            ops[task] = [dataclasses.replace(op, group=dataclasses.replace(op.group, base=primary.base),
+                                             signal=primary)
+                         if op.action == WAIT and op.group in merged else op for op in task_ops]
+    return dataclasses.replace(protocol, ops={task: tuple(task_ops) for task, task_ops in ops.items()})
