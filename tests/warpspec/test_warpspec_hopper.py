@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target
 from tvm_tailsplit.testing import threads_as_serial_loops
@@ -41,6 +42,25 @@ def test_tile_plan_of_the_hopper_gemm():
         "mma_top": (0, 64, 256, 64), "mma_bottom": (64, 64, 256, 64)}
     assert set(plan.fragment_tasks) == {"init_top", "init_bottom", "store_top", "store_bottom"}
     assert plan.fragments == {"acc"}
+
+
+def test_bounds_guarded_loads_are_tma_loads_with_zero_fill():
+    plan = tile_plan(analyze(examples.hopper_gemm_kernel(256, 512, 100, zero_fill_k=True)).tree)
+    assert {name: load.bytes for name, load in plan.loads.items()} == {"load_A": A_BYTES, "load_B": B_BYTES}
+    # A guard that is not the source's bounds (here: half of the box) makes no TMA load: the wgmma reading the
+    # ring is then rejected.
+    func = examples.hopper_gemm_kernel(256, 512, 256)
+
+    def halve(store):
+        if store.buffer.name != "A_ring":
+            return store
+        zero = tvm.tirx.const(0, "float16")
+        return tvm.tirx.BufferStore(store.buffer, tvm.tirx.if_then_else(store.indices[2] < 32, store.value, zero),
+                                    store.indices)
+
+    guarded = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.BufferStore, halve), order="post"))
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="which no TMA load task writes"):
+        tile_plan(analyze(guarded).tree)
 
 
 def test_kernels_without_tiles_have_an_empty_plan_and_are_rejected_for_hopper():
@@ -96,9 +116,10 @@ def test_checker_catches_a_wrong_parity_and_a_missing_release():
     assert {DEADLOCK, MISSING_ARRIVE} & report.kinds(), report.describe()
 
 
-def test_hopper_gemm_example_means_a_times_b_transposed():
-    m, n, k = 128, 256, 128
-    func = examples.hopper_gemm_kernel(m, n, k)
+@pytest.mark.parametrize("k,zero_fill", [(128, False), (100, True), (200, True)])
+def test_hopper_gemm_example_means_a_times_b_transposed(k, zero_fill):
+    m, n = 128, 256
+    func = examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill)
     mod = threads_as_serial_loops(tvm.IRModule({"main": func}))
     executable = tvm.compile(mod, target="llvm")
     rng = np.random.default_rng(0)
@@ -115,16 +136,17 @@ def test_consumer_register_rule():
     assert 128 * (PRODUCER_REGISTERS + 2 * consumer_registers(2)) <= 65536
 
 
-def _hopper_source(m, n, k):
+def _hopper_source(m, n, k, zero_fill=False):
     specialize = WarpSpecialize("cuda", hopper=True, debug_check=True)
-    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)}))
+    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill)}))
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("k", [256, None], ids=["k256", "symbolic_k"])
-def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k):
-    source = _hopper_source(256, 512, k)
+@pytest.mark.parametrize("k,zero_fill", [(256, False), (None, False), (None, True)],
+                         ids=["k256", "symbolic_k", "symbolic_k_zero_fill"])
+def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
+    source = _hopper_source(256, 512, k, zero_fill)
     kernel = source[source.index('extern "C" __global__'):]
     assert "__grid_constant__ CUtensorMap A_tensor_map" in kernel and "CUtensorMap B_tensor_map" in kernel
     assert kernel.count("complete_tx__bytes(") == 2  # one TMA copy per operand tile
@@ -138,11 +160,14 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(256, 512, 256), (512, 512, 1024), (1024, 1024, 4096)])
+@pytest.mark.parametrize("m,n,k", [(256, 512, 256), (512, 512, 1024), (1024, 1024, 4096), (256, 256, 1000),
+                                   (128, 256, 72)])
 def test_hopper_gemm_on_the_gpu(m, n, k):
     specialize = WarpSpecialize("cuda", hopper=True)
+    zero_fill = k % 64 != 0  # TMA fills the last K tile past K with zeros
     for kernel_k in (k, None):
-        mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, kernel_k)}))
+        func = examples.hopper_gemm_kernel(m, n, kernel_k, zero_fill_k=zero_fill)
+        mod = specialize(tvm.IRModule({"main": func}))
         executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
         rng = np.random.default_rng(1)
         a = rng.standard_normal((m, k)).astype("float16")
@@ -152,3 +177,35 @@ def test_hopper_gemm_on_the_gpu(m, n, k):
         executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
         expected = a.astype("float32") @ b.astype("float32").T
         np.testing.assert_allclose(c.numpy(), expected, rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.nvcc
+def test_generic_tasks_run_on_the_role_threads_in_the_hopper_form():
+    """A task of no tile form (here: doubling the top rows of C after the store) is strided over its warpgroup and
+    followed by the role's named barrier, since it reads what the role's store wrote."""
+    func = examples.hopper_gemm_kernel(256, 512, 256)
+
+    def add_scale(realize):
+        block = realize.block
+        if block.name_hint != "store_top":
+            return realize
+        (written,) = block.writes
+
+        def double(store):
+            return tvm.tirx.BufferStore(store.buffer, tvm.tirx.BufferLoad(store.buffer, store.indices) * 2.0,
+                                        store.indices)
+
+        body = tvm_ffi.structural_map(block.body, (tvm.tirx.BufferStore, double), order="post")
+        scale = tvm.s_tir.SBlock([], [written], [written], "scale_top", body, annotations=block.annotations)
+        return tvm.tirx.SeqStmt([realize, tvm.s_tir.SBlockRealize([], True, scale)])
+
+    root = func.body.block
+    body = tvm_ffi.structural_map(root.body, (tvm.s_tir.SBlockRealize, add_scale), order="post")
+    func = func.with_body(tvm.s_tir.SBlockRealize([], True, tvm.s_tir.SBlock(
+        [], [], [], "root", body, alloc_buffers=root.alloc_buffers)))
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    assert "bar_sync_count_sync((uint)2, (uint)128)" in kernel  # role 1 is the second role: named barrier 2
+    (usage,) = compile_cuda_source(source, "sm_90a")
+    assert usage.spill_store_bytes == 0

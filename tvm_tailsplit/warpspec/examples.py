@@ -144,22 +144,28 @@ def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block
 
 
 def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
-                       block_n: int = 256, block_k: int = 64, stages: int = 4) -> tirx.PrimFunc:
+                       block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False
+                       ) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
     `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each. `k=None`
-    keeps the reduction length symbolic. Lower it with `WarpSpecialize("cuda", hopper=True)`."""
-    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True)
+    keeps the reduction length symbolic. `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
+    last K tile's loads filled with zeros past K (what TMA does out of bounds). Lower it with
+    `WarpSpecialize("cuda", hopper=True)`."""
+    func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
+                                  zero_fill_k=zero_fill_k)
     if k is None:
         return func
-    if k % block_k:
+    if k % block_k and not zero_fill_k:
         raise ValueError(_GEMM_SIZES_ERROR)
     return _specialize_shape(func, 0, (m, k))
 
 
 def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
-                           stages: int = 3, compute_roles: int = 1, b_transposed: bool = False) -> tirx.PrimFunc:
+                           stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
+                           zero_fill_k: bool = False) -> tirx.PrimFunc:
     """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps.
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
+    `zero_fill_k`: any `K`, in `ceildiv(K, block_k)` steps whose loads store zeros past `K`.
 
     One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
     half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
@@ -176,6 +182,12 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
 
     def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
         return (stage, j, kk) if b_transposed else (stage, kk, j)
+
+    def k_steps(length):
+        return tirx.ceildiv(length, block_k) if zero_fill_k else length // block_k
+
+    def k_guarded(k_index, length, value):  # the loaded element, or zero past the reduction length
+        return tirx.if_then_else(k_index < length, value, tirx.const(0, "float16")) if zero_fill_k else value
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):
@@ -202,27 +214,30 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                         T.sblock_attr({"warp_role": 2})
                         for i, j in T.grid(band, block_n):
                             acc[band + i, j] = T.float32(0)
-                for ko in range(K // block_k):
+                for ko in range(k_steps(K)):
                     with T.sblock("load_A"):
                         T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
                         T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
                         T.sblock_attr({"warp_role": 0})
                         for i, j in T.grid(block_m, block_k):
-                            A_ring[ko % stages, i, j] = A[by * block_m + i, ko * block_k + j]
+                            A_ring[ko % stages, i, j] = k_guarded(ko * block_k + j, K,
+                                                                  A[by * block_m + i, ko * block_k + j])
                     if b_transposed:
                         with T.sblock("load_B"):
                             T.reads(B[bx * block_n:bx * block_n + block_n, ko * block_k:ko * block_k + block_k])
                             T.writes(B_ring[ko % stages, 0:block_n, 0:block_k])
                             T.sblock_attr({"warp_role": 0})
                             for i, j in T.grid(block_n, block_k):
-                                B_ring[ko % stages, i, j] = B[bx * block_n + i, ko * block_k + j]
+                                B_ring[ko % stages, i, j] = k_guarded(ko * block_k + j, K,
+                                                                      B[bx * block_n + i, ko * block_k + j])
                     else:
                         with T.sblock("load_B"):
                             T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
                             T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
                             T.sblock_attr({"warp_role": 0})
                             for i, j in T.grid(block_k, block_n):
-                                B_ring[ko % stages, i, j] = B[ko * block_k + i, bx * block_n + j]
+                                B_ring[ko % stages, i, j] = k_guarded(ko * block_k + i, K,
+                                                                      B[ko * block_k + i, bx * block_n + j])
                     with T.sblock("mma" + top):
                         T.reads(A_ring[ko % stages, 0:band, 0:block_k],
                                 B_ring[ko % stages, 0:b_rows, 0:b_cols], acc[0:band, 0:block_n])

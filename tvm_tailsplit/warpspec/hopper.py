@@ -19,10 +19,14 @@ everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans t
   byte offset unused, stride byte offset 1024 bytes = 8 rows; the K step advances the start address by 32 bytes),
   then `wgmma.commit_group` and `wgmma.wait_group 0`, so that the *release* after it frees a stage whose reads
   have retired. Fills zero the fragment; stores write it through the store task's own index expressions.
-  Not yet: the register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) — TVM 0.27's
-  `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has, so it cannot be emitted;
-  the fragment's reads after `wgmma.wait_group` are therefore ordered only by nvcc's treatment of the volatile asm.
-  Until a GPU run has checked this kernel against numpy, treat its results as unverified.
+  The register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) are not emitted:
+  TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has. The
+  fragment is still ordered: every wgmma takes it as `"+f"` operands of a volatile asm, and the stores that read it
+  are memory accesses, which the `"memory"` clobber of `wgmma.wait_group` keeps after the wait. A store task that
+  computes on the fragment before storing (a conversion to fp16, say) could be hoisted above the wait by nvcc.
+* **Generic tasks** (no tile form, touching neither a ring nor a fragment) run as on older GPUs: their independent
+  loops strided over the role's threads (the producer's one warp, or a consumer's warpgroup), followed by a named
+  barrier of the role when another task of the role reads what they write.
 * **Registers**: `setmaxnreg` lowers the producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
   what the register file leaves (see `consumer_registers`).
 """
@@ -36,7 +40,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..ir_utils import substitute, with_loop
-from .codegen import _RoleProgram, _seq, _TargetLowering, _trip_count_asserts
+from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
 from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile
 from .tree import TaskNode, WarpSpecializeInputError
@@ -224,8 +228,16 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     roles = state.roles
     producers = {task.role for task in tree.tasks() if task.name in tiles.loads}
     consumers = [role for role in roles if role not in producers]
-    lowering = _TargetLowering(lambda role, task, body: _generic(task), state.wait, state.arrive, state.tile_body)
     thread = state.thread
+
+    def generic_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
+        threads = 32 if role in producers else WARPGROUP
+        stmts = [_distribute(body, thread - state.offset(role), threads)]
+        if _shares_with_role(protocol, task):
+            stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
+        return stmts
+
+    lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body)
     dispatch = None
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()
@@ -271,8 +283,3 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     root = SBlock([], [], [], "root", body, alloc_buffers=kept)
     return tree.func.with_body(SBlockRealize([], True, root))
 
-
-def _generic(task: TaskNode) -> list:
-    raise WarpSpecializeInputError(
-        f"task '{task.name}' is no tile operation; WarpSpecialize(hopper=True) lowers TMA loads, wgmma tiles and "
-        "fragment fills/stores (tvm_tailsplit.warpspec.tiles)")

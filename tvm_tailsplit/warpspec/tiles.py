@@ -3,9 +3,11 @@
 Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites. A task is
 
 * a **TMA load** when its body copies a 2-D box of a global buffer (a kernel parameter) into one stage of a shared
-  ring: `ring[s, r0 + i, c0 + j] = src[o0 + i, o1 + j]` over loops `(i, j)` that cover the declared regions, with
-  rows of exactly `TMA_ROW_BYTES` bytes (the 128-byte swizzle that wgmma reads) and at most `TMA_MAX_BOX_ROWS`
-  rows. Its transaction size is the box's bytes;
+  ring: `ring[s, i, j] = src[o0 + i, o1 + j]` over loops `(i, j)` that cover the ring's rows, with rows of exactly
+  `TMA_ROW_BYTES` bytes (the 128-byte swizzle that wgmma reads) and at most `TMA_MAX_BOX_ROWS` rows. The copied
+  value may be guarded by the source's bounds, `if_then_else(o1 + j < cols and ..., src[...], 0)`: TMA fills the
+  part of a box outside the tensor with zeros. Its transaction size is the whole box's bytes (zero-filled bytes
+  count too);
 * a **wgmma tile** when its body is `acc[a0 + i, j] = acc[a0 + i, j] + f32(A[s, a0 + i, kk]) * f32(B[s, j, kk])`
   over `(i, j, kk)`: A and B K-major stages of rings written only by TMA loads, `acc` float32; `i` spans a multiple
   of `WGMMA_M` rows, `j` a multiple of 8 columns (at most `WGMMA_MAX_N`), `kk` the whole `TMA_ROW_BYTES` row;
@@ -133,12 +135,43 @@ def _bands(loops: list[tirx.For]) -> list[int] | None:
     return extents
 
 
+def _bounds_guarded_load(value: tirx.PrimExpr, analyzer: sym.Analyzer) -> tvm.ir.TensorLoad | None:
+    """`load` for `load` or for `if_then_else(index_d < shape_d and ..., load, 0)` (a guard that is exactly a
+    conjunction of upper bounds of the load's indices by the source's shape); else None."""
+    if isinstance(value, tvm.ir.TensorLoad):
+        return value
+    if not (isinstance(value, tvm.ir.Call) and value.op.name.endswith("if_then_else")):
+        return None
+    condition, load, otherwise = value.args
+    if not isinstance(load, tvm.ir.TensorLoad) or not _is_zero(otherwise):
+        return None
+    terms, pending = [], [condition]
+    while pending:
+        term = pending.pop()
+        if isinstance(term, tirx.And):
+            pending += [term.a, term.b]
+        else:
+            terms.append(term)
+    for term in terms:
+        if not isinstance(term, tirx.LT) or not any(
+                _same(analyzer, term.a, index) and _same(analyzer, term.b, extent)
+                for index, extent in zip(load.indices, load.source.shape, strict=True)):
+            return None
+    return load
+
+
+def _is_zero(expr: tirx.PrimExpr) -> bool:
+    return isinstance(expr, tirx.FloatImm | tirx.IntImm) and float(expr.value) == 0.0
+
+
 def _tma_load(task: TaskNode, params: set[str], analyzer: sym.Analyzer) -> TmaLoad | None:
     loops, store = _loop_nest(task.realize.block.body)
-    if len(loops) != 2 or not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tvm.ir.TensorLoad):
+    if len(loops) != 2 or not isinstance(store, tirx.BufferStore):
+        return None
+    load = _bounds_guarded_load(store.value, analyzer)
+    if load is None:
         return None
     extents = _bands(loops)
-    load = store.value
     ring, source = store.buffer, load.source
     if (extents is None or source.name not in params or not ring.scope().startswith("shared")
             or len(source.shape) != 2 or len(ring.shape) != 3 or source.dtype != ring.dtype):
