@@ -23,6 +23,7 @@ from tvm_tailsplit.warpspec import (
     tile_plan,
     transaction_protocol,
 )
+from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
 from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
 from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers
 from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
@@ -209,3 +210,39 @@ def test_generic_tasks_run_on_the_role_threads_in_the_hopper_form():
     assert "bar_sync_count_sync((uint)2, (uint)128)" in kernel  # role 1 is the second role: named barrier 2
     (usage,) = compile_cuda_source(source, "sm_90a")
     assert usage.spill_store_bytes == 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("k,zero_fill", [(256, False), (None, True)], ids=["k256", "symbolic_k_zero_fill"])
+def test_ablation_without_warp_specialization_compiles_for_sm_90a(k, zero_fill):
+    """The same tiles and stages, every warpgroup a consumer, thread 0 prefetching stages - 1 iterations ahead."""
+    func = unspecialized_hopper_kernel(examples.hopper_gemm_kernel(256, 512, k, zero_fill_k=zero_fill))
+    source = cuda_source(tvm.IRModule({"main": func}), "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    assert "__launch_bounds__(256)" in kernel and "setmaxnreg" not in kernel
+    assert kernel.count("complete_tx__bytes(") == 4  # prologue and steady state, one copy per operand each
+    assert "m64n256k16" in kernel and "float acc_r1_ptr" not in kernel  # one fragment for both warpgroups
+    (usage,) = compile_cuda_source(source, "sm_90a")
+    print("ablation", k, usage)
+    assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
+
+
+def test_ablation_rejects_kernels_it_cannot_pipeline():
+    with pytest.raises(WarpSpecializeInputError, match="one pipeline loop"):
+        unspecialized_hopper_kernel(examples.seed_example())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(256, 512, 256), (1024, 1024, 4096), (256, 256, 1000)])
+def test_ablation_on_the_gpu(m, n, k):
+    zero_fill = k % 64 != 0
+    func = unspecialized_hopper_kernel(examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill))
+    executable = tvm.compile(tvm.IRModule({"main": func}), target=cuda_target("sm_90a"),
+                             tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((m, k)).astype("float16")
+    b = rng.standard_normal((n, k)).astype("float16")
+    device = tvm.cuda(0)
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
+    executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32").T, rtol=2e-3, atol=2e-2)

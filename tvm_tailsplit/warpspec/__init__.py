@@ -8,9 +8,10 @@ symbolic trip counts) → `channels` (channel ids, stages, phases) → `protocol
 acquire/commit/wait/release) → `codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving
 checker); `analysis` and `pass_` wire them. Hopper (`hopper=True`): `tiles` (TMA loads, wgmma tiles, register
 fragments) → `transactions` (TMA batches commit through one `expect_tx` transaction channel) → `hopper` (sm_90a
-code: TMA, wgmma, setmaxnreg).
+code: TMA, wgmma, setmaxnreg); `ablation` builds the same tiles and stages without warp specialization.
 """
 
+from .ablation import unspecialized_hopper_kernel
 from .analysis import Analysis, analyze
 from .channels import ChannelGroup, ChannelPlan
 from .check import CheckReport, Issue, check
@@ -45,6 +46,7 @@ __all__ = [
     "analyze",
     "tile_plan",
     "transaction_protocol",
+    "unspecialized_hopper_kernel",
     "check",
     "load_libatomic",
     "require_concurrent_threads",

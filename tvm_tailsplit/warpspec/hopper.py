@@ -82,12 +82,19 @@ def _shared_address(buffer: tirx.Buffer, indices: list) -> tirx.PrimExpr:
 class _Hopper:
     """The lowering state of one kernel: rings, fragments, tensor maps and the channel barriers."""
 
-    def __init__(self, protocol: Protocol, tiles: TilePlan):
+    def __init__(self, protocol: Protocol, tiles: TilePlan, roles: list[int] | None = None,
+                 barriers: int | None = None, shared_registers: bool = False):
+        """`roles`: the warp roles that get a warpgroup each, in order (default: all); `barriers`: the number of
+        mbarriers (default: the protocol's channels); `shared_registers`: one fragment and one pair of descriptors
+        for all roles (when one program holds every role's tiles under thread guards, so that per-role buffers would
+        all be live at once)."""
+        self.shared_registers = shared_registers
         self.protocol = protocol
         self.tiles = tiles
-        self.roles = protocol.tree.roles
+        self.roles = list(protocol.tree.roles if roles is None else roles)
+        barriers = protocol.plan.channel_count if barriers is None else barriers
         self.thread = tirx.Var("tx", "int32")
-        self.bars = tirx.decl_buffer((max(1, protocol.plan.channel_count),), "uint64", "channels",
+        self.bars = tirx.decl_buffer((max(1, barriers),), "uint64", "channels",
                                      scope="shared.dyn")  # after the rings: no static shared memory shifts them
         self.rings: dict[str, tirx.Buffer] = {}
         for load in tiles.loads.values():
@@ -112,17 +119,52 @@ class _Hopper:
         return self.roles.index(role) * WARPGROUP
 
     def fragment(self, accumulator: tirx.Buffer, role: int, m: int, n: int) -> tirx.Buffer:
-        key = (accumulator.name, role)
+        key = (accumulator.name, 0 if self.shared_registers else role)
         if key not in self.fragments:
-            self.fragments[key] = tirx.decl_buffer((m * n // WARPGROUP,), "float32", f"{accumulator.name}_r{role}",
+            self.fragments[key] = tirx.decl_buffer((m * n // WARPGROUP,), "float32", f"{accumulator.name}_r{key[1]}",
                                                    scope="local")
         return self.fragments[key]
 
     def descriptor_buffers(self, role: int) -> tuple[tirx.Buffer, tirx.Buffer]:
+        role = 0 if self.shared_registers else role
         if role not in self.descriptors:
             self.descriptors[role] = tuple(tirx.decl_buffer((1,), "uint64", f"{name}_desc_r{role}", scope="local")
                                            for name in ("a", "b"))
         return self.descriptors[role]
+
+    def kernel(self, arrivals: list[int], program: tirx.Stmt, threads: int, asserts: list) -> tirx.PrimFunc:
+        """The PrimFunc: host-side tensor maps, then the grid loops around `threads` threads that initialise the
+        barriers (barrier `c` expecting `arrivals[c]` arrivals) and run `program`."""
+        tree = self.protocol.tree
+        thread = self.thread
+        inits = [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(_shared_address(self.bars, [c]),
+                                                              tirx.IntImm("uint32", count)))
+                 for c, count in enumerate(arrivals)]
+        setup = [tirx.IfThenElse(thread == 0, _seq([*inits, tirx.Evaluate(
+                     T.ptx.fence.mbarrier_init.release.cluster())]), None),
+                 tirx.Evaluate(T.ptx.fence.proxy.async_.shared__cta()), tirx.Evaluate(T.cuda.cta_sync())]
+        local = [*self.fragments.values(), *(d for pair in self.descriptors.values() for d in pair)]
+        # The dynamic shared memory is allocated inside the kernel (TVM merges such allocations per kernel).
+        kernel = SBlockRealize([], True, SBlock([], [], [], "kernel", _seq([*setup, program]),
+                                                alloc_buffers=[*self.rings.values(), self.bars, *local]))
+        binding = tirx.IterVar(tvm.ir.Range(0, threads), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
+        body = tirx.For(thread, 0, threads, tirx.ForKind.THREAD_BINDING, kernel, thread_binding=binding)
+        for loop in reversed(tree.grid_loops):
+            body = with_loop(loop, body=body)
+        host = []
+        for key, tensor_map in self.maps.items():
+            load = self.map_sources[key]
+            source = load.source
+            element_bytes = tvm.DataType(source.dtype).bits // 8
+            rows, cols = source.shape
+            host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
+                     tirx.Evaluate(tirx.call_packed(
+                         "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
+                         cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, 0, 0))]
+        replaced = set(self.rings) | set(self.tiles.fragments)
+        kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
+        root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
+        return tree.func.with_body(SBlockRealize([], True, root))
 
     # -- synchronization ---------------------------------------------------------------------------------------
     def wait(self, op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
@@ -153,13 +195,18 @@ class _Hopper:
                 f"TMA load task '{task.name}' signals no transaction channel (its batch's commits could not be "
                 "merged; see the log): a TMA copy completes on exactly one mbarrier")
         channel = op.group.channel(op.edge_number(index))
+        return self.tma_copy(load, rename, channel, self.offset(task.role))
+
+    def tma_copy(self, load: TmaLoad, rename, channel: tirx.PrimExpr, issuer: int) -> tirx.Stmt:
+        """Thread `issuer` copies the box of `load` (its expressions renamed) into its stage, completing the bytes on
+        barrier `channel`."""
         ring = self.rings[load.ring.name]
         tensor_map = self.maps[(load.source.name, load.rows, load.cols)]
         row, col = (rename(e) for e in load.origin)
         copy = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"](
             _shared_address(ring, [rename(load.stage), 0, 0]), tirx.address_of(tensor_map), col, row,
             _shared_address(self.bars, [channel]))
-        return tirx.IfThenElse(self.thread == self.offset(task.role), tirx.Evaluate(copy), None)
+        return tirx.IfThenElse(self.thread == issuer, tirx.Evaluate(copy), None)
 
     def wgmma(self, task: TaskNode, tile: WgmmaTile, rename) -> list:
         fragment = self.fragment(tile.accumulator, task.role, tile.m, tile.n)
@@ -249,37 +296,5 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
         program = _seq([tirx.Evaluate(registers), program])
         dispatch = program if dispatch is None else tirx.IfThenElse(
             thread < state.offset(role) + WARPGROUP, program, dispatch)
-    inits = []
-    for c in range(plan.channel_count):
-        count = 1 if c in state.tx_channels else WARPGROUP
-        inits.append(tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(_shared_address(state.bars, [c]),
-                                                                   tirx.IntImm("uint32", count))))
-    setup = [tirx.IfThenElse(thread == 0, _seq([*inits, tirx.Evaluate(T.ptx.fence.mbarrier_init.release.cluster())]),
-                             None),
-             tirx.Evaluate(T.ptx.fence.proxy.async_.shared__cta()), tirx.Evaluate(T.cuda.cta_sync())]
-    body_stmts = [*setup, dispatch]
-    binding = tirx.IterVar(tvm.ir.Range(0, WARPGROUP * len(roles)), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
-    local = [*state.fragments.values(), *(d for pair in state.descriptors.values() for d in pair)]
-    # The dynamic shared memory is allocated inside the kernel (TVM merges such allocations per kernel).
-    kernel = SBlockRealize([], True, SBlock([], [], [], "kernel", _seq(body_stmts),
-                                            alloc_buffers=[*state.rings.values(), state.bars, *local]))
-    body = tirx.For(thread, 0, WARPGROUP * len(roles), tirx.ForKind.THREAD_BINDING, kernel,
-                    thread_binding=binding)
-    for loop in reversed(tree.grid_loops):
-        body = with_loop(loop, body=body)
-    host = []
-    for key, tensor_map in state.maps.items():
-        load = state.map_sources[key]
-        source = load.source
-        element_bytes = tvm.DataType(source.dtype).bits // 8
-        rows, cols = source.shape
-        host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
-                 tirx.Evaluate(tirx.call_packed(
-                     "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
-                     cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, 0, 0))]
-    body = _seq([*_trip_count_asserts(protocol), *host, body])
-    replaced = set(state.rings) | set(tiles.fragments)
-    kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
-    root = SBlock([], [], [], "root", body, alloc_buffers=kept)
-    return tree.func.with_body(SBlockRealize([], True, root))
-
+    counts = [1 if c in state.tx_channels else WARPGROUP for c in range(plan.channel_count)]
+    return state.kernel(counts, dispatch, WARPGROUP * len(roles), _trip_count_asserts(protocol))
