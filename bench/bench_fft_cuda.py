@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import pathlib
 import platform
 import statistics
 import subprocess
@@ -61,7 +62,8 @@ SANITIZE_PLANS = {"single codelet": ("c2c", 16, "complex64", 64), "Cooley-Tukey"
                   "Rader": ("c2c", 97, "complex64", 8), "Bluestein": ("c2c", 4099, "complex64", 4),
                   "multi-kernel": ("c2c", 65536, "complex64", 2)}
 SANITIZE_TOOLS = ("memcheck", "racecheck")
-SANITIZE_TIMEOUT = 300
+SANITIZE_TIMEOUT = 120
+ROOT = pathlib.Path(__file__).parent.parent
 
 
 def row_name(kind: str, n: int, dtype: str) -> str:
@@ -289,7 +291,7 @@ def sanitize(arch: str) -> dict:
             command = ["compute-sanitizer", "--tool", tool, sys.executable, "-m", "bench.bench_fft_cuda",
                        "--sanitize-child", f"{kind}:{n}:{dtype}:{batch}", "--arch", arch]
             try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=SANITIZE_TIMEOUT)
+                done = subprocess.run(command, capture_output=True, text=True, timeout=SANITIZE_TIMEOUT, cwd=ROOT)
                 lines = [line.strip("= ").strip() for line in (done.stdout + done.stderr).splitlines()
                          if "SUMMARY" in line or "child:" in line]
                 outcome = {"exit": done.returncode, "summary": lines}
