@@ -54,9 +54,10 @@ QUICK_ROWS = ("c2c:64", "c2c:1024", "c2c:97", "c2c:4099", "c2c:65536", "r2c:1024
 BATCH_POINTS = 2 ** 23  # points per row: 64 MiB of complex64, beyond the 50 MiB L2 of an H100
 CONVOLUTION_N = 4096  # the fused-convolution row: batch BATCH_POINTS // n real signals of this length
 # a row passes when error(generated) <= ERROR_FACTOR * error(cuFFT) (both against a float64 cuFFT), or
-# <= ERROR_FLOOR for its precision (cuFFT can be exact where the generated operator rounds once)
+# <= ERROR_FLOOR for its precision (cuFFT can be exact where the generated operator rounds once; for complex128
+# the reference is cuFFT itself, so the floor decides: 5x the unit tests' bound at n = 2^20)
 ERROR_FACTOR = 10.0
-ERROR_FLOOR = {"complex64": 1e-6, "complex128": 1e-14}
+ERROR_FLOOR = {"complex64": 1e-6, "complex128": 1e-13}
 # compute-sanitizer: one small plan per breakdown, (kind, n, dtype, batch); each child must end in this time
 SANITIZE_PLANS = {"single codelet": ("c2c", 16, "complex64", 64), "Cooley-Tukey": ("c2c", 1024, "complex64", 8),
                   "Rader": ("c2c", 97, "complex64", 8), "Bluestein": ("c2c", 4099, "complex64", 4),
