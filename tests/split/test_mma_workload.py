@@ -48,6 +48,14 @@ def test_marked_and_split_schedules_mean_the_matmul():
     run_on_llvm(split, 33, 17, 40)
 
 
+def test_padding_to_whole_blocks_leaves_no_guard_and_means_the_matmul():
+    """pad_to_blocks (the tail benchmark's (b)): 33 x 17 x 40 padded to one whole 128 x 128 thread block, no
+    condition under any mark, so tensorize maps every tile without TailSplit."""
+    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, pad_to_blocks=True)
+    assert analysis.conditions_under_marks(mod) == 0
+    run_on_llvm(mod, 33, 17, 40)
+
+
 def test_symbolic_m_split_means_the_matmul():
     """M symbolic: the padded tile count (m + 15) // 16 is a symbol of TailSplit's atoms, every guard is decided
     above the marks; the split function, specialized to several M, computes the matmul."""

@@ -129,16 +129,20 @@ def _has_block(sch: s_tir.Schedule, name: str) -> bool:
     return name in names
 
 
-def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True) -> tvm.IRModule:
+def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True,
+                    pad_to_blocks: bool = False) -> tvm.IRModule:
     """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
-    ``software_pipeline_*`` annotations (same meaning, one stage)."""
+    ``software_pipeline_*`` annotations (same meaning, one stage). ``pad_to_blocks``: ``sch.pad_einsum`` pads
+    ``M`` and ``N`` to whole ``BLOCK_TILE`` thread-block tiles instead of whole instruction tiles, so no thread
+    block is partial and no mark carries a guard (TVM's way to a tail-free kernel; the tail benchmark's (b))."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
 
     sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
     block = sch.get_sblock("C")
-    padded = m is None or m % MMA_TILE != 0 or n % MMA_TILE != 0 or k % BLOCK_K != 0
+    pad = [*BLOCK_TILE, BLOCK_K] if pad_to_blocks else [MMA_TILE, MMA_TILE, BLOCK_K]
+    padded = m is None or m % pad[0] != 0 or n % pad[1] != 0 or k % pad[2] != 0
     if padded:
-        sch.pad_einsum(block, [MMA_TILE, MMA_TILE, BLOCK_K])
+        sch.pad_einsum(block, pad)
     i, j, r = sch.get_loops(block)
     i, i_tile = sch.split(i, [None, MMA_TILE])
     j, j_tile = sch.split(j, [None, MMA_TILE])

@@ -1,0 +1,402 @@
+"""CUDA FFT benchmark: the generated operator against cuFFT (through torch.fft and cupy.fft) and the memory limit.
+
+Every row is a batch of 2^23 / n transforms (64 MiB of complex64) resident on the device; in one process, side by
+side (``bench.gpu``: warm-up, then each of the rounds times every implementation in turn, calls enqueued back to
+back and the device synchronized once; medians over the rounds):
+
+- ``generated``: the plan of ``tvm_tailsplit.fft.plan(n, batch, kind, target=<this GPU's arch>)`` (effort
+  "estimate", the rules of ``tuning``) called on TVM tensors that alias torch's device memory (DLPack), no copy;
+- ``torch.fft`` (cuFFT, into a preallocated ``out=``) and ``cupy.fft`` (cuFFT, cupy's plan cache; it allocates
+  its output from cupy's memory pool);
+- ``limit``: the time of one read of the input and one write of the output at the device-to-device copy speed
+  measured in the same run (a torch copy of one batch, 64 MiB; a 1 GiB copy is reported as the DRAM speed).
+
+Ratios are times: generated / cuFFT (torch.fft; below 1 the generated operator is faster) and generated / limit
+(1 is the memory bound). Each row's outputs are checked on fresh random inputs, outputs poisoned with NaN
+before: the error of the generated operator against torch.fft in the same precision (``error vs cuFFT``) and, with
+a complex128 / float64 torch.fft as the reference, the generated and cuFFT errors; a row passes when the
+generated error is at most ``ERROR_FACTOR`` x cuFFT's (or ``ERROR_FLOOR``) and every output element was written.
+
+A fused-convolution row (``irfft(rfft(x) * h_hat)``) times ``tvm_tailsplit.fft.convolve`` where the package has it
+(``not available`` otherwise) against torch's rfft -> multiply -> irfft and the generated r2c plan -> torch
+multiply -> generated c2r plan.
+
+``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
+codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
+numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it builds every plan of the rows
+for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time and kernel count.
+
+Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one prints why and writes nothing),
+``python -m bench.bench_fft_cuda [--quick] [--sanitize]``; results: bench/results/fft_cuda.json and .md
+(quick: bench/results/quick/); ``--dry-run``: fft_cuda_dry_run.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+from bench import gpu
+
+# (kind, n, dtype) of every row; batch = BATCH_POINTS // n
+ROWS = ([("c2c", n, "complex64") for n in (16, 64, 256, 1024, 4096, 16384, 65536, 2 ** 18, 2 ** 20,
+                                            1000, 1009, 4099, 17, 97)]
+        + [(kind, n, "complex64") for kind in ("r2c", "c2r") for n in (1024, 4096)]
+        + [("c2c", n, "complex128") for n in (1024, 65536)])
+QUICK_ROWS = ("c2c:64", "c2c:1024", "c2c:97", "c2c:4099", "c2c:65536", "r2c:1024", "c2c:1024:complex128")
+BATCH_POINTS = 2 ** 23  # points per row: 64 MiB of complex64, beyond the 50 MiB L2 of an H100
+CONVOLUTION_N = 4096  # the fused-convolution row: batch BATCH_POINTS // n real signals of this length
+# a row passes when error(generated) <= ERROR_FACTOR * error(cuFFT) (both against a float64 cuFFT), or
+# <= ERROR_FLOOR for its precision (cuFFT can be exact where the generated operator rounds once; for complex128
+# the reference is cuFFT itself, so the floor decides: 5x the unit tests' bound at n = 2^20)
+ERROR_FACTOR = 10.0
+ERROR_FLOOR = {"complex64": 1e-6, "complex128": 1e-13}
+# compute-sanitizer: one small plan per breakdown, (kind, n, dtype, batch); each child must end in this time
+SANITIZE_PLANS = {"single codelet": ("c2c", 16, "complex64", 64), "Cooley-Tukey": ("c2c", 1024, "complex64", 8),
+                  "Rader": ("c2c", 97, "complex64", 8), "Bluestein": ("c2c", 4099, "complex64", 4),
+                  "multi-kernel": ("c2c", 65536, "complex64", 2)}
+SANITIZE_TOOLS = ("memcheck", "racecheck")
+SANITIZE_TIMEOUT = 120
+ROOT = pathlib.Path(__file__).parent.parent
+
+
+def row_name(kind: str, n: int, dtype: str) -> str:
+    return f"{kind}:{n}" + ("" if dtype == "complex64" else f":{dtype}")
+
+
+def selected_rows(quick: bool) -> list[tuple[str, int, str]]:
+    return [row for row in ROWS if not quick or row_name(*row) in QUICK_ROWS]
+
+
+def batch_of(n: int) -> int:
+    return max(1, BATCH_POINTS // n)
+
+
+def make_plan(kind: str, n: int, dtype: str, batch: int, arch: str):
+    from tvm_tailsplit import fft as tfft
+
+    direction = "backward" if kind == "c2r" else "forward"
+    return tfft.plan(n, batch, kind=kind, direction=direction, dtype=dtype, target={"kind": "cuda", "arch": arch})
+
+
+def flops(kind: str, n: int, batch: int) -> float:
+    """5·n·log2(n)·batch for c2c, half of it for r2c / c2r (the FFT benchmark's convention)."""
+    nominal = 5.0 * n * math.log2(n) * batch
+    return nominal if kind == "c2c" else nominal / 2
+
+
+# ------------------------------------------------------------------------------------------------ dry run
+
+
+def dry_run(quick: bool, arch: str) -> dict:
+    """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
+    rows = []
+    for kind, n, dtype in selected_rows(quick):
+        batch = batch_of(n)
+        start = time.perf_counter()
+        plan = make_plan(kind, n, dtype, batch, arch)
+        plan_seconds = time.perf_counter() - start
+        built = gpu.nvcc_build(lambda plan=plan: plan.cuda_source(arch), arch)
+        row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
+               "plan_kernels": plan.kernels, "plan_seconds": plan_seconds, **built}
+        rows.append(row)
+        outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
+                   f"{built['nvcc_seconds']:.1f} s" if built["compiled"] else f"FAILED {built['error']}")
+        print(f"{row['row']} batch {batch}: {outcome}", flush=True)
+    return {"arch": arch, "quick": quick, "date": now(), "rows": rows,
+            "command": f"python -m bench.bench_fft_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
+
+
+def dry_run_markdown(report: dict) -> str:
+    lines = [f"# CUDA FFT plans built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
+             f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+             "| row | batch | breakdown | compiled | kernels | TVM s | nvcc s | spill bytes |", "|" + "---|" * 8]
+    for row in report["rows"]:
+        if row["compiled"]:
+            cells = f"yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | {row['spills']}"
+        else:
+            cells = f"NO: {row['error']} | - | - | - | -"
+        lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------------------------ on the GPU
+
+
+def torch_dtypes(dtype: str) -> tuple:
+    import torch
+
+    return (torch.complex64, torch.float32) if dtype == "complex64" else (torch.complex128, torch.float64)
+
+
+def random_input(kind: str, n: int, dtype: str, batch: int, seed: int):
+    """A fresh random device input of the row (c2r: the rfft of a random real signal, Hermitian as c2r needs)."""
+    import torch
+
+    complex_dtype, real_dtype = torch_dtypes(dtype)
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    if kind == "c2c":
+        return torch.randn(batch, n, dtype=complex_dtype, device="cuda", generator=generator)
+    real = torch.randn(batch, n, dtype=real_dtype, device="cuda", generator=generator)
+    return real if kind == "r2c" else torch.fft.rfft(real)
+
+
+def cufft(kind: str, n: int, x):
+    """torch.fft's transform of the row (cuFFT) as a function of the input."""
+    import torch
+
+    return {"c2c": torch.fft.fft, "r2c": torch.fft.rfft, "c2r": lambda a: torch.fft.irfft(a, n=n)}[kind](x)
+
+
+def as_floats(tensor):
+    """A complex torch tensor as its float view with a trailing 2 (the plans' layout); a real one unchanged."""
+    import torch
+
+    return torch.view_as_real(tensor) if tensor.is_complex() else tensor
+
+
+def tvm_view(tensor):
+    """A TVM tensor aliasing the torch tensor's device memory (the plans' float layout)."""
+    import tvm_ffi
+
+    return tvm_ffi.from_dlpack(as_floats(tensor))
+
+
+def check_row(plan, kind: str, n: int, dtype: str, batch: int) -> dict:
+    """Errors of the generated operator on a fresh input: against torch.fft in the same precision and, with cuFFT,
+    against a float64 torch.fft; every output element written (the output is poisoned with NaN first)."""
+    import torch
+
+    x = random_input(kind, n, dtype, batch, seed=1)
+    want = cufft(kind, n, x)
+    got = torch.full_like(want, math.nan)
+    source = x.clone()  # kept alive until the device is synchronized
+    plan(tvm_view(source), tvm_view(got))
+    torch.cuda.synchronize()
+    reference = cufft(kind, n, x.to(torch.complex128 if x.is_complex() else torch.float64))
+    written = bool(torch.isfinite(as_floats(got)).all().item())
+    result = {"error_vs_cufft": gpu.relative_error(got, want),
+              "error_vs_float64": gpu.relative_error(got, reference),
+              "cufft_error_vs_float64": gpu.relative_error(want, reference), "all_written": written}
+    bound = max(ERROR_FACTOR * result["cufft_error_vs_float64"], ERROR_FLOOR[dtype])
+    result["ok"] = written and result["error_vs_float64"] <= bound
+    return result
+
+
+def copy_bandwidth(nbytes: int, rounds: int) -> float:
+    """Device-to-device copy speed in GB/s (bytes read + bytes written) of a torch copy of ``nbytes``."""
+    import torch
+
+    source = torch.randn(nbytes // 4, device="cuda")
+    target = torch.empty_like(source)
+    seconds = statistics.median(gpu.timed_rounds({"copy": lambda: target.copy_(source)}, rounds)["copy"])
+    return 2 * nbytes / seconds / 1e9
+
+
+def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth: float) -> dict:
+    import cupy
+    import torch
+
+    batch = batch_of(n)
+    start = time.perf_counter()
+    plan = make_plan(kind, n, dtype, batch, arch)
+    x = random_input(kind, n, dtype, batch, seed=0)
+    out = cufft(kind, n, x)
+    plan(tvm_view(x), tvm_view(out))  # compiles the CUDA module (on first call)
+    torch.cuda.synchronize()
+    compile_seconds = time.perf_counter() - start
+    if tuple(as_floats(x).shape) != plan.input_shape or tuple(as_floats(out).shape) != plan.output_shape:
+        raise AssertionError(f"{row_name(kind, n, dtype)}: plan shapes {plan.input_shape} -> {plan.output_shape}, "
+                             f"data {tuple(as_floats(x).shape)} -> {tuple(as_floats(out).shape)}")
+    x_tvm, out_tvm = tvm_view(x), tvm_view(out)
+    torch_out = torch.empty_like(out)
+    torch_fn = {"c2c": lambda: torch.fft.fft(x, out=torch_out), "r2c": lambda: torch.fft.rfft(x, out=torch_out),
+                "c2r": lambda: torch.fft.irfft(x, n=n, out=torch_out)}[kind]
+    x_cupy = cupy.from_dlpack(x)
+    cupy_fn = {"c2c": cupy.fft.fft, "r2c": cupy.fft.rfft, "c2r": lambda a: cupy.fft.irfft(a, n=n)}[kind]
+    runners = {"generated": lambda: plan(x_tvm, out_tvm), "torch.fft": torch_fn, "cupy.fft": lambda: cupy_fn(x_cupy)}
+    seconds = {name: statistics.median(times) for name, times in gpu.timed_rounds(runners, rounds).items()}
+    moved = x.numel() * x.element_size() + out.numel() * out.element_size()
+    limit = moved / (bandwidth * 1e9)
+    row = {"row": row_name(kind, n, dtype), "kind": kind, "n": n, "dtype": dtype, "batch": batch,
+           "breakdown": str(plan.tree), "kernels": plan.kernels, "compile_seconds": compile_seconds,
+           "us": {name: s * 1e6 for name, s in seconds.items()} | {"limit": limit * 1e6},
+           "gflops": {name: flops(kind, n, batch) / s / 1e9 for name, s in seconds.items()},
+           "generated/torch.fft": seconds["generated"] / seconds["torch.fft"],
+           "generated/cupy.fft": seconds["generated"] / seconds["cupy.fft"],
+           "generated/limit": seconds["generated"] / limit}
+    row.update(check_row(plan, kind, n, dtype, batch))
+    return row
+
+
+def measure_convolution(rounds: int, arch: str) -> dict:
+    """The fused-convolution row: ``tvm_tailsplit.fft.convolve`` (when the package has it) against torch's rfft ->
+    multiply -> irfft and the generated r2c -> torch multiply -> generated c2r; errors against torch's."""
+    import torch
+
+    from tvm_tailsplit import fft as tfft
+
+    n, batch = CONVOLUTION_N, batch_of(CONVOLUTION_N)
+    x = random_input("r2c", n, "complex64", batch, seed=2)
+    h_hat = torch.fft.rfft(torch.randn(n, device="cuda"))
+    r2c, c2r = make_plan("r2c", n, "complex64", batch, arch), make_plan("c2r", n, "complex64", batch, arch)
+    spectrum = torch.empty(batch, n // 2 + 1, dtype=torch.complex64, device="cuda")
+    out = torch.empty_like(x)
+    x_tvm, spectrum_tvm, out_tvm = tvm_view(x), tvm_view(spectrum), tvm_view(out)
+
+    def unfused() -> None:
+        r2c(x_tvm, spectrum_tvm)
+        spectrum.mul_(h_hat)
+        c2r(spectrum_tvm, out_tvm)
+
+    runners = {"torch rfft*h irfft": lambda: torch.fft.irfft(torch.fft.rfft(x) * h_hat, n=n),
+               "generated r2c*h c2r": unfused}
+    want = runners["torch rfft*h irfft"]()
+    out.fill_(math.nan)
+    unfused()
+    errors = {"generated r2c*h c2r": gpu.relative_error(out, want)}
+    convolve = getattr(tfft, "convolve", None)
+    if convolve is None:
+        status = "not available (tvm_tailsplit.fft has no convolve)"
+    else:
+        # the fused operator on device data; its call is the one line to adapt to convolve's final signature
+        runners["generated convolve"] = lambda: convolve(x, h_hat, n=n, target={"kind": "cuda", "arch": arch})
+        try:
+            errors["generated convolve"] = gpu.relative_error(runners["generated convolve"](), want)
+            status = "measured"
+        except Exception as error:  # noqa: BLE001 - recorded for the lead to wire the call
+            status = f"call failed: {type(error).__name__}: {error}"
+            del runners["generated convolve"]
+    seconds = {name: statistics.median(times) for name, times in gpu.timed_rounds(runners, rounds).items()}
+    return {"row": f"convolution:{n}", "n": n, "batch": batch, "convolve": status,
+            "us": {name: s * 1e6 for name, s in seconds.items()}, "errors_vs_torch": errors,
+            "ok": all(e <= 1e-5 for e in errors.values())}
+
+
+def sanitize(arch: str) -> dict:
+    """compute-sanitizer's summary lines per breakdown and tool, each plan run once in a subprocess."""
+    result: dict = {}
+    for label, (kind, n, dtype, batch) in SANITIZE_PLANS.items():
+        for tool in SANITIZE_TOOLS:
+            command = ["compute-sanitizer", "--tool", tool, sys.executable, "-m", "bench.bench_fft_cuda",
+                       "--sanitize-child", f"{kind}:{n}:{dtype}:{batch}", "--arch", arch]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=SANITIZE_TIMEOUT, cwd=ROOT)
+                lines = [line.strip("= ").strip() for line in (done.stdout + done.stderr).splitlines()
+                         if "SUMMARY" in line or "child:" in line]
+                outcome = {"exit": done.returncode, "summary": lines}
+            except (OSError, subprocess.TimeoutExpired) as error:
+                outcome = {"exit": None, "summary": [f"{type(error).__name__}: {error}"]}
+            result[f"{label} {row_name(kind, n, dtype)} {tool}"] = outcome
+            print(f"sanitize {label} {tool}: {outcome}", flush=True)
+    return result
+
+
+def sanitize_child(spec: str, arch: str) -> None:
+    """One plan run once on numpy data (no torch: less for the sanitizer to watch) and checked against numpy."""
+    import numpy as np
+
+    kind, n, dtype, batch = spec.split(":")
+    n, batch = int(n), int(batch)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))).astype(dtype)
+    got = make_plan(kind, n, dtype, batch, arch)(x)
+    want = np.fft.fft(x.astype(np.complex128))
+    print(f"child: {spec} relative error {np.linalg.norm(got - want) / np.linalg.norm(want):.2e}", flush=True)
+
+
+def run(quick: bool, with_sanitizer: bool) -> dict:
+    rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
+    arch = gpu.device_arch()
+    info = gpu.gpu_machine()
+    bandwidth = copy_bandwidth(BATCH_POINTS * 8, rounds)
+    dram_bandwidth = copy_bandwidth(2 ** 30, rounds)
+    print(f"machine: {info}\ncopy bandwidth {bandwidth:.0f} GB/s (64 MiB), {dram_bandwidth:.0f} GB/s (1 GiB)",
+          flush=True)
+    rows = []
+    for kind, n, dtype in selected_rows(quick):
+        row = measure_row(kind, n, dtype, rounds, arch, bandwidth)
+        rows.append(row)
+        print(f"{row['row']}: " + " ".join(f"{k}={v:.1f}us" for k, v in row["us"].items())
+              + f" gen/cuFFT {row['generated/torch.fft']:.2f} gen/limit {row['generated/limit']:.2f} "
+              f"error {row['error_vs_cufft']:.1e} ok={row['ok']}", flush=True)
+    report = {"machine": info, "rounds": rounds, "quick": quick, "copy_bandwidth_GBps": bandwidth,
+              "dram_bandwidth_GBps": dram_bandwidth, "rows": rows, "convolution": measure_convolution(rounds, arch),
+              "command": f"python -m bench.bench_fft_cuda{' --quick' if quick else ''}"
+                         f"{' --sanitize' if with_sanitizer else ''}"}
+    print(f"convolution: {report['convolution']}", flush=True)
+    if with_sanitizer:
+        report["sanitizer"] = sanitize(arch)
+    return report
+
+
+def markdown(report: dict) -> str:
+    info = report["machine"]
+    lines = [
+        "# CUDA FFT benchmark: the generated operator against cuFFT (µs, lower is better)", "",
+        f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
+        f"{info['cuda']}), cupy {info.get('cupy', '-')}, TVM {info['tvm']}. Device-to-device copy "
+        f"{report['copy_bandwidth_GBps']:.0f} GB/s (64 MiB, the limit's speed), {report['dram_bandwidth_GBps']:.0f} "
+        f"GB/s (1 GiB). Batches of 2^23 / n transforms on device-resident data; every time is the median of "
+        f"{report['rounds']} rounds timing the implementations side by side. `limit`: one read of the input and one "
+        f"write of the output at the copy speed. Ratios are times (generated / other). Error: generated against "
+        f"torch.fft in the same precision; ok: error against a float64 cuFFT <= {ERROR_FACTOR:g} x cuFFT's and every "
+        f"element written. Command: `{report['command']}`.", "",
+        "| row | batch | breakdown | kernels | generated | torch.fft | cupy.fft | limit | gen/cuFFT | gen/limit | "
+        "GFLOP/s gen | error vs cuFFT | ok |", "|" + "---|" * 13]
+    for row in report["rows"]:
+        us = row["us"]
+        lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:40]} | {row['kernels']} | "
+                     f"{us['generated']:.1f} | {us['torch.fft']:.1f} | {us['cupy.fft']:.1f} | {us['limit']:.1f} | "
+                     f"{row['generated/torch.fft']:.2f} | {row['generated/limit']:.2f} | "
+                     f"{row['gflops']['generated']:.0f} | {row['error_vs_cufft']:.1e} | "
+                     f"{'yes' if row['ok'] else 'NO'} |")
+    conv = report["convolution"]
+    lines += ["", f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, batch {conv['batch']} "
+              f"(`convolve`: {conv['convolve']}):", "", "| implementation | µs | error vs torch |", "|---|---|---|"]
+    for name, us in conv["us"].items():
+        error = conv["errors_vs_torch"].get(name)
+        lines.append(f"| {name} | {us:.1f} | {'-' if error is None else f'{error:.1e}'} |")
+    if "sanitizer" in report:
+        lines += ["", "compute-sanitizer (one small plan per breakdown):", "", "| plan and tool | exit | summary |",
+                  "|---|---|---|"]
+        for name, outcome in report["sanitizer"].items():
+            lines.append(f"| {name} | {outcome['exit']} | {'; '.join(outcome['summary'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark with the options ``argv`` (None: none, the full run, as ``bench.run_all`` calls it)."""
+    cli = gpu.parser("bench_fft_cuda", (__doc__ or "").split("\n\n")[0])
+    cli.add_argument("--sanitize", action="store_true",
+                     help="also run compute-sanitizer memcheck and racecheck on one plan per breakdown")
+    cli.add_argument("--sanitize-child", help=argparse.SUPPRESS)  # the subprocess of --sanitize
+    args = cli.parse_args([] if argv is None else argv)
+    if args.sanitize_child:
+        sanitize_child(args.sanitize_child, args.arch)
+        return
+    if args.dry_run:
+        report = dry_run(args.quick, args.arch)
+        gpu.write_results("fft_cuda_dry_run", args.quick, report, dry_run_markdown(report))
+        return
+    reason = gpu.skip_reason(("torch", "cupy"))
+    if reason:
+        print(f"bench_fft_cuda skipped: {reason}; nothing written")
+        return
+    report = run(args.quick, args.sanitize)
+    gpu.write_results("fft_cuda", args.quick, report, markdown(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,307 @@
+"""CUDA tail benchmark: the tensor-core matmul through TailSplit against what TVM and cuBLAS offer for shapes that
+are not multiples of the tile.
+
+``C[M, N] = A[M, K] @ B[K, N]``, fp16 inputs, fp32 products, sums and output (``mma_schedule.matmul_fp16_func``),
+on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS`` x 4096 x 4096, the last with
+``M`` symbolic: ONE compiled kernel per column serves every M. Columns (the CPU tail benchmark's letters):
+
+- (a) ``guarded``: TVM's tiled schedule without tensor cores (``simt_matmul``: ``SIMT_TILE`` thread-block tiles,
+  ``SIMT_THREAD_TILE`` outputs per thread, shared-memory slices of A and B, fp32 accumulators in registers),
+  with the ``T.where`` guards of its non-dividing splits; TVM's default pipeline;
+- (b) ``pad_einsum``: ``mma_schedule.matmul_mma_cuda(pad_to_blocks=True)``: ``sch.pad_einsum`` to whole
+  128 x 128 x 32 thread-block tiles, so no mark carries a guard, the marked tensor-core schedule (mma.sync,
+  ldmatrix, cp.async) tensorized; compiled by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard
+  to split: it is ``tensorize_marked`` + TVM's default pipeline with the warp-memory lowering;
+- (d) ``tailsplit``: ``matmul_mma_cuda`` (padding to whole 16 x 16 instruction tiles, partial thread blocks
+  guarded) through the ``"tailsplit_mma"`` pipeline (TailSplit, merge of equal cases, tensorize);
+- (e) ``divisible``: the (d) kernel on the nearest divisible shape (``divisible_shape``), its time multiplied by
+  the useful work (points of the shape / points of the divisible shape); with M symbolic, the same kernel as (d);
+- (f) ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule (its tensor-core path: wmma) on the irregular shape;
+- (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded).
+
+Timing as ``bench.gpu`` says (side by side, medians of the rounds). TFLOP/s = 2·M·N·K / time. Every column's
+output is checked on fresh random inputs against torch's fp32 product of the fp16 inputs (TF32 off), the output
+poisoned with NaN before: ``‖C − ref‖ / ‖ref‖ <= TOLERANCE`` (fp16 output of cuBLAS: ``FP16_TOLERANCE``) and every
+element written. Ratios as in the CPU benchmark: d/a = time(a) / time(d), d/b, d/f, d/g likewise (above 1: (d) is
+faster), d/e = time(d) / time(e) (1: the tails cost nothing).
+
+``--dry-run`` needs no GPU: it builds every kernel (TVM's CUDA source compiled by nvcc for ``--arch``) and
+records compile time and kernel count. Run: ``make bench`` (without a GPU or torch this one prints why and writes
+nothing) or ``python -m bench.bench_tails_cuda [--quick]``; results: bench/results/tails_cuda.json and .md
+(quick: bench/results/quick/); ``--dry-run``: tails_cuda_dry_run.json and .md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import tvm
+from tvm import s_tir
+
+from bench import gpu
+from tvm_tailsplit.split import mma_schedule as ms
+from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
+
+STATIC_SHAPES = [(4000, 4000, 4000), (1000, 4096, 4096), (127, 255, 129)]
+SYMBOLIC_NK = (4096, 4096)  # N and K of the shapes with M symbolic
+SYMBOLIC_MS = (1, 16, 33, 127, 1000)
+QUICK_STATIC_SHAPES = [(127, 255, 129)]
+QUICK_SYMBOLIC_MS = (33,)
+COLUMNS = ("guarded", "pad_einsum", "tailsplit", "divisible", "dlight", "cuBLAS")
+LETTERS = dict(zip(COLUMNS, "abdefg", strict=True))
+# (a): thread-block tile (M, N, K slice) and outputs per thread (M, N): 16 x 16 threads of 4 x 4 fp32 sums each
+SIMT_TILE = (64, 64, 32)
+SIMT_THREAD_TILE = (4, 4)
+# a column passes with ‖C − ref‖ / ‖ref‖ at most this (fp32 sums of exact fp16 products: rounding only) ...
+TOLERANCE = 1e-4
+# ... or this for cuBLAS where torch cannot write fp32 output (the fp16 result: 2^-11 relative rounding)
+FP16_TOLERANCE = 2e-3
+
+
+def simt_matmul(m: int | None, n: int, k: int) -> tvm.IRModule:
+    """(a): the matmul tiled for CUDA cores (see the module docstring), guards of its non-dividing splits kept.
+    The allocations are compacted before the pipeline with ``is_strict=False`` (TVM's pipeline runs the same
+    passes again, with no further effect): the strict compaction clips the register tile to ``min(4, m - i)``
+    rows for a symbolic ``m``, a size CUDA code generation refuses (constant-size local allocations only)."""
+    sch = s_tir.Schedule(ms.matmul_fp16_func(m, n, k))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    threads = (SIMT_TILE[0] // SIMT_THREAD_TILE[0], SIMT_TILE[1] // SIMT_THREAD_TILE[1])
+    i_block, i_thread, i_inner = sch.split(i, [None, threads[0], SIMT_THREAD_TILE[0]])
+    j_block, j_thread, j_inner = sch.split(j, [None, threads[1], SIMT_THREAD_TILE[1]])
+    r_outer, r_inner = sch.split(r, [None, SIMT_TILE[2]])
+    sch.reorder(i_block, j_block, i_thread, j_thread, r_outer, r_inner, i_inner, j_inner)
+    for loop, axis in ((i_block, "blockIdx.y"), (j_block, "blockIdx.x"), (i_thread, "threadIdx.y"),
+                       (j_thread, "threadIdx.x")):
+        sch.bind(loop, axis)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "local"), j_thread, preserve_unit_loops=True)
+    for index in (0, 1):
+        shared = sch.cache_read(block, index, "shared")
+        sch.compute_at(shared, r_outer)
+        _, t_y, t_x = sch.split(sch.fuse(*sch.get_loops(shared)[-2:]), [None, *threads])
+        sch.bind(t_y, "threadIdx.y")
+        sch.bind(t_x, "threadIdx.x")
+    sch.decompose_reduction(block, r_outer)
+    return tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation(is_strict=False),
+    ])(sch.mod)
+
+
+def dlight_matmul(m: int | None, n: int, k: int, arch: str) -> tvm.IRModule:
+    """(f): TVM's dlight ``gpu.Matmul`` rule (``gpu.Fallback`` for what it leaves) for ``arch``."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the wmma intrinsics dlight tensorizes with
+    from tvm.s_tir import dlight
+
+    with tvm.target.Target({"kind": "cuda", "arch": arch}):
+        return dlight.ApplyDefaultSchedule(dlight.gpu.Matmul(), dlight.gpu.Fallback())(
+            tvm.IRModule({"main": ms.matmul_fp16_func(m, n, k)}))
+
+
+def divisible_shape(m: int, n: int, k: int) -> tuple[int, int, int]:
+    """The nearest shape of whole thread-block tiles of the tensor-core kernel (M and N multiples of
+    ``BLOCK_TILE``, K of ``BLOCK_K``; ties round up, at least one tile)."""
+    tiles = (*ms.BLOCK_TILE, ms.BLOCK_K)
+    return tuple(max(t, t * math.floor(x / t + 0.5)) for x, t in zip((m, n, k), tiles, strict=True))
+
+
+def kernels(m: int | None, n: int, k: int, arch: str) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
+    """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape (``m=None``: M symbolic; (e) is
+    then the (d) kernel and has no entry)."""
+    result = {"guarded": (lambda: simt_matmul(m, n, k), "default"),
+              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True), MMA_PIPELINE),
+              "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k), MMA_PIPELINE),
+              "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k)), MMA_PIPELINE),
+              "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
+    if m is None:
+        del result["divisible"]
+    return result
+
+
+def cases(quick: bool) -> list[tuple[int | None, int, int]]:
+    """The compiled shapes: the static ones, then N x K with M symbolic."""
+    return [*(QUICK_STATIC_SHAPES if quick else STATIC_SHAPES), (None, *SYMBOLIC_NK)]
+
+
+def shape_text(m: int | None, n: int, k: int) -> str:
+    return f"{'M' if m is None else m}x{n}x{k}"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------------------------ dry run
+
+
+def dry_run(quick: bool, arch: str) -> dict:
+    """Every TVM kernel of the shapes built for ``arch`` (TVM source + nvcc), no GPU."""
+    from tvm_tailsplit.cuda import cuda_source
+
+    rows = []
+    for shape in cases(quick):
+        for column, (build, pipeline) in kernels(*shape, arch).items():
+            built = gpu.nvcc_build(lambda build=build, pipeline=pipeline: cuda_source(build(), arch, pipeline), arch)
+            rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, **built})
+            outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
+                       f"{built['nvcc_seconds']:.1f} s, {built['spills']} spill bytes" if built["compiled"]
+                       else f"FAILED {built['error']}")
+            print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}: {outcome}", flush=True)
+    return {"arch": arch, "quick": quick, "date": now(), "rows": rows,
+            "command": f"python -m bench.bench_tails_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
+
+
+def dry_run_markdown(report: dict) -> str:
+    lines = [f"# CUDA tail-benchmark kernels built for {report['arch']} without a GPU (TVM source + nvcc; nothing "
+             "timed)", "", f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+             "| shape | column | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 8]
+    for row in report["rows"]:
+        head = f"| {row['shape']} | ({LETTERS[row['column']]}) {row['column']} | {row['pipeline']} |"
+        if row["compiled"]:
+            lines.append(f"{head} yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | "
+                         f"{'; '.join(row['ptxas'])} |")
+        else:
+            lines.append(f"{head} NO: {row['error']} | - | - | - | - |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------ on the GPU
+
+
+def cublas(a, b):
+    """(g): cuBLAS through torch.mm, fp32 output where torch has ``out_dtype`` (else fp16 output)."""
+    import torch
+
+    try:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    except TypeError:
+        return torch.mm(a, b)
+
+
+def operands(m: int, n: int, k: int, seed: int) -> tuple:
+    """Fresh random fp16 A and B on the device (uniform in [-1, 1])."""
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return tuple((2 * torch.rand(rows, cols, device="cuda", generator=generator) - 1).half()
+                 for rows, cols in ((m, k), (k, n)))
+
+
+def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool) -> dict:
+    """Every column on one shape: checked against torch's fp32 product, then timed side by side."""
+    import torch
+    import tvm_ffi
+
+    a, b = operands(m, n, k, seed)
+    reference = a.float() @ b.float()
+    divisible = divisible_shape(m, n, k)
+    a_div, b_div = operands(*divisible, seed + 1)
+    row: dict = {"shape": [m, n, k], "m_symbolic": symbolic, "divisible_shape": list(divisible),
+                 "useful_work": m * n * k / math.prod(divisible), "errors": {}, "all_written": {}}
+    runners = {}
+    for column in COLUMNS:
+        if column == "cuBLAS":
+            out = cublas(a, b)
+            row["cublas_output"] = str(out.dtype)
+            runners[column] = lambda a=a, b=b: cublas(a, b)
+            row["errors"][column], row["all_written"][column] = gpu.relative_error(out, reference), True
+            continue
+        function = executables["tailsplit" if column == "divisible" and symbolic else column]["main"]
+        left, right = (a_div, b_div) if column == "divisible" else (a, b)
+        out = torch.full((left.shape[0], right.shape[1]), math.nan, device="cuda")
+        views = [tvm_ffi.from_dlpack(t) for t in (left, right, out)]
+        function(*views)
+        torch.cuda.synchronize()
+        want = reference if column != "divisible" else left.float() @ right.float()
+        row["errors"][column] = gpu.relative_error(out, want)
+        row["all_written"][column] = bool(torch.isfinite(out).all().item())
+        runners[column] = lambda function=function, views=views: function(*views)
+    seconds = {column: statistics.median(times) for column, times in gpu.timed_rounds(runners, rounds).items()}
+    seconds["divisible"] *= row["useful_work"]
+    row["us"] = {column: s * 1e6 for column, s in seconds.items()}
+    row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}
+    d = seconds["tailsplit"]
+    row["ratios"] = {"d/a": seconds["guarded"] / d, "d/b": seconds["pad_einsum"] / d,
+                     "d/e": d / seconds["divisible"], "d/f": seconds["dlight"] / d, "d/g": seconds["cuBLAS"] / d}
+    tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
+                 else TOLERANCE for column in COLUMNS}
+    row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
+    return row
+
+
+def run(quick: bool) -> dict:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # the reference: fp32 products and sums
+    rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
+    arch = gpu.device_arch()
+    target = tvm.target.Target({"kind": "cuda", "arch": arch})
+    info = gpu.gpu_machine()
+    print(f"machine: {info}", flush=True)
+    rows, compile_seconds = [], {}
+    for seed, shape in enumerate(cases(quick)):
+        executables = {}
+        for column, (build, pipeline) in kernels(*shape, arch).items():
+            start = time.perf_counter()
+            executables[column] = tvm.compile(build(), target=target, tir_pipeline=pipeline)
+            compile_seconds[f"{shape_text(*shape)} {column}"] = time.perf_counter() - start
+        m, n, k = shape
+        for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
+            row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None)
+            rows.append(row)
+            print(f"{shape_text(*shape)} M={m_value}: " + " ".join(f"({LETTERS[c]}) {row['us'][c]:.1f}us "
+                  f"{row['tflops'][c]:.1f}TF" for c in COLUMNS) + f" ratios {row['ratios']} ok={row['ok']}",
+                  flush=True)
+    return {"machine": info, "rounds": rounds, "quick": quick, "rows": rows, "compile_seconds": compile_seconds,
+            "command": f"python -m bench.bench_tails_cuda{' --quick' if quick else ''}"}
+
+
+def markdown(report: dict) -> str:
+    info = report["machine"]
+    lines = [
+        "# CUDA tail benchmark: TailSplit + tensor cores against TVM's guarded, padded and dlight kernels and cuBLAS",
+        "", f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
+        f"{info['cuda']}), TVM {info['tvm']}. fp16 A and B, fp32 C; every time is the median of {report['rounds']} "
+        "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
+        "to whole thread-block tiles + the tensor-core schedule; (d) TailSplit + tensorize (tailsplit_mma); (e) "
+        "the (d) kernel on the nearest divisible shape, time x useful work; (f) dlight gpu.Matmul; (g) cuBLAS "
+        "(torch.mm). Rows `M=..` with M symbolic: one kernel per column for every M. Ratios: d/x = time(x) / "
+        f"time(d), d/e = time(d) / time(e). Command: `{report['command']}`.", "",
+        "| shape | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in COLUMNS)
+        + " | d/a | d/b | d/e | d/f | d/g | ok | max error |", "|" + "---|" * (len(COLUMNS) + 8)]
+    for row in report["rows"]:
+        m, n, k = row["shape"]
+        shape = f"{'M=' if row['m_symbolic'] else ''}{m}x{n}x{k}"
+        cells = " | ".join(f"{row['us'][c]:.1f} / {row['tflops'][c]:.1f}" for c in COLUMNS)
+        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("d/a", "d/b", "d/e", "d/f", "d/g"))
+        lines.append(f"| {shape} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
+                     f"{max(row['errors'].values()):.1e} |")
+    outputs = sorted({row["cublas_output"] for row in report["rows"]})
+    lines += ["", f"cuBLAS output dtype: {', '.join(outputs)}. Compile seconds (tvm.compile on the GPU machine): "
+              + ", ".join(f"{name} {s:.1f}" for name, s in report["compile_seconds"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark with the options ``argv`` (None: none, the full run, as ``bench.run_all`` calls it)."""
+    args = gpu.parser("bench_tails_cuda", (__doc__ or "").split("\n\n")[0]).parse_args([] if argv is None else argv)
+    if args.dry_run:
+        report = dry_run(args.quick, args.arch)
+        gpu.write_results("tails_cuda_dry_run", args.quick, report, dry_run_markdown(report))
+        return
+    reason = gpu.skip_reason(("torch",))
+    if reason:
+        print(f"bench_tails_cuda skipped: {reason}; nothing written")
+        return
+    report = run(args.quick)
+    gpu.write_results("tails_cuda", args.quick, report, markdown(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,141 @@
+"""The GPU benchmarks (bench_fft_cuda, bench_tails_cuda): without a GPU they say so and write nothing (also under
+`make bench`, which imports every benchmark: torch and cupy are imported on use); `--dry-run --quick` builds
+their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul; on a GPU, `--quick` writes rows
+that pass their error checks."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tvm
+
+from bench import bench_fft_cuda, bench_tails_cuda, cli
+from tvm_tailsplit import cuda
+from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
+
+ROOT = pathlib.Path(__file__).parent.parent
+BENCHMARKS = {"fft_cuda": bench_fft_cuda, "tails_cuda": bench_tails_cuda}
+
+
+@pytest.fixture
+def results(monkeypatch, tmp_path):
+    """The benchmarks' results folder, redirected to an empty temporary one."""
+    monkeypatch.setattr(cli, "RESULTS", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("stem", BENCHMARKS)
+@pytest.mark.parametrize("argv", [[], ["--quick"]], ids=["full", "quick"])
+def test_without_a_gpu_the_benchmark_says_so_and_writes_nothing(stem, argv, results, monkeypatch, capsys):
+    monkeypatch.setattr(cuda, "gpu_available", lambda: False)
+    BENCHMARKS[stem].main(argv)
+    assert capsys.readouterr().out == (f"bench_{stem} skipped: no GPU (tvm_tailsplit.cuda.gpu_available() is "
+                                       "false); nothing written\n")
+    assert not list(results.rglob("*"))
+
+
+def test_a_missing_module_is_a_reason_to_skip(monkeypatch):
+    from bench import gpu
+
+    monkeypatch.setattr(cuda, "gpu_available", lambda: True)
+    assert gpu.skip_reason(("numpy", "no_such_module_x")) == "missing Python module(s) no_such_module_x"
+    assert gpu.skip_reason(("numpy",)) is None
+
+
+@pytest.mark.skipif(cuda.gpu_available(), reason="on a GPU, run_all would run the benchmarks")
+def test_run_all_runs_both_without_a_gpu_and_writes_nothing():
+    paths = [ROOT / "bench" / "results" / sub / f"{stem}.{ext}" for stem in BENCHMARKS for ext in ("json", "md")
+             for sub in ("", "quick")]
+    before = {path: path.stat().st_mtime_ns if path.exists() else None for path in paths}
+    result = subprocess.run([sys.executable, "-m", "bench.run_all", "--quick", "bench_fft_cuda", "bench_tails_cuda"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("skipped: no GPU") == 2
+    assert before == {path: path.stat().st_mtime_ns if path.exists() else None for path in paths}
+
+
+def test_divisible_shape_rule():
+    assert bench_tails_cuda.divisible_shape(4000, 4000, 4000) == (3968, 3968, 4000)
+    assert bench_tails_cuda.divisible_shape(127, 255, 129) == (128, 256, 128)
+    assert bench_tails_cuda.divisible_shape(1, 4096, 4096) == (128, 4096, 4096)
+    assert bench_tails_cuda.divisible_shape(1000, 4096, 4096) == (1024, 4096, 4096)
+
+
+def test_sanitized_plans_have_the_breakdowns_they_are_named_after():
+    kinds = {"single codelet": "Codelet", "Cooley-Tukey": "CooleyTukey", "Rader": "Rader", "Bluestein": "Bluestein",
+             "multi-kernel": "CooleyTukey"}
+    for label, (kind, n, dtype, batch) in bench_fft_cuda.SANITIZE_PLANS.items():
+        plan = bench_fft_cuda.make_plan(kind, n, dtype, batch, "sm_90")
+        assert type(plan.tree).__name__ == kinds[label], (label, plan.tree)
+        assert (plan.kernels > 1) == (label == "multi-kernel"), (label, plan.kernels)
+
+
+@pytest.mark.parametrize("m", [33, None], ids=["M=33", "M symbolic"])
+def test_guarded_cuda_core_kernel_means_the_matmul(m):
+    """(a) on llvm (threads as serial loops, shared buffers global): 33 x 70 x 45, no dimension a multiple of its
+    tile; with M symbolic, one function run with M = 33."""
+    mod = cuda_schedule_for_llvm(bench_tails_cuda.simt_matmul(m, 70, 45))
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (33, 45)).astype("float16"), rng.uniform(-1, 1, (45, 70)).astype("float16")
+    got = run_guarded(tvm.compile(mod, target="llvm"), mod["main"], [a, b, np.zeros((33, 70), "float32")], {})[-1]
+    np.testing.assert_allclose(got, a.astype("float32") @ b.astype("float32"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+def test_fft_dry_run_builds_every_quick_plan(results):
+    bench_fft_cuda.main(["--dry-run", "--quick"])
+    report = json.loads((results / "quick" / "fft_cuda_dry_run.json").read_text())
+    assert [row["row"] for row in report["rows"]] == [
+        bench_fft_cuda.row_name(*row) for row in bench_fft_cuda.ROWS
+        if bench_fft_cuda.row_name(*row) in bench_fft_cuda.QUICK_ROWS]
+    for row in report["rows"]:
+        assert row["compiled"], row
+        assert row["kernels"] >= row["plan_kernels"] >= 1 and row["spills"] == 0
+    assert "c2c:65536" in (results / "quick" / "fft_cuda_dry_run.md").read_text()
+
+
+@pytest.mark.nvcc
+def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
+    """One static shape (the M-symbolic kernels compile the same schedules, and take longer)."""
+    monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [(127, 255, 129)])
+    bench_tails_cuda.main(["--dry-run", "--quick"])
+    report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
+    assert [row["column"] for row in report["rows"]] == ["guarded", "pad_einsum", "tailsplit", "divisible", "dlight"]
+    for row in report["rows"]:
+        assert row["compiled"] and row["spills"] == 0, row
+    mma = [row for row in report["rows"] if row["pipeline"] == "tailsplit_mma"]
+    # the tensor-core kernels: the matmul and, where C is padded, its copy back to C
+    assert [row["kernels"] for row in mma] == [2, 2, 1]
+
+
+# ------------------------------------------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+def test_fft_quick_run_on_the_gpu(results):
+    pytest.importorskip("torch")
+    pytest.importorskip("cupy")
+    bench_fft_cuda.main(["--quick"])
+    report = json.loads((results / "quick" / "fft_cuda.json").read_text())
+    assert sorted(row["row"] for row in report["rows"]) == sorted(bench_fft_cuda.QUICK_ROWS)
+    for row in report["rows"]:
+        assert row["ok"] and row["all_written"], row
+        assert row["error_vs_cufft"] < 1e-4, row
+        assert all(us > 0 for us in row["us"].values())
+    assert report["convolution"]["ok"] and report["machine"]["gpu"]
+
+
+@pytest.mark.gpu
+def test_tails_quick_run_on_the_gpu(results):
+    pytest.importorskip("torch")
+    bench_tails_cuda.main(["--quick"])
+    report = json.loads((results / "quick" / "tails_cuda.json").read_text())
+    shapes = [tuple(row["shape"]) for row in report["rows"]]
+    assert shapes == [*bench_tails_cuda.QUICK_STATIC_SHAPES, *((m, *bench_tails_cuda.SYMBOLIC_NK)
+                                                               for m in bench_tails_cuda.QUICK_SYMBOLIC_MS)]
+    for row in report["rows"]:
+        assert row["ok"], row
+        assert set(row["us"]) == set(bench_tails_cuda.COLUMNS)
