@@ -1,7 +1,7 @@
-"""The GPU benchmarks (bench_fft_cuda, bench_tails_cuda): without a GPU they say so and write nothing (also under
-`make bench`, which imports every benchmark: torch and cupy are imported on use); `--dry-run --quick` builds
-their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul; on a GPU, `--quick` writes rows
-that pass their error checks."""
+"""The GPU benchmarks (bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda): without a GPU they say so and
+write nothing (also under `make bench`, which imports every benchmark: torch and cupy are imported on use);
+`--dry-run --quick` builds their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul; on a
+GPU, `--quick` writes rows that pass their error checks."""
 
 import json
 import pathlib
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import tvm
 
-from bench import bench_fft_cuda, bench_tails_cuda, cli
+from bench import bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda, cli
 from tvm_tailsplit import cuda
 from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
 
 ROOT = pathlib.Path(__file__).parent.parent
-BENCHMARKS = {"fft_cuda": bench_fft_cuda, "tails_cuda": bench_tails_cuda}
+BENCHMARKS = {"fft_cuda": bench_fft_cuda, "tails_cuda": bench_tails_cuda, "warpspec_cuda": bench_warpspec_cuda}
 
 
 @pytest.fixture
@@ -46,14 +46,15 @@ def test_a_missing_module_is_a_reason_to_skip(monkeypatch):
 
 
 @pytest.mark.skipif(cuda.gpu_available(), reason="on a GPU, run_all would run the benchmarks")
-def test_run_all_runs_both_without_a_gpu_and_writes_nothing():
+def test_run_all_runs_them_without_a_gpu_and_writes_nothing():
     paths = [ROOT / "bench" / "results" / sub / f"{stem}.{ext}" for stem in BENCHMARKS for ext in ("json", "md")
              for sub in ("", "quick")]
     before = {path: path.stat().st_mtime_ns if path.exists() else None for path in paths}
-    result = subprocess.run([sys.executable, "-m", "bench.run_all", "--quick", "bench_fft_cuda", "bench_tails_cuda"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    names = [f"bench_{stem}" for stem in BENCHMARKS]
+    result = subprocess.run([sys.executable, "-m", "bench.run_all", "--quick", *names], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("skipped: no GPU") == 2
+    assert result.stdout.count("skipped: no GPU") == len(BENCHMARKS)
     assert before == {path: path.stat().st_mtime_ns if path.exists() else None for path in paths}
 
 
@@ -111,6 +112,15 @@ def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
     assert [row["kernels"] for row in mma] == [2, 2, 1]
 
 
+@pytest.mark.nvcc
+def test_warpspec_dry_run_builds_both_hopper_kernels(results):
+    bench_warpspec_cuda.main(["--dry-run", "--quick"])
+    report = json.loads((results / "quick" / "warpspec_cuda_dry_run.json").read_text())
+    assert [row["column"] for row in report["rows"]] == ["warp_specialized", "ablation"]
+    for row in report["rows"]:
+        assert row["compiled"] and row["spills"] == 0 and row["kernels"] == 1, row
+
+
 # ------------------------------------------------------------------------------------------------- on a GPU
 
 
@@ -139,3 +149,14 @@ def test_tails_quick_run_on_the_gpu(results):
     for row in report["rows"]:
         assert row["ok"], row
         assert set(row["us"]) == set(bench_tails_cuda.COLUMNS)
+
+
+@pytest.mark.gpu
+def test_warpspec_quick_run_on_the_gpu(results):
+    pytest.importorskip("torch")
+    bench_warpspec_cuda.main(["--quick"])
+    report = json.loads((results / "quick" / "warpspec_cuda.json").read_text())
+    assert [tuple(row["shape"]) for row in report["rows"]] == bench_warpspec_cuda.QUICK_SHAPES
+    for row in report["rows"]:
+        assert row["ok"], row
+        assert set(row["tflops"]) == set(bench_warpspec_cuda.COLUMNS)

@@ -1,0 +1,215 @@
+"""Hopper GEMM benchmark (issue #14): the warp-specialized TMA + wgmma GEMM derived by WarpSpecialize against the
+same tiles without warp specialization, TVM's dlight and cuBLAS.
+
+``C[M, N] = A[M, K] @ B[N, K].T``, fp16 inputs (both K-major), fp32 sums and output, shapes ``SHAPES``. Columns:
+
+- ``warp_specialized``: ``examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA producer warpgroup
+  and two wgmma consumer warpgroups) through ``WarpSpecialize("cuda", hopper=True)``;
+- ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
+  warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
+- ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation;
+- ``cuBLAS``: ``torch.mm(A, B.T)`` with fp32 output (``out_dtype`` where torch has it; else fp16, recorded).
+
+Timing as ``bench.gpu`` says (side by side, medians of the rounds); TFLOP/s = 2·M·N·K / time. Every column's output
+is checked against torch's fp32 product (TF32 off), the output poisoned with NaN first. Targets of the issue:
+warp-specialized >= 0.8x cuBLAS at 4096^3 and 8192^3, >= 1.1x the ablation, no shape below 0.6x cuBLAS.
+
+``--dry-run`` needs no GPU: it builds the two Hopper kernels of every shape (TVM + nvcc for sm_90a) and records
+ptxas' figures. Run: ``make bench`` (without a GPU or torch it prints why and writes nothing) or
+``python -m bench.bench_warpspec_cuda [--quick]``; results: bench/results/warpspec_cuda.json and .md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import tvm
+from tvm import te
+
+from bench import gpu
+from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.warpspec import (
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    examples,
+    unspecialized_hopper_kernel,
+)
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (8192, 8192, 2048)]
+QUICK_SHAPES = [(1024, 1024, 1024)]
+COLUMNS = ("warp_specialized", "ablation", "dlight", "cuBLAS")
+HOPPER_ARCH = "sm_90a"  # wgmma and setmaxnreg need the architecture-specific target
+TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 products
+FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
+
+
+def nt_matmul(m: int, n: int, k: int) -> tvm.tirx.PrimFunc:
+    """``C = A @ B.T`` (A m x k, B n x k fp16, C fp32) from TE, for dlight."""
+    a = te.placeholder((m, k), "float16", name="A")
+    b = te.placeholder((n, k), "float16", name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r),
+                   name="C")
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
+
+
+def hopper_modules(m: int, n: int, k: int) -> dict[str, Callable[[], tvm.IRModule]]:
+    """Column -> builder of the two Hopper kernels of one shape."""
+    return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(
+                tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)})),
+            "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(
+                examples.hopper_gemm_kernel(m, n, k))})}
+
+
+def dlight_module(m: int, n: int, k: int, arch: str) -> tvm.IRModule:
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the intrinsics dlight tensorizes with
+    from tvm.s_tir import dlight
+
+    with tvm.target.Target({"kind": "cuda", "arch": arch}):
+        return dlight.ApplyDefaultSchedule(dlight.gpu.Matmul(), dlight.gpu.Fallback())(
+            tvm.IRModule({"main": nt_matmul(m, n, k)}))
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def dry_run(quick: bool) -> dict:
+    """The Hopper kernels of every shape built for sm_90a without a GPU."""
+    rows = []
+    for shape in QUICK_SHAPES if quick else SHAPES:
+        for column, build in hopper_modules(*shape).items():
+            built = gpu.nvcc_build(lambda build=build: cuda_source(build(), HOPPER_ARCH, WARP_SPECIALIZED_PIPELINE),
+                                   HOPPER_ARCH)
+            rows.append({"shape": list(shape), "column": column, **built})
+            print(f"{shape} {column}: {built.get('ptxas', built.get('error'))}", flush=True)
+    return {"arch": HOPPER_ARCH, "quick": quick, "date": now(), "rows": rows,
+            "command": f"python -m bench.bench_warpspec_cuda --dry-run{' --quick' if quick else ''}"}
+
+
+def dry_run_markdown(report: dict) -> str:
+    lines = [f"# Hopper GEMM kernels built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
+             f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+             "| shape | column | compiled | TVM s | nvcc s | ptxas |", "|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        shape = "x".join(map(str, row["shape"]))
+        if row["compiled"]:
+            lines.append(f"| {shape} | {row['column']} | yes | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} "
+                         f"| {'; '.join(row['ptxas'])} |")
+        else:
+            lines.append(f"| {shape} | {row['column']} | NO: {row['error']} | - | - | - |")
+    return "\n".join(lines) + "\n"
+
+
+def cublas_nt(a, b):
+    import torch
+
+    try:
+        return torch.mm(a, b.t(), out_dtype=torch.float32)
+    except TypeError:
+        return torch.mm(a, b.t())
+
+
+def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int) -> dict:
+    import torch
+    import tvm_ffi
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    a, b = ((2 * torch.rand(rows, k, device="cuda", generator=generator) - 1).half() for rows in (m, n))
+    reference = a.float() @ b.float().t()
+    row: dict = {"shape": [m, n, k], "errors": {}, "all_written": {}}
+    runners = {}
+    for column in COLUMNS:
+        if column == "cuBLAS":
+            out = cublas_nt(a, b)
+            row["cublas_output"] = str(out.dtype)
+            runners[column] = lambda: cublas_nt(a, b)
+            row["errors"][column], row["all_written"][column] = gpu.relative_error(out, reference), True
+            continue
+        function = executables[column]["main"]
+        out = torch.full((m, n), math.nan, device="cuda")
+        views = [tvm_ffi.from_dlpack(t) for t in (a, b, out)]
+        function(*views)
+        torch.cuda.synchronize()
+        row["errors"][column] = gpu.relative_error(out, reference)
+        row["all_written"][column] = bool(torch.isfinite(out).all().item())
+        runners[column] = lambda function=function, views=views: function(*views)
+    seconds = {column: statistics.median(times) for column, times in gpu.timed_rounds(runners, rounds).items()}
+    row["us"] = {column: s * 1e6 for column, s in seconds.items()}
+    row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}
+    specialized = seconds["warp_specialized"]
+    row["ratios"] = {"vs_cublas": seconds["cuBLAS"] / specialized, "vs_ablation": seconds["ablation"] / specialized,
+                     "vs_dlight": seconds["dlight"] / specialized}
+    tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
+                 else TOLERANCE for column in COLUMNS}
+    row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
+    return row
+
+
+def run(quick: bool) -> dict:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
+    target = tvm.target.Target({"kind": "cuda", "arch": HOPPER_ARCH})
+    info = gpu.gpu_machine()
+    rows, compile_seconds = [], {}
+    for seed, shape in enumerate(QUICK_SHAPES if quick else SHAPES):
+        executables = {}
+        builders = {**hopper_modules(*shape), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
+        for column, build in builders.items():
+            start = time.perf_counter()
+            pipeline = "default" if column == "dlight" else WARP_SPECIALIZED_PIPELINE
+            executables[column] = tvm.compile(build(), target=target, tir_pipeline=pipeline)
+            compile_seconds[f"{'x'.join(map(str, shape))} {column}"] = time.perf_counter() - start
+        row = measure_shape(executables, *shape, rounds, seed)
+        rows.append(row)
+        print(f"{shape}: " + " ".join(f"{c} {row['tflops'][c]:.0f} TF" for c in COLUMNS)
+              + f" {row['ratios']} ok={row['ok']}", flush=True)
+    return {"machine": info, "rounds": rounds, "quick": quick, "rows": rows, "compile_seconds": compile_seconds,
+            "command": f"python -m bench.bench_warpspec_cuda{' --quick' if quick else ''}"}
+
+
+def markdown(report: dict) -> str:
+    info = report["machine"]
+    lines = ["# Hopper GEMM: WarpSpecialize (TMA + wgmma) against its ablation, TVM dlight and cuBLAS", "",
+             f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
+             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds. "
+             f"Command: `{report['command']}`.", "",
+             "| shape | " + " | ".join(f"{c} TFLOP/s" for c in COLUMNS)
+             + " | vs cuBLAS | vs ablation | vs dlight | ok | max error |", "|" + "---|" * (len(COLUMNS) + 6)]
+    for row in report["rows"]:
+        cells = " | ".join(f"{row['tflops'][c]:.1f}" for c in COLUMNS)
+        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("vs_cublas", "vs_ablation", "vs_dlight"))
+        lines.append(f"| {'x'.join(map(str, row['shape']))} | {cells} | {ratios} | "
+                     f"{'yes' if row['ok'] else 'NO'} | {max(row['errors'].values()):.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark with the options ``argv`` (None: the full run, as ``bench.run_all`` calls it)."""
+    args = gpu.parser("bench_warpspec_cuda", (__doc__ or "").split("\n\n")[0]).parse_args(
+        [] if argv is None else argv)
+    if args.dry_run:
+        report = dry_run(args.quick)
+        gpu.write_results("warpspec_cuda_dry_run", args.quick, report, dry_run_markdown(report))
+        return
+    reason = gpu.skip_reason(("torch",))
+    if reason:
+        print(f"bench_warpspec_cuda skipped: {reason}; nothing written")
+        return
+    if gpu.device_arch() != "sm_90":
+        print(f"bench_warpspec_cuda skipped: the Hopper kernels need sm_90 (this GPU is {gpu.device_arch()})")
+        return
+    report = run(args.quick)
+    gpu.write_results("warpspec_cuda", args.quick, report, markdown(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
