@@ -19,9 +19,19 @@ from tvm import s_tir, te
 
 from bench import cli
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, gpu_available, nvcc_available
-from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, analyze, check, examples
+from tvm_tailsplit.warpspec import (
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    analyze,
+    check,
+    examples,
+    tile_plan,
+    transaction_protocol,
+    unspecialized_hopper_kernel,
+)
 from tvm_tailsplit.warpspec.channels import allocate_channels
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE
+from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -70,6 +80,35 @@ def static_figures(name: str) -> dict:
             usage = compile_cuda_source(cuda_source(mod, arch, tir_pipeline=WARP_SPECIALIZED_PIPELINE), arch)[0]
             figures["ptxas"][arch] = {"registers": usage.registers, "barriers": usage.barriers,
                                       "shared_memory_bytes": usage.shared_memory_bytes}
+    return figures
+
+
+def hopper_figures() -> dict:
+    """The Hopper form of `examples.hopper_gemm_kernel`: synchronization operations per tile before and after the
+    transaction rewrite, the check of the transaction protocol, and ptxas' figures (sm_90a) of the warp-specialized
+    kernel and of its ablation."""
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 6, stages=3))
+    tiles = tile_plan(analysis.tree)
+    protocol = transaction_protocol(analysis.protocol, tiles)
+    in_loop = [task.name for loop in analysis.tree.loops() for task in loop.children if hasattr(task, "role")]
+    figures = {
+        "kernel": "Hopper GEMM (128x256x64 tiles, TMA producer + 2 wgmma warpgroups; checked at 3 stages, 6 tiles)",
+        "sync_ops_per_tile_sequential_commits": sum(len(analysis.protocol.ops.get(t, ())) for t in in_loop),
+        "sync_ops_per_tile_transactions": sum(len(protocol.ops.get(t, ())) for t in in_loop),
+        "tx_bytes_per_tile": [op.tx_bytes for ops in protocol.ops.values() for op in ops if op.tx_copies],
+        "check": "safe" if (report := check(protocol)).ok else report.describe(),
+        "check_states": report.states,
+        "setmaxnreg": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(2)},
+        "ptxas_sm_90a": {},
+    }
+    if nvcc_available():
+        func = examples.hopper_gemm_kernel(4096, 4096, None)
+        modules = {"warp_specialized": WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func})),
+                   "ablation": tvm.IRModule({"main": unspecialized_hopper_kernel(func)})}
+        for name, mod in modules.items():
+            usage = compile_cuda_source(cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE),
+                                        "sm_90a")[0]
+            figures["ptxas_sm_90a"][name] = {"registers": usage.registers, "spill_bytes": usage.spill_store_bytes}
     return figures
 
 
@@ -145,6 +184,16 @@ def _markdown(results: dict) -> str:
     ptxas = [f"{u['registers']}/{u['barriers']}/{u['shared_memory_bytes']}" if (u := baseline["ptxas"].get(a))
              else "-" for a in ARCHS]
     lines.append(f"| {baseline['kernel']} | - | - | - | - | - | - | - | - | {ptxas[0]} | {ptxas[1]} |")
+    hopper = results["hopper"]
+    ptxas = "; ".join(f"{name} {u['registers']} registers, {u['spill_bytes']} spill bytes"
+                      for name, u in hopper["ptxas_sm_90a"].items()) or "-"
+    lines += ["", "## Hopper form (`WarpSpecialize(\"cuda\", hopper=True)`)", "",
+              f"{hopper['kernel']}: sync ops per tile {hopper['sync_ops_per_tile_sequential_commits']} with "
+              f"sequential commits, {hopper['sync_ops_per_tile_transactions']} with one `expect_tx` transaction "
+              f"({hopper['tx_bytes_per_tile']} bytes) shared by both consumer warpgroups; check: {hopper['check']} "
+              f"({hopper['check_states']} states); setmaxnreg producer {hopper['setmaxnreg']['producer']} / consumers "
+              f"{hopper['setmaxnreg']['consumer']}; sm_90a ptxas (launch bound = register file / threads): {ptxas}. "
+              "Timings: `bench_warpspec_cuda` on a GPU."]
     return "\n".join(lines) + "\n"
 
 
@@ -158,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         "nvcc": nvcc_available(),
         "kernels": [static_figures(name) for name in KERNELS],
         "baseline": baseline_figures(),
+        "hopper": hopper_figures(),
     }
     json_path, md_path = cli.result_paths("warpspec", args.quick)
     json_path.write_text(json.dumps(results, indent=2) + "\n")
