@@ -34,6 +34,10 @@ EXPECTED_OUTPUT = {
         "redundant, removed (4): c2->p4, c1->p7, c4->p7, c5->p7",
         "protocol is safe",
         "race",
+        "TMA load load_B: 256x64 B -> B_ring, 32768 bytes",
+        "expect_tx 49152 bytes from load_A, load_B",
+        "expect_tx -32768 bytes: ['race', 'transaction bytes']",
+        "cp_async_bulk_tensor",
     ],
 }
 
