@@ -1,9 +1,11 @@
-"""The README's TailSplit example runs as written and its operator computes ``A * B`` for every length."""
+"""The README's TailSplit example runs as written and its operator computes ``A * B`` for every length; its
+WarpSpecialize examples run (llvm result against numpy, the CUDA and Hopper forms compiled)."""
 
 import pathlib
 import re
 
 import numpy as np
+import pytest
 import tvm
 
 README = pathlib.Path(__file__).parent.parent / "README.md"
@@ -26,3 +28,18 @@ def test_readme_tailsplit_example_runs_and_computes_the_product():
         z = tvm.runtime.tensor(np.zeros(n, "float32"))
         executable["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(y), z)
         np.testing.assert_array_equal(z.numpy(), x * y)
+
+
+@pytest.mark.nvcc
+def test_readme_warpspecialize_examples_run():
+    """Both code blocks of "Using WarpSpecialize" (llvm, CUDA, and the Hopper form), run in one namespace."""
+    section = README.read_text().split("## Using WarpSpecialize", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+    a, b, c = (namespace[name] for name in ("a", "b", "c"))
+    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32"), rtol=1e-3, atol=1e-3)
+    assert "wgmma" in namespace["ex"].mod.imports[0].inspect_source()
+    assert namespace["ablation"].attrs["global_symbol"] == "gemm"
