@@ -174,16 +174,6 @@ def dry_run_markdown(report: dict) -> str:
 # ------------------------------------------------------------------------------------------------ on the GPU
 
 
-def cublas(a, b):
-    """(g): cuBLAS through torch.mm, fp32 output where torch has ``out_dtype`` (else fp16 output)."""
-    import torch
-
-    try:
-        return torch.mm(a, b, out_dtype=torch.float32)
-    except TypeError:
-        return torch.mm(a, b)
-
-
 def operands(m: int, n: int, k: int, seed: int) -> tuple:
     """Fresh random fp16 A and B on the device (uniform in [-1, 1])."""
     import torch
@@ -207,9 +197,9 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     runners = {}
     for column in COLUMNS:
         if column == "cuBLAS":
-            out = cublas(a, b)
+            out = gpu.cublas_mm(a, b)
             row["cublas_output"] = str(out.dtype)
-            runners[column] = lambda a=a, b=b: cublas(a, b)
+            runners[column] = lambda a=a, b=b: gpu.cublas_mm(a, b)
             row["errors"][column], row["all_written"][column] = gpu.relative_error(out, reference), True
             continue
         function = executables["tailsplit" if column == "divisible" and symbolic else column]["main"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import cli
 
-__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "device_arch", "gpu_machine", "nvcc_build", "parser",
+__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "cublas_mm", "device_arch", "gpu_machine", "nvcc_build", "parser",
            "relative_error", "skip_reason", "timed_rounds", "write_results"]
 
 # rounds of side-by-side timings per row (the tables show medians); a quick run keeps the same count
@@ -102,6 +102,16 @@ def timed_rounds(runners: dict[str, Callable[[], Any]], rounds: int) -> dict[str
         for name, run in runners.items():
             seconds[name].append(seconds_per_call(run, calls[name]))
     return seconds
+
+
+def cublas_mm(a: Any, b: Any) -> Any:
+    """cuBLAS through ``torch.mm(a, b)`` with fp32 output where torch has ``out_dtype`` (else fp16 output)."""
+    import torch
+
+    try:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    except TypeError:
+        return torch.mm(a, b)
 
 
 def relative_error(got: Any, want: Any) -> float:

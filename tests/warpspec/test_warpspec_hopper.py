@@ -160,24 +160,27 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
 
 
+def _assert_gemm_on_the_gpu(func, m: int, n: int, k: int, seed: int) -> None:
+    """Compile `func` (C = A @ B.T) for sm_90a, run it on GPU 0 and compare with numpy (C poisoned with NaN)."""
+    executable = tvm.compile(tvm.IRModule({"main": func}) if isinstance(func, tvm.tirx.PrimFunc) else func,
+                             target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype("float16")
+    b = rng.standard_normal((n, k)).astype("float16")
+    device = tvm.cuda(0)
+    c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
+    executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
+    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32").T, rtol=2e-3, atol=2e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(256, 512, 256), (512, 512, 1024), (1024, 1024, 4096), (256, 256, 1000),
                                    (128, 256, 72)])
 def test_hopper_gemm_on_the_gpu(m, n, k):
-    specialize = WarpSpecialize("cuda", hopper=True)
     zero_fill = k % 64 != 0  # TMA fills the last K tile past K with zeros
     for kernel_k in (k, None):
         func = examples.hopper_gemm_kernel(m, n, kernel_k, zero_fill_k=zero_fill)
-        mod = specialize(tvm.IRModule({"main": func}))
-        executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-        rng = np.random.default_rng(1)
-        a = rng.standard_normal((m, k)).astype("float16")
-        b = rng.standard_normal((n, k)).astype("float16")
-        device = tvm.cuda(0)
-        c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
-        executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
-        expected = a.astype("float32") @ b.astype("float32").T
-        np.testing.assert_allclose(c.numpy(), expected, rtol=2e-3, atol=2e-2)
+        _assert_gemm_on_the_gpu(WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func})), m, n, k, seed=1)
 
 
 @pytest.mark.nvcc
@@ -237,12 +240,4 @@ def test_ablation_rejects_kernels_it_cannot_pipeline():
 def test_ablation_on_the_gpu(m, n, k):
     zero_fill = k % 64 != 0
     func = unspecialized_hopper_kernel(examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill))
-    executable = tvm.compile(tvm.IRModule({"main": func}), target=cuda_target("sm_90a"),
-                             tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((m, k)).astype("float16")
-    b = rng.standard_normal((n, k)).astype("float16")
-    device = tvm.cuda(0)
-    c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
-    executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
-    np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32").T, rtol=2e-3, atol=2e-2)
+    _assert_gemm_on_the_gpu(func, m, n, k, seed=2)
