@@ -48,7 +48,7 @@ from .multikernel import schedule_cuda_multikernel
 from .passes import PassList
 from .schedule import schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import FFTSpec, check_choice, check_int
+from .spec import KINDS, FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
 from .tuning import ANY_BATCH_SCRATCH_BYTES, CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
 from .variants import Variant, estimate_variant, scratch_bytes
@@ -617,6 +617,8 @@ def plan(
     variant: build exactly this `Variant` (e.g. another plan's `plan.variant`), without rules or search.
     A wrong type raises TypeError, a wrong value ValueError, naming the argument.
     """
+    # kind "conv" is `convolve`'s pipeline, planned by `plan_convolve` with its filter
+    kind = check_choice("kind", kind, KINDS)
     if kind == "c2r" and direction == "forward":
         direction = "backward"
     # every argument is validated (and normalized) before the plan cache hashes it
