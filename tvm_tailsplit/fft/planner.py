@@ -54,7 +54,7 @@ from .tuning import ANY_BATCH_SCRATCH_BYTES, CODELET_LIMIT, CUDA_SHARED_LIMIT, C
 from .variants import Variant, estimate_variant, scratch_bytes
 from .wisdom import lookup, problem_key, record
 
-__all__ = ["Plan", "plan"]
+__all__ = ["CUDA_PIPELINE", "Plan", "plan"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -490,13 +490,13 @@ def _check_in_place(x: np.ndarray, out: np.ndarray) -> None:
 
 
 # CUDA plans place their own barriers (`template`, `pass_barriers`): TVM's default pipeline without ThreadSync
-_CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
+CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
 
 
 def _pipeline(target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()) -> str:
     """The TIR pipeline of a plan: on llvm, `lowering`'s; on CUDA, TVM's default without `ThreadSync` (a one-kernel
     plan has a barrier between consecutive passes and none inside them; multi-kernel plans need none)."""
-    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else _CUDA_PIPELINE
+    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else CUDA_PIPELINE
 
 
 def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()):
