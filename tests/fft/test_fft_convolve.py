@@ -17,6 +17,7 @@ from tvm import s_tir
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
 from tvm_tailsplit.fft.convolve import convolution_length, filter_spectrum
+from tvm_tailsplit.fft.spec import FFTSpec
 from tvm_tailsplit.testing import cuda_schedule_for_llvm, guarded_array, to_tvm
 
 from .fft_reference import random_real
@@ -211,6 +212,11 @@ def test_errors_name_the_argument():
         tfft.plan_convolve(0, h)
     with pytest.raises(ValueError, match="h must be real"):
         tfft.plan_convolve(16, h + 1j)
+    # the pipeline's kind is planned with its filter only
+    with pytest.raises(ValueError, match="kind must be one of 'c2c', 'r2c', 'c2r', got 'conv'"):
+        tfft.plan(16, kind="conv")
+    with pytest.raises(ValueError, match="kind='conv' has direction 'forward' and norm 'backward'"):
+        FFTSpec(16, "conv", norm="ortho")
 
 
 CUDA_PIPELINES = [(64, 3, "float32"), (1000, 2, "float64"), (97, 2, "float32"),  # static shared memory
