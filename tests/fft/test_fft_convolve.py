@@ -256,3 +256,13 @@ def test_convolve_on_the_gpu(case):
     h = random_real((taps,), dtype, seed=taps + 1)
     y = tfft.convolve(x, h, mode=mode, target="cuda")
     assert relative_error(y, reference(x, h, mode)) <= TOLERANCE[dtype]
+
+
+def test_plan_on_tvm_tensors_gives_a_tvm_tensor():
+    h = random_real((5,), "float64", 13)
+    plan = tfft.plan_convolve(48, h, batch=2, dtype="float32")
+    x = random_real((2, 48), "float32", 14)
+    y = plan(tvm.runtime.tensor(x))
+    assert isinstance(y, tvm.runtime.Tensor) and np.array_equal(y.numpy(), plan(x))
+    with pytest.raises(ValueError, match=r"x must be a \(2, 48\) float32 tensor"):
+        plan(tvm.runtime.tensor(x[:, :40].copy()))

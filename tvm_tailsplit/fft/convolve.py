@@ -132,7 +132,7 @@ class ConvolvePlan:
         (batch, n) on the plan's device gives a TVM tensor there."""
         pipeline = self.pipeline
         if isinstance(x, tvm.runtime.Tensor):
-            if tuple(x.shape) != (self.batch, self.n) or x.dtype != self.dtype:
+            if tuple(x.shape) != (self.batch, self.n) or str(x.dtype) != self.dtype:
                 raise ValueError(f"x must be a ({self.batch}, {self.n}) {self.dtype} tensor, got {tuple(x.shape)} "
                                  f"{x.dtype}")
             out = tvm.runtime.empty((self.batch, self.n), self.dtype, x.device)
