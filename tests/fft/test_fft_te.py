@@ -1,11 +1,17 @@
-"""te_fft: the FFT as a TE stage inside a user's TE graph, compiled on llvm and compared to numpy.fft."""
+"""te_fft: the FFT as a TE stage inside a user's TE graph, compiled on llvm and compared to numpy.fft; on CUDA with
+the caller's element-wise producer inlined into the first pass (run on llvm with the threads serialized, compiled
+with nvcc, run on a GPU)."""
 
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import s_tir, te
 
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
 from tvm_tailsplit.fft import te_fft, te_fft_constants
+from tvm_tailsplit.fft.planner import CUDA_PIPELINE
+from tvm_tailsplit.testing import cuda_schedule_for_llvm
 
 from .fft_reference import random_real, relative_error, tolerance
 
@@ -90,6 +96,8 @@ def test_te_fft_constants_lists_tables_of_every_fft_stage_round_trip():
     ((4, 8, 2), {"axis": 2}, "out of range"),
     ((4, 8, 2), {"kind": "r2c", "direction": "backward"}, "direction must be 'forward'"),
     ((4, 8, 2), {"norm": "none"}, "norm must be one of"),
+    ((4, 8, 2), {"target": "rocm"}, "target must be one of"),
+    ((4, 8), {"kind": "conv"}, "kind must be one of"),
 ])
 def test_te_fft_rejects_bad_requests(shape, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -99,3 +107,68 @@ def test_te_fft_rejects_bad_requests(shape, kwargs, message):
 def test_te_fft_rejects_integer_tensors():
     with pytest.raises(ValueError, match="float32 or float64"):
         te_fft(te.placeholder((4, 8, 2), "int32", name="X"))
+
+
+def _cuda_graph(n: int, batch: int, kind: str):
+    """X -> pre (x 0.5) -> te_fft on CUDA -> post (x 2): the module with `pre` inlined into the FFT's first pass and
+    `post` bound to threads of its own kernel, its constants and the reference of x."""
+    real = kind == "r2c"
+    X = te.placeholder((batch, n) if real else (batch, n, 2), "float32", name="X")
+    pre = te.compute(X.shape, lambda *i: X[i] * 0.5, name="pre")
+    Y = te_fft(pre, kind=kind, target="cuda")
+    Z = te.compute(Y.shape, lambda *i: Y[i] * 2.0, name="post")
+    constants = te_fft_constants(Z)
+    func = te.create_prim_func([X, *[c for c, _ in constants], Z]).with_attr("global_symbol", "main")
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    sch.compute_inline(sch.get_sblock("pre"))
+    blocks, threads = sch.split(sch.fuse(*sch.get_loops(sch.get_sblock("post"))), [None, 128])
+    sch.bind(blocks, "blockIdx.x")
+    sch.bind(threads, "threadIdx.x")
+    x = random_real(tuple(int(d) for d in X.shape), "float32")
+    reference = np.fft.rfft(x.astype(np.float64)) if real else np.fft.fft(_as_complex(x.astype(np.float64)))
+    return sch, constants, x, reference, tuple(int(d) for d in Z.shape)
+
+
+@pytest.mark.parametrize(("n", "batch", "kind"), [(1000, 3, "c2c"), (64, 300, "c2c"), (1024, 2, "r2c"),
+                                                  (8191, 1, "c2c")])  # one kernel per pass
+def test_te_fft_on_cuda_with_the_producer_inlined_into_the_first_pass(n, batch, kind):
+    sch, constants, x, reference, shape = _cuda_graph(n, batch, kind)
+    names = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (s_tir.SBlock, lambda block: names.append(block.name_hint)))
+    assert "pre" not in names  # the producer's loads are in the FFT's first pass
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(cuda_schedule_for_llvm(sch.mod), target="llvm")
+    z = tvm.runtime.empty(shape, "float32")
+    executable["main"](tvm.runtime.tensor(x), *[tvm.runtime.tensor(v) for _, v in constants], z)
+    assert relative_error(_as_complex(z.numpy()), reference) <= tolerance(n, "complex64")
+
+
+def test_te_fft_consumer_cannot_be_inlined_into_the_last_pass():
+    # the extern stage's block declares no regions and its passes store whole codelets (see te_op's docstring)
+    sch, *_ = _cuda_graph(64, 2, "c2c")
+    with pytest.raises(tvm.s_tir.ScheduleError, match="reverse-compute-inline"):
+        sch.reverse_compute_inline(sch.get_sblock("post"))
+
+
+@pytest.mark.nvcc
+def test_te_fft_graph_compiles_for_sm80_and_sm90_as_two_kernels():
+    sch, *_ = _cuda_graph(1000, 3, "c2c")
+    for arch in ("sm_80", "sm_90"):
+        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+            source = cuda_source(sch.mod, arch, tir_pipeline=CUDA_PIPELINE)
+        usages = compile_cuda_source(source, arch)
+        # the FFT with the producer fused (shared scratch, barriers between passes) and the consumer
+        assert len(usages) == 2 and all(u.spill_store_bytes == 0 for u in usages)
+        assert sorted(u.barriers for u in usages) == [0, 1]
+
+
+@pytest.mark.gpu
+def test_te_fft_graph_runs_on_the_gpu():
+    sch, constants, x, reference, shape = _cuda_graph(1000, 3, "c2c")
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
+                                 tir_pipeline=CUDA_PIPELINE)
+    dev = tvm.cuda(0)
+    z = tvm.runtime.empty(shape, "float32", dev)
+    executable["main"](tvm.runtime.tensor(x, dev), *[tvm.runtime.tensor(v, dev) for _, v in constants], z)
+    assert relative_error(_as_complex(z.numpy()), reference) <= tolerance(1000, "complex64")

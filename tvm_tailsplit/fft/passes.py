@@ -288,6 +288,28 @@ def _scratch_base(loops: tuple[int, ...], size: int) -> Affine:
     return base
 
 
+def _r2c_pair(em, spectrum: View, roots: int, h: int, k, v):
+    """`(X[k], conj X[n/2-k])` of an r2c transform of even n from the complex transform Z of its n/2 pairs:
+    with a = Z[k] and b = conj Z[n/2-k], E_k = (a + b)/2 and O_k = (a - b)/(2i), they are E_k ± ω_n^k·O_k."""
+    a = em.bind_complex(em.load(spectrum, k, v))
+    b = em.bind_complex(em.conj(em.load(spectrum, h - k, v)))
+    half = em.const(0.5)
+    even = em.bind_complex(em.cscale(em.cadd(a, b), half))
+    diff = em.cscale(em.csub(a, b), half)
+    odd = em.bind_complex(em.cmul(em.constant(roots, k), (diff[1], em.zero - diff[0])))
+    return em.cadd(even, odd), em.csub(even, odd)
+
+
+def _c2r_pair_store(em, spectrum: View, roots: int, h: int, k, a, b, v) -> None:
+    """Store Z[k] and Z[n/2-k] of a c2r transform of even n from a = X[k] and b = conj X[n/2-k]: with
+    s = a + b and r = ω^-k·(a - b), Z[k] = s + i·r and Z[n/2-k] = conj(s) + i·conj(r), since ω^-(n/2-k) = -ω^k
+    (each input is read once, not twice; measured in bench/results/fft_tuning.md)."""
+    total = em.bind_complex(em.cadd(a, b))
+    rotated = em.bind_complex(em.cmul(em.conj(em.constant(roots, k)), em.csub(a, b)))
+    em.store(spectrum, k, (total[0] - rotated[1], total[1] + rotated[0]), v)
+    em.store(spectrum, h - k, (total[0] + rotated[1], rotated[0] - total[1]), v)
+
+
 class _Builder:
     def __init__(self, plan: PassList) -> None:
         self.plan = plan
@@ -454,15 +476,9 @@ class _Builder:
 
         def pairs_body(em, v):
             k = v[0] + 1
-            a = em.bind_complex(em.load(View(spectrum, Affine(), 1), k, v))
-            b = em.bind_complex(em.conj(em.load(View(spectrum, Affine(), 1), h - k, v)))
-            half = em.const(0.5)
-            even = em.bind_complex(em.cscale(em.cadd(a, b), half))
-            # ω_n^k·O_k with O_k = (a - b)/(2i)
-            diff = em.cscale(em.csub(a, b), half)
-            odd = em.bind_complex(em.cmul(em.constant(roots, k), (diff[1], em.zero - diff[0])))
-            em.store(out, k, em.cadd(even, odd), v)
-            em.store(out, h - k, em.conj(em.csub(even, odd)), v)
+            low, high = _r2c_pair(em, View(spectrum, Affine(), 1), roots, h, k, v)
+            em.store(out, k, low, v)
+            em.store(out, h - k, em.conj(high), v)
 
         self.add("r2c_edges", (), (spectrum,), ("output",), edges_body, "r2c X[0], X[n/2] from Z[0]")
         self.add("r2c_pairs", (h // 2,), (spectrum,), ("output",), pairs_body,
@@ -480,16 +496,10 @@ class _Builder:
             em.store(View(spectrum, Affine(), 1), 0, (first + last, first - last), v)
 
         def pairs_body(em, v):
-            # Z[n/2-k] from the same loads: with s = a + b and r = ω^-k·(a - b), Z[k] = s + i·r and
-            # Z[n/2-k] = conj(s) + i·conj(r), since ω^-(n/2-k) = -ω^k (each input is read once, not twice;
-            # measured in bench/results/fft_tuning.md)
             k = v[0] + 1
             a = em.bind_complex(em.load(src, k, v))
             b = em.bind_complex(em.conj(em.load(src, h - k, v)))
-            total = em.bind_complex(em.cadd(a, b))
-            rotated = em.bind_complex(em.cmul(em.conj(em.constant(roots, k)), em.csub(a, b)))
-            em.store(View(spectrum, Affine(), 1), k, (total[0] - rotated[1], total[1] + rotated[0]), v)
-            em.store(View(spectrum, Affine(), 1), h - k, (total[0] + rotated[1], rotated[0] - total[1]), v)
+            _c2r_pair_store(em, View(spectrum, Affine(), 1), roots, h, k, a, b, v)
 
         self.add("c2r_edges", (), ("input",), (spectrum,), edges_body, "c2r Z[0] from X[0], X[n/2] (real parts)")
         self.add("c2r_pairs", (h // 2,), ("input",), (spectrum,), pairs_body,
@@ -524,9 +534,62 @@ class _Builder:
                  "c2r Hermitian extension H[k] = X[k], H[n-k] = conj X[k]")
         self.dft(tree, View(full, Affine(), 1), View("output", Affine(), 1, scale=scale), (), 1)
 
+    def conv_even(self, tree: Breakdown, n: int) -> None:
+        """Circular convolution of even n: the r2c passes up to Z = DFT_{n/2}(x pairs), one fused pass
+        Z' = c2r-pre(r2c-post(Z)·H), the c2r passes from Z'. H (the filter's spectrum divided by n) is the
+        first constant table (offset 0, n/2 + 1 complex values), so the output needs no scale."""
+        h = n // 2
+        spectrum, product = self.plan.new_buffer(h), self.plan.new_buffer(h)
+        filter_table = self.plan.table(("filter", n), lambda: np.zeros(h + 1, np.complex128))
+        self.dft(tree, View("input", Affine(), 1), View(spectrum, Affine(), 1), (), -1)
+        roots = self.plan.twiddle_table(n)
+
+        def edges_body(em, v):
+            re, im = em.load(View(spectrum, Affine(), 1), 0, v)
+            first = em.bind((re + im) * em.constant(filter_table, 0)[0])
+            last = em.bind((re - im) * em.constant(filter_table, h)[0])
+            em.store(View(product, Affine(), 1), 0, (first + last, first - last), v)
+
+        def pairs_body(em, v):
+            k = v[0] + 1
+            low, high = _r2c_pair(em, View(spectrum, Affine(), 1), roots, h, k, v)
+            a = em.bind_complex(em.cmul(low, em.constant(filter_table, k)))
+            b = em.bind_complex(em.cmul(high, em.conj(em.constant(filter_table, h - k))))
+            _c2r_pair_store(em, View(product, Affine(), 1), roots, h, k, a, b, v)
+
+        self.add("conv_edges", (), (spectrum,), (product,), edges_body,
+                 "conv Z'[0] from X[0]·H[0], X[n/2]·H[n/2] (r2c post, product, c2r pre fused)")
+        self.add("conv_pairs", (h // 2,), (spectrum,), (product,), pairs_body,
+                 "conv Z'[k], Z'[n/2-k] = c2r-pre(r2c-post(Z)·H) (r2c post, product, c2r pre fused)")
+        self.dft(tree, View(product, Affine(), 1), View("output", Affine(), 1), (), 1)
+
+    def conv_odd(self, tree: Breakdown, n: int) -> None:
+        """Circular convolution of odd n: the full-length complex transform of the reals, one fused pass
+        Y[k] = X[k]·H[k] with its Hermitian extension Y[n-k] = conj Y[k], the inverse transform to reals."""
+        spectrum, full = self.plan.new_buffer(n), self.plan.new_buffer(n)
+        filter_table = self.plan.table(("filter", n), lambda: np.zeros(n // 2 + 1, np.complex128))
+        self.dft(tree, View("input", Affine(), 1), View(spectrum, Affine(), 1), (), -1)
+
+        def dc_body(em, v):
+            value = em.load(View(spectrum, Affine(), 1), 0, v)[0] * em.constant(filter_table, 0)[0]
+            em.store(View(full, Affine(), 1), 0, (value, em.zero), v)
+
+        def mirror_body(em, v):
+            k = v[0] + 1
+            value = em.bind_complex(em.cmul(em.load(View(spectrum, Affine(), 1), k, v),
+                                            em.constant(filter_table, k)))
+            em.store(View(full, Affine(), 1), k, value, v)
+            em.store(View(full, Affine(), 1), n - k, em.conj(value), v)
+
+        self.add("conv_dc", (), (spectrum,), (full,), dc_body, "conv Y[0] = Re X[0]·H[0]")
+        self.add("conv_mirror", (n // 2,), (spectrum,), (full,), mirror_body,
+                 "conv Y[k] = X[k]·H[k], Y[n-k] = conj Y[k] (r2c keep, product, c2r extension fused)")
+        self.dft(tree, View(full, Affine(), 1), View("output", Affine(), 1), (), 1)
+
 
 def build_passes(kind: str, n: int, sign: int, scale: float, tree_for: Callable[[int], Breakdown]) -> PassList:
-    """The passes of a transform of kind "c2c", "r2c" or "c2r" of logical size n.
+    """The passes of a transform of kind "c2c", "r2c" or "c2r" of logical size n, or of the circular
+    convolution pipeline "conv" (its filter spectrum the first constant table, zeros until the caller's).
 
     `tree_for(size)` returns the breakdown of the complex transform of that size.
     """
@@ -538,6 +601,10 @@ def build_passes(kind: str, n: int, sign: int, scale: float, tree_for: Callable[
         builder.r2c_even(tree_for(n // 2), n, scale)
     elif kind == "r2c":
         builder.r2c_odd(tree_for(n), n, scale)
+    elif kind == "conv" and n % 2 == 0:
+        builder.conv_even(tree_for(n // 2), n)
+    elif kind == "conv":
+        builder.conv_odd(tree_for(n), n)
     elif n % 2 == 0:
         builder.c2r_even(tree_for(n // 2), n, scale)
     else:

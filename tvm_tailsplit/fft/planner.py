@@ -48,13 +48,13 @@ from .multikernel import schedule_cuda_multikernel
 from .passes import PassList
 from .schedule import schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import FFTSpec, check_choice, check_int
+from .spec import KINDS, FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
 from .tuning import ANY_BATCH_SCRATCH_BYTES, CODELET_LIMIT, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT, RADIX_LIMIT
 from .variants import Variant, estimate_variant, scratch_bytes
 from .wisdom import lookup, problem_key, record
 
-__all__ = ["Plan", "plan"]
+__all__ = ["CUDA_PIPELINE", "Plan", "plan"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -490,13 +490,13 @@ def _check_in_place(x: np.ndarray, out: np.ndarray) -> None:
 
 
 # CUDA plans place their own barriers (`template`, `pass_barriers`): TVM's default pipeline without ThreadSync
-_CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
+CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
 
 
 def _pipeline(target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()) -> str:
     """The TIR pipeline of a plan: on llvm, `lowering`'s; on CUDA, TVM's default without `ThreadSync` (a one-kernel
     plan has a barrier between consecutive passes and none inside them; multi-kernel plans need none)."""
-    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else _CUDA_PIPELINE
+    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else CUDA_PIPELINE
 
 
 def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()):
@@ -617,6 +617,8 @@ def plan(
     variant: build exactly this `Variant` (e.g. another plan's `plan.variant`), without rules or search.
     A wrong type raises TypeError, a wrong value ValueError, naming the argument.
     """
+    # kind "conv" is `convolve`'s pipeline, planned by `plan_convolve` with its filter
+    kind = check_choice("kind", kind, KINDS)
     if kind == "c2r" and direction == "forward":
         direction = "backward"
     # every argument is validated (and normalized) before the plan cache hashes it

@@ -9,6 +9,8 @@ hashable and valid. Everything else derives from it:
   c2c is n complex elements in and out, r2c n reals in (read as n/2 complex pairs when n is even) and n//2 + 1
   complex out, c2r the reverse. The strides are checked: an output whose transforms would write over each
   other (e.g. `odist=1` with `batch=2`) is refused, the arguments named;
+* kind "conv" is the circular convolution pipeline of `convolve` (n reals in and out, laid out as r2c's input
+  and c2r's output; direction "forward", norm "backward": the 1/n is in the filter's spectrum);
 * `tree()`: the breakdown of the complex transform (`factor.breakdown`; n/2 points for even real transforms);
 * `passes()`: the passes over memory (`passes.build_passes`), cached per spec.
 """
@@ -27,9 +29,12 @@ from .passes import PassList, build_passes
 from .template import ExternalLayout
 from .tuning import CODELET_LIMIT, RADIX_LIMIT
 
-__all__ = ["DIRECTIONS", "KINDS", "NORMS", "REAL_DTYPES", "FFTSpec", "check_choice", "check_int"]
+__all__ = ["DIRECTIONS", "KINDS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec", "check_choice", "check_int"]
 
 KINDS = ("c2c", "r2c", "c2r")
+# the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
+PIPELINE_KINDS = KINDS + ("conv",)
+_NAMED = {"c2c": "a c2c", "r2c": "an r2c", "c2r": "a c2r", "conv": "a conv"}
 DIRECTIONS = ("forward", "backward")
 NORMS = ("backward", "ortho", "forward")
 REAL_DTYPES = {"complex64": "float32", "complex128": "float64"}
@@ -82,7 +87,7 @@ class FFTSpec:
     def __post_init__(self) -> None:
         normalized = {
             "n": check_int("n", self.n, 1),
-            "kind": check_choice("kind", self.kind, KINDS),
+            "kind": check_choice("kind", self.kind, PIPELINE_KINDS),
             "direction": check_choice("direction", self.direction, DIRECTIONS),
             "norm": check_choice("norm", self.norm, NORMS),
             "dtype": _check_dtype(self.dtype),
@@ -97,6 +102,8 @@ class FFTSpec:
             raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
         if self.kind == "c2r" and self.direction != "backward":
             raise ValueError("direction must be 'backward' for kind='c2r' (the forward is kind='r2c')")
+        if self.kind == "conv" and (self.direction, self.norm) != ("forward", "backward"):
+            raise ValueError("kind='conv' has direction 'forward' and norm 'backward' (its 1/n is in the filter)")
 
     @property
     def real_dtype(self) -> str:
@@ -137,16 +144,17 @@ class FFTSpec:
         half = self.n // 2 + 1
         pairs = "real_pairs" if self.n % 2 == 0 else "real"
         complex_n = ("complex", self.n)
-        in_kind, in_elements = {"c2c": complex_n, "c2r": ("complex", half), "r2c": (pairs, self.n)}[self.kind]
-        out_kind, out_elements = {"c2c": complex_n, "r2c": ("complex", half), "c2r": (pairs, self.n)}[self.kind]
+        reals = (pairs, self.n)
+        in_kind, in_elements = {"c2c": complex_n, "c2r": ("complex", half), "r2c": reals, "conv": reals}[self.kind]
+        out_kind, out_elements = {"c2c": complex_n, "r2c": ("complex", half), "c2r": reals, "conv": reals}[self.kind]
         istride = check_int("istride", istride, 1)
         ostride = check_int("ostride", ostride, 1)
         idist = check_int("idist", in_elements * istride if idist is None else idist, 1)
         odist = check_int("odist", out_elements * ostride if odist is None else odist, 1)
         if in_kind == "real_pairs" and istride != 1:
-            raise ValueError(f"istride must be 1 for an r2c plan of even n, got {istride}")
+            raise ValueError(f"istride must be 1 for {_NAMED[self.kind]} plan of even n, got {istride}")
         if out_kind == "real_pairs" and ostride != 1:
-            raise ValueError(f"ostride must be 1 for a c2r plan of even n, got {ostride}")
+            raise ValueError(f"ostride must be 1 for {_NAMED[self.kind]} plan of even n, got {ostride}")
         output = ExternalLayout(out_kind, out_elements, odist, ostride)
         _check_disjoint(output, batch)
         return ExternalLayout(in_kind, in_elements, idist, istride), output

@@ -3,9 +3,18 @@
 Algorithm: the request is the same validated `spec.FFTSpec` as `plan()`'s, from which the same machinery
 derives the operator (layouts, breakdown →
 passes over memory with derived codelets → the TIR template of `template.build_primfunc`, scheduled for llvm
-by `schedule.schedule_llvm` unless `schedule=False`). The template's body becomes the body of one
-`te.extern` stage, its parameter buffers substituted by the stage's input and output buffers: the stage
-holds one block per pass over memory, and `te.create_prim_func` puts it between the caller's stages.
+by `schedule.schedule_llvm` unless `schedule=False`; for `target="cuda"`, the module of `plan(..., target="cuda")`:
+one kernel with shared scratch and a barrier between passes, or one kernel per pass). The template's body becomes
+the body of one `te.extern` stage, its parameter buffers substituted by the stage's input and output buffers: the
+stage holds one block per pass over memory, and `te.create_prim_func` puts it between the caller's stages.
+
+Fusion with the caller's element-wise stages: a producer is inlined into the loads of the first pass by
+`sch.compute_inline` (its loads are substituted in every block that reads its buffer). A consumer cannot be
+inlined into the stores of the last pass: `sch.reverse_compute_inline` needs the block that writes the
+consumer's input in the consumer's scope, and the extern stage's block declares no regions (the passes are
+blocks of a nested scope); were it declared, its body is not one `BufferStore` (a pass stores every output of its
+codelet, lane groups with a tail have two blocks per pass), which TVM's reverse inlining requires. A consumer is
+its own loop nest (one more kernel on CUDA).
 
 Layout: complex tensors are float tensors with a trailing dimension of 2 (numpy's complex layout). The
 transform runs along `axis` (an axis of the complex shape, i.e. not counting the trailing 2); all other axes
@@ -27,6 +36,7 @@ import tvm_ffi
 from tvm import te
 
 from .passes import PassList
+from .planner import TARGET_KINDS, plan
 from .schedule import choose_lanes, schedule_llvm
 from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int
 from .template import build_primfunc
@@ -96,6 +106,7 @@ def te_fft(
     schedule: bool = True,
     codelet_limit: int = CODELET_LIMIT,
     radix_limit: int = RADIX_LIMIT,
+    target: str = "llvm",
 ) -> te.Tensor:
     """The FFT of `x` along `axis` as a TE tensor (numpy's fft/ifft/rfft/irfft semantics and `norm`).
 
@@ -104,7 +115,9 @@ def te_fft(
     (c2c, r2c) or `2·(length - 1)` (c2r); the length of `axis` must be `n` (c2c, r2c) or `n//2 + 1` (c2r).
     The output has the same layout, with `n//2 + 1` complex elements along `axis` for r2c and `n` real
     ones for c2r. With `schedule`, the passes are vectorized across the batch and parallel over lane groups
-    (llvm); without, the stage's blocks are left for the caller's schedule.
+    (target "llvm"), or bound to CUDA threads as `plan(..., target="cuda")` binds them (target "cuda": compile
+    the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without `ThreadSync`, as the stage
+    has its barriers); without, the stage's blocks are left for the caller's schedule.
     The stage reads constant placeholders: see `te_fft_constants`. Compile the graph with
     `PassContext(config={"tirx.disable_cse_tir": True})` as `plan()` does: the codelets arrive with their
     common subexpressions eliminated, and TIR's CSE pass is quadratic in the size of a codelet.
@@ -115,6 +128,7 @@ def te_fft(
     axis = check_int("axis", axis)
     if not isinstance(schedule, bool):
         raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
+    target = check_choice("target", target, TARGET_KINDS)
     dtype = str(x.dtype)
     if dtype not in VECTOR_LANES:
         raise ValueError(f"x must be float32 or float64 (complex data with a trailing 2), got {dtype}")
@@ -140,10 +154,13 @@ def te_fft(
     flat, batch_dims = _to_batch_last(x, axis, in_complex)
     batch = math.prod(batch_dims)
     input_layout, output_layout = spec.layouts(batch)
-    lanes = choose_lanes(passes, dtype, batch)
-    func = build_primfunc(passes, dtype, batch, lanes, input_layout, output_layout)
-    if schedule:
-        func = schedule_llvm(func, VECTOR_LANES[dtype]).mod["main"]
+    if schedule and target == "cuda":
+        func = plan(n, batch, kind, spec.direction, norm, complex_dtype, "cuda", codelet_limit=codelet_limit,
+                    radix_limit=radix_limit).module["main"]
+    else:
+        func = build_primfunc(passes, dtype, batch, choose_lanes(passes, dtype, batch), input_layout, output_layout)
+        if schedule:
+            func = schedule_llvm(func, VECTOR_LANES[dtype]).mod["main"]
     params = list(func.params)
     constants = _constant_placeholders(passes, dtype)
 
