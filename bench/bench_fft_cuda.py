@@ -17,9 +17,10 @@ before: the error of the generated operator against torch.fft in the same precis
 a complex128 / float64 torch.fft as the reference, the generated and cuFFT errors; a row passes when the
 generated error is at most ``ERROR_FACTOR`` x cuFFT's (or ``ERROR_FLOOR``) and every output element was written.
 
-A fused-convolution row (``irfft(rfft(x) * h_hat)``) times ``tvm_tailsplit.fft.convolve`` where the package has it
-(``not available`` otherwise) against torch's rfft -> multiply -> irfft and the generated r2c plan -> torch
-multiply -> generated c2r plan.
+A fused-convolution row (``irfft(rfft(x) * h_hat)``, circular, ``CONVOLUTION_TAPS`` taps) times
+``tvm_tailsplit.fft.plan_convolve`` (one pipeline, the product fused into the passes around it, output written in
+place) against torch's rfft -> multiply -> irfft and the generated r2c plan -> torch multiply -> generated c2r
+plan.
 
 ``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
 codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
@@ -52,7 +53,8 @@ ROWS = ([("c2c", n, "complex64") for n in (16, 64, 256, 1024, 4096, 16384, 65536
         + [("c2c", n, "complex128") for n in (1024, 65536)])
 QUICK_ROWS = ("c2c:64", "c2c:1024", "c2c:97", "c2c:4099", "c2c:65536", "r2c:1024", "c2c:1024:complex128")
 BATCH_POINTS = 2 ** 23  # points per row: 64 MiB of complex64, beyond the 50 MiB L2 of an H100
-CONVOLUTION_N = 4096  # the fused-convolution row: batch BATCH_POINTS // n real signals of this length
+CONVOLUTION_N = 4096  # the fused-convolution row: batch BATCH_POINTS // n real signals of this length,
+CONVOLUTION_TAPS = 1024  # convolved (circularly) with one real filter of this many taps
 # a row passes when error(generated) <= ERROR_FACTOR * error(cuFFT) (both against a float64 cuFFT), or
 # <= ERROR_FLOOR for its precision (cuFFT can be exact where the generated operator rounds once; for complex128
 # the reference is cuFFT itself, so the floor decides: 5x the unit tests' bound at n = 2^20)
@@ -241,15 +243,16 @@ def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth
 
 
 def measure_convolution(rounds: int, arch: str) -> dict:
-    """The fused-convolution row: ``tvm_tailsplit.fft.convolve`` (when the package has it) against torch's rfft ->
-    multiply -> irfft and the generated r2c -> torch multiply -> generated c2r; errors against torch's."""
+    """The fused-convolution row: ``tvm_tailsplit.fft.plan_convolve`` against torch's rfft -> multiply -> irfft and
+    the generated r2c -> torch multiply -> generated c2r; errors against torch's."""
     import torch
 
     from tvm_tailsplit import fft as tfft
 
     n, batch = CONVOLUTION_N, batch_of(CONVOLUTION_N)
     x = random_input("r2c", n, "complex64", batch, seed=2)
-    h_hat = torch.fft.rfft(torch.randn(n, device="cuda"))
+    taps = torch.randn(CONVOLUTION_TAPS, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3))
+    h_hat = torch.fft.rfft(taps, n=n)
     r2c, c2r = make_plan("r2c", n, "complex64", batch, arch), make_plan("c2r", n, "complex64", batch, arch)
     spectrum = torch.empty(batch, n // 2 + 1, dtype=torch.complex64, device="cuda")
     out = torch.empty_like(x)
@@ -260,26 +263,21 @@ def measure_convolution(rounds: int, arch: str) -> dict:
         spectrum.mul_(h_hat)
         c2r(spectrum_tvm, out_tvm)
 
+    fused = tfft.plan_convolve(n, taps.cpu().numpy(), batch, "float32", target={"kind": "cuda", "arch": arch})
+    fused_out = torch.empty_like(x)
+    fused_out_tvm = tvm_view(fused_out)
     runners = {"torch rfft*h irfft": lambda: torch.fft.irfft(torch.fft.rfft(x) * h_hat, n=n),
-               "generated r2c*h c2r": unfused}
+               "generated r2c*h c2r": unfused,
+               "generated convolve (fused)": lambda: fused(x_tvm, out=fused_out_tvm)}
     want = runners["torch rfft*h irfft"]()
-    out.fill_(math.nan)
-    unfused()
-    errors = {"generated r2c*h c2r": gpu.relative_error(out, want)}
-    convolve = getattr(tfft, "convolve", None)
-    if convolve is None:
-        status = "not available (tvm_tailsplit.fft has no convolve)"
-    else:
-        # the fused operator on device data; its call is the one line to adapt to convolve's final signature
-        runners["generated convolve"] = lambda: convolve(x, h_hat, n=n, target={"kind": "cuda", "arch": arch})
-        try:
-            errors["generated convolve"] = gpu.relative_error(runners["generated convolve"](), want)
-            status = "measured"
-        except Exception as error:  # noqa: BLE001 - recorded for the lead to wire the call
-            status = f"call failed: {type(error).__name__}: {error}"
-            del runners["generated convolve"]
+    errors = {}
+    for name, result in (("generated r2c*h c2r", out), ("generated convolve (fused)", fused_out)):
+        result.fill_(math.nan)
+        runners[name]()
+        torch.cuda.synchronize()
+        errors[name] = gpu.relative_error(result, want)
     seconds = {name: statistics.median(times) for name, times in gpu.timed_rounds(runners, rounds).items()}
-    return {"row": f"convolution:{n}", "n": n, "batch": batch, "convolve": status,
+    return {"row": f"convolution:{n}", "n": n, "taps": CONVOLUTION_TAPS, "batch": batch,
             "us": {name: s * 1e6 for name, s in seconds.items()}, "errors_vs_torch": errors,
             "ok": all(e <= 1e-5 for e in errors.values())}
 
@@ -363,8 +361,8 @@ def markdown(report: dict) -> str:
                      f"{row['gflops']['generated']:.0f} | {row['error_vs_cufft']:.1e} | "
                      f"{'yes' if row['ok'] else 'NO'} |")
     conv = report["convolution"]
-    lines += ["", f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, batch {conv['batch']} "
-              f"(`convolve`: {conv['convolve']}):", "", "| implementation | µs | error vs torch |", "|---|---|---|"]
+    lines += ["", f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, {conv['taps']} taps, batch "
+              f"{conv['batch']}:", "", "| implementation | µs | error vs torch |", "|---|---|---|"]
     for name, us in conv["us"].items():
         error = conv["errors_vs_torch"].get(name)
         lines.append(f"| {name} | {us:.1f} | {'-' if error is None else f'{error:.1e}'} |")

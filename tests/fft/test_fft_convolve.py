@@ -266,3 +266,9 @@ def test_plan_on_tvm_tensors_gives_a_tvm_tensor():
     assert isinstance(y, tvm.runtime.Tensor) and np.array_equal(y.numpy(), plan(x))
     with pytest.raises(ValueError, match=r"x must be a \(2, 48\) float32 tensor"):
         plan(tvm.runtime.tensor(x[:, :40].copy()))
+    out = tvm.runtime.tensor(np.full((2, 48), np.nan, "float32"))  # written in place, no allocation per call
+    assert plan(tvm.runtime.tensor(x), out=out) is out and np.array_equal(out.numpy(), plan(x))
+    with pytest.raises(ValueError, match=r"out must be a \(2, 48\) float32 tensor"):
+        plan(tvm.runtime.tensor(x), out=tvm.runtime.tensor(np.zeros((2, 48), "float64")))
+    with pytest.raises(ValueError, match="out is for TVM tensor inputs"):
+        plan(x, out=out)

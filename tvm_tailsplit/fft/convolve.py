@@ -126,19 +126,25 @@ class ConvolvePlan:
         padded[:, :x.shape[1]] = x
         return padded
 
-    def __call__(self, x: Any) -> Any:
+    def __call__(self, x: Any, out: tvm.runtime.Tensor | None = None) -> Any:
         """The circular convolution of length n of every row of x (shape (batch, m), m <= n, zero-padded; (m,)
         when batch is 1) with the filter: a (batch, n) array of the plan's dtype. A TVM tensor x of shape
-        (batch, n) on the plan's device gives a TVM tensor there."""
+        (batch, n) on the plan's device gives a TVM tensor there: `out` (same shape, dtype and device, written in
+        place; device-resident pipelines pass it to avoid an allocation per call) or a new one."""
         pipeline = self.pipeline
         if isinstance(x, tvm.runtime.Tensor):
-            if tuple(x.shape) != (self.batch, self.n) or str(x.dtype) != self.dtype:
-                raise ValueError(f"x must be a ({self.batch}, {self.n}) {self.dtype} tensor, got {tuple(x.shape)} "
-                                 f"{x.dtype}")
-            out = tvm.runtime.empty((self.batch, self.n), self.dtype, x.device)
+            for name, tensor in (("x", x), ("out", out)):
+                if tensor is not None and (tuple(tensor.shape) != (self.batch, self.n)
+                                           or str(tensor.dtype) != self.dtype):
+                    raise ValueError(f"{name} must be a ({self.batch}, {self.n}) {self.dtype} tensor, got "
+                                     f"{tuple(tensor.shape)} {tensor.dtype}")
+            if out is None:
+                out = tvm.runtime.empty((self.batch, self.n), self.dtype, x.device)
             function = pipeline._cuda_executable()["main"] if pipeline.is_cuda else pipeline._function
             function(x, out, *self._constant_tensors(x.device))
             return out
+        if out is not None:
+            raise ValueError("out is for TVM tensor inputs; with a numpy x the result is a new array")
         x = self._padded(x)
         if pipeline.is_cuda:
             return self(tvm.runtime.tensor(x, tvm.cuda(0))).numpy()
