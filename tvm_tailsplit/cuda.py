@@ -61,16 +61,17 @@ def nested_pass_context(outer: tvm.transform.PassContext, disabled_pass: tuple[s
     )
 
 
-def register_pipeline_without_thread_sync(name: str, wrapper: str) -> str:
+def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict | None = None) -> str:
     """Register (under `name`) TVM's default TIR pipeline without `s_tir.ThreadSync`, for kernels that place
-    their own barriers; its lowering runs as one module pass named `wrapper`. Returns `name`."""
+    their own barriers; its lowering runs as one module pass named `wrapper`, with `config` added to the caller's
+    PassContext config. Returns `name`."""
 
     def factory():
         default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-            with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES):
+            with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES, config):
                 return default(mod)
 
         return pipeline, finalize_host, finalize_device

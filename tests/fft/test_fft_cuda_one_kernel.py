@@ -117,9 +117,11 @@ def test_one_kernel_binds_one_thread_extent_with_a_barrier_between_passes(params
     assert source.count("__global__ void") == 2 * kernels  # declaration and definition of each kernel
     if width > 1:
         assert "threadIdx.x" in source and f"__launch_bounds__({width})" in source
-    # exactly one barrier between consecutive passes, each at the top level of the kernel (not in a loop or guard)
-    assert source.count("__syncthreads()") == kernels * (passes - 1)
-    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == kernels * (passes - 1)
+    # exactly one barrier between consecutive passes (and after and before the copies of staged rows,
+    # test_fft_cuda_staging.py), each at the top level of the kernel (not in a loop or guard)
+    barriers = kernels * (passes - 1 + 2 * plan.staged)
+    assert source.count("__syncthreads()") == barriers
+    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == barriers
     scope = "extern __shared__" if plan.workspace_bytes > CUDA_STATIC_SHARED_LIMIT else "__shared__"
     assert plan.workspace_bytes == 0 or scope in source
 
