@@ -34,6 +34,7 @@ __all__ = [
     "PtxasUsage",
     "cuda_source",
     "compile_cuda_source",
+    "cuda_ptx",
     "gpu_available",
     "nested_pass_context",
     "nvcc_available",
@@ -173,6 +174,25 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
             )
             kernel = None
     return usages
+
+
+def cuda_ptx(source: str, arch: str) -> str:
+    """The PTX that nvcc generates from CUDA source for `arch` (to read the memory instructions of a kernel).
+
+    Raises `RuntimeError` with nvcc's complete output when compilation fails.
+    """
+    if not nvcc_available():
+        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
+    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
+        source_path, ptx_path = os.path.join(workdir, "kernel.cu"), os.path.join(workdir, "kernel.ptx")
+        with open(source_path, "w") as handle:
+            handle.write(source)
+        command = ["nvcc", "--ptx", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", "-o", ptx_path, source_path]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
+        with open(ptx_path) as handle:
+            return handle.read()
 
 
 def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] = ()) -> list[PtxasUsage]:

@@ -17,7 +17,7 @@ import pytest
 import tvm
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.cuda import compile_cuda_source
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_ptx
 from tvm_tailsplit.fft.schedule import stage_vector_floats, staged_row_floats
 from tvm_tailsplit.fft.template import lane_groups
 from tvm_tailsplit.fft.tuning import CUDA_STAGE_MIN_LANES, CUDA_STATIC_SHARED_LIMIT
@@ -122,6 +122,22 @@ def test_staged_cuda_compiles_without_spills_within_static_shared_memory(params)
         for usage in usages:
             assert usage.spill_store_bytes == 0 and usage.spill_load_bytes == 0 and usage.stack_frame_bytes == 0
             assert 0 < usage.shared_memory_bytes <= CUDA_STATIC_SHARED_LIMIT
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("dtype, vector", [("complex64", "v2"), ("complex128", "v4")])
+def test_staged_codelet_moves_complex_elements_as_vectors(dtype, vector):
+    # n = 16: one codelet pass, no tables. Every global access is a vector of one complex element (8 or 16 bytes,
+    # consecutive threads on consecutive vectors), and nvcc pairs the codelet's re/im accesses to the shared rows
+    # into one 8- or 16-byte access: rows an odd number of such vectors apart put a warp's 32 rows in distinct
+    # banks (scalar 4-byte accesses at a 34-float stride would meet two to a bank)
+    plan = _plan(dict(n=16, batch=300, dtype=dtype))
+    for arch in ("sm_80", "sm_90"):
+        ptx = cuda_ptx(plan.cuda_source(arch), arch)
+        memory = re.findall(r"\b(ld|st)\.(global|shared)(?:\.nc)?\.(v\d\.)?\w+", ptx)
+        assert memory and all(width == f"{vector}." for _, space, width in memory if space == "global"), memory
+        shared = [width for _, space, width in memory if space == "shared"]
+        assert shared and all(width for width in shared), shared
 
 
 @pytest.mark.gpu
