@@ -65,6 +65,7 @@ def test_blocks_of_several_transforms_stage_their_rows(n, batch, dtype, staged):
     # staged: at least CUDA_STAGE_MIN_LANES transforms per block, scratch and rows within static shared memory
     assert plan.staged == staged
     assert not staged or (plan.lanes >= CUDA_STAGE_MIN_LANES and plan.workspace_bytes <= CUDA_STATIC_SHARED_LIMIT)
+    assert ("copy their input and output rows through shared memory" in plan.describe()) == staged
 
 
 @pytest.mark.parametrize("floats, vector, row", [(32, 2, 34), (34, 2, 34), (128, 2, 130), (31, 1, 31), (30, 2, 30)])

@@ -455,6 +455,9 @@ class Plan:
         if self.is_cuda:
             lines.append(f"CUDA kernels: {self.kernels}" + (" (one per pass over memory, scratch in global memory)"
                                                             if self.kernels > 1 else " (scratch in shared memory)"))
+            if self.staged:
+                lines.append(f"CUDA blocks of {self.lanes} transforms copy their input and output rows through "
+                             "shared memory in coalesced vectors")
         if self.search is not None:
             lines.extend(self.search.describe())
         lines.append(f"passes over memory ({len(self.passes.passes)}):")
