@@ -107,7 +107,8 @@ def dry_run(quick: bool, arch: str) -> dict:
         plan_seconds = time.perf_counter() - start
         built = gpu.nvcc_build(lambda plan=plan: plan.cuda_source(arch), arch)
         row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
-               "plan_kernels": plan.kernels, "plan_seconds": plan_seconds, **built}
+               "plan_kernels": plan.kernels, "staged": plan.staged, "lanes": plan.lanes, "plan_seconds": plan_seconds,
+               **built}
         rows.append(row)
         outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
                    f"{built['nvcc_seconds']:.1f} s" if built["compiled"] else f"FAILED {built['error']}")
@@ -119,13 +120,19 @@ def dry_run(quick: bool, arch: str) -> dict:
 def dry_run_markdown(report: dict) -> str:
     lines = [f"# CUDA FFT plans built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
              f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
-             "| row | batch | breakdown | compiled | kernels | TVM s | nvcc s | spill bytes |", "|" + "---|" * 8]
+             "Transforms per block (`lanes`) and whether the block stages its rows through shared memory (coalesced "
+             "vector copies, `tuning.CUDA_STAGE_*`); registers and shared memory: the largest of the plan's kernels "
+             "(ptxas).", "",
+             "| row | batch | breakdown | lanes | staged | compiled | kernels | TVM s | nvcc s | spill bytes "
+             "| registers | shared bytes |", "|" + "---|" * 12]
     for row in report["rows"]:
         if row["compiled"]:
-            cells = f"yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | {row['spills']}"
+            cells = (f"yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | {row['spills']} "
+                     f"| {row['registers']} | {row['shared_bytes']}")
         else:
-            cells = f"NO: {row['error']} | - | - | - | -"
-        lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {cells} |")
+            cells = f"NO: {row['error']} | - | - | - | - | - | -"
+        lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
+                     f"{'yes' if row['staged'] else 'no'} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

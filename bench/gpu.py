@@ -140,7 +140,9 @@ def nvcc_build(source_of: Callable[[], str], arch: str) -> dict:
     return {"compiled": True, "tvm_seconds": generated - start, "nvcc_seconds": time.perf_counter() - generated,
             "seconds": time.perf_counter() - start, "kernels": len(usages),
             "ptxas": [str(usage) for usage in usages],
-            "spills": sum(u.spill_store_bytes + u.spill_load_bytes for u in usages)}
+            "spills": sum(u.spill_store_bytes + u.spill_load_bytes for u in usages),
+            "registers": max((u.registers for u in usages), default=0),
+            "shared_bytes": max((u.shared_memory_bytes for u in usages), default=0)}
 
 
 def write_results(stem: str, quick: bool, report: dict, markdown: str) -> None:

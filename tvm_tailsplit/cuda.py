@@ -34,6 +34,7 @@ __all__ = [
     "PtxasUsage",
     "cuda_source",
     "compile_cuda_source",
+    "cuda_ptx",
     "gpu_available",
     "nested_pass_context",
     "nvcc_available",
@@ -61,16 +62,17 @@ def nested_pass_context(outer: tvm.transform.PassContext, disabled_pass: tuple[s
     )
 
 
-def register_pipeline_without_thread_sync(name: str, wrapper: str) -> str:
+def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict | None = None) -> str:
     """Register (under `name`) TVM's default TIR pipeline without `s_tir.ThreadSync`, for kernels that place
-    their own barriers; its lowering runs as one module pass named `wrapper`. Returns `name`."""
+    their own barriers; its lowering runs as one module pass named `wrapper`, with `config` added to the caller's
+    PassContext config. Returns `name`."""
 
     def factory():
         default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-            with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES):
+            with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES, config):
                 return default(mod)
 
         return pipeline, finalize_host, finalize_device
@@ -172,6 +174,25 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
             )
             kernel = None
     return usages
+
+
+def cuda_ptx(source: str, arch: str) -> str:
+    """The PTX that nvcc generates from CUDA source for `arch` (to read the memory instructions of a kernel).
+
+    Raises `RuntimeError` with nvcc's complete output when compilation fails.
+    """
+    if not nvcc_available():
+        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
+    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
+        source_path, ptx_path = os.path.join(workdir, "kernel.cu"), os.path.join(workdir, "kernel.ptx")
+        with open(source_path, "w") as handle:
+            handle.write(source)
+        command = ["nvcc", "--ptx", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", "-o", ptx_path, source_path]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
+        with open(ptx_path) as handle:
+            return handle.read()
 
 
 def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] = ()) -> list[PtxasUsage]:

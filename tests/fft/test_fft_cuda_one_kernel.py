@@ -117,9 +117,11 @@ def test_one_kernel_binds_one_thread_extent_with_a_barrier_between_passes(params
     assert source.count("__global__ void") == 2 * kernels  # declaration and definition of each kernel
     if width > 1:
         assert "threadIdx.x" in source and f"__launch_bounds__({width})" in source
-    # exactly one barrier between consecutive passes, each at the top level of the kernel (not in a loop or guard)
-    assert source.count("__syncthreads()") == kernels * (passes - 1)
-    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == kernels * (passes - 1)
+    # exactly one barrier between consecutive passes (and after and before the copies of staged rows,
+    # test_fft_cuda_staging.py), each at the top level of the kernel (not in a loop or guard)
+    barriers = kernels * (passes - 1 + 2 * plan.staged)
+    assert source.count("__syncthreads()") == barriers
+    assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == barriers
     scope = "extern __shared__" if plan.workspace_bytes > CUDA_STATIC_SHARED_LIMIT else "__shared__"
     assert plan.workspace_bytes == 0 or scope in source
 
@@ -163,3 +165,16 @@ def test_cuda_blocks_hold_transforms_to_fill_their_threads(n, batch, lanes):
     work = max(math.prod(p.loops) for p in plan.passes.passes)
     assert lanes * work <= max(work, plan.variant.cuda_threads) and plan.workspace_bytes * (lanes > 1) <= \
         CUDA_STATIC_SHARED_LIMIT
+
+
+@pytest.mark.parametrize("n, batch", [(256, 4), (512, 4), (1024, 1), (16, 128), (64, 32)])
+def test_every_physical_scratch_buffer_keeps_its_own_shared_array(n, batch):
+    # TVM's StorageRewrite (which relies on ThreadSync's barriers) merged the two scratch buffers of n = 256 and
+    # n = 512 (two transforms per block) into one array, although the middle pass reads one and writes the other
+    # in a single round of threads: one warp's writes could overwrite what another warp had still to read. One-kernel
+    # plans compile without it: one static array per physical scratch buffer (and per staged rows)
+    plan = tfft.plan(n, batch, target="cuda")
+    assert plan.kernels == 1 and batch % plan.lanes == 0
+    source = plan.cuda_source("sm_80")
+    arrays = re.findall(r"__shared__ alignas\(\d+\) \w+ _ptr\w*\[\d+\];", source)
+    assert len(arrays) == len(set(assign_buffers(plan.passes).values())) + 2 * plan.staged

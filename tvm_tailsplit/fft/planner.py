@@ -46,7 +46,7 @@ from .formula import Formula, formula_of
 from .lowering import register_pipeline
 from .multikernel import schedule_cuda_multikernel
 from .passes import PassList
-from .schedule import schedule_cuda, schedule_llvm
+from .schedule import cuda_staging, schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
 from .spec import KINDS, FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
@@ -189,7 +189,14 @@ class Plan:
                               prefetch_bytes=self.variant.prefetch_bytes,
                               prefetch_distance=self.variant.prefetch_distance, loop_orders=not self.is_cuda,
                               parallel_tasks=self.variant.parallel_tasks,
-                              pass_barriers=self.is_cuda and self.kernels == 1)
+                              pass_barriers=self.is_cuda and self.kernels == 1, staged=self.staged)
+
+    @functools.cached_property
+    def staged(self) -> bool:
+        """Whether a one-kernel CUDA plan copies its rows through shared memory (`schedule.cuda_staging`)."""
+        layouts = (self.input_layout, self.output_layout)
+        return self.is_cuda and self.kernels == 1 and cuda_staging(layouts, self.lanes, self.real_dtype,
+                                                                   self._scratch_bytes())
 
     @functools.cached_property
     def schedule(self) -> s_tir.Schedule:
@@ -306,7 +313,7 @@ class Plan:
         if not self.is_cuda:
             raise ValueError("cuda_source needs a plan made with target='cuda'")
         with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
-            return cuda_source(self.module, arch, tir_pipeline=_pipeline(self.target))
+            return cuda_source(self.module, arch, tir_pipeline=_pipeline(self.target, kernels=self.kernels))
 
     # ---- calling ------------------------------------------------------------------------------------------
     def _as_float_view(self, name: str, array: np.ndarray, layout: ExternalLayout) -> np.ndarray:
@@ -414,7 +421,7 @@ class Plan:
 
     @functools.cache  # noqa: B019 - one executable per plan, plans live in the plan cache
     def _cuda_executable(self):
-        return _compile(self.module, self.target)
+        return _compile(self.module, self.target, kernels=self.kernels)
 
     # ---- description ----------------------------------------------------------------------------------
     def codelets(self) -> list[tuple[int, int]]:
@@ -448,6 +455,9 @@ class Plan:
         if self.is_cuda:
             lines.append(f"CUDA kernels: {self.kernels}" + (" (one per pass over memory, scratch in global memory)"
                                                             if self.kernels > 1 else " (scratch in shared memory)"))
+            if self.staged:
+                lines.append(f"CUDA blocks of {self.lanes} transforms copy their input and output rows through "
+                             "shared memory in coalesced vectors")
         if self.search is not None:
             lines.extend(self.search.describe())
         lines.append(f"passes over memory ({len(self.passes.passes)}):")
@@ -490,22 +500,32 @@ def _check_in_place(x: np.ndarray, out: np.ndarray) -> None:
 
 
 # CUDA plans place their own barriers (`template`, `pass_barriers`): TVM's default pipeline without ThreadSync
-CUDA_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
+# A one-kernel plan's shared buffers are laid out by the template (physical scratch buffers by live range, the
+# staged rows), and StorageRewrite, which relies on ThreadSync's barriers, would reuse a buffer that a pass reads for
+# one that the same pass writes (one round of threads: the input's rows for the output's at n = 16), a race between
+# threads: one-kernel plans (and `te_fft` stages, through the public name) compile without it.
+CUDA_PIPELINE = register_pipeline_without_thread_sync(
+    "tailsplit_fft_cuda_one_kernel", "TailsplitFFTCudaOneKernelPipeline", {"tirx.disable_storage_rewrite": True})
+_CUDA_MULTI_KERNEL_PIPELINE = register_pipeline_without_thread_sync("tailsplit_fft_cuda", "TailsplitFFTCudaPipeline")
 
 
-def _pipeline(target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()) -> str:
+def _pipeline(target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset(), kernels: int = 1) -> str:
     """The TIR pipeline of a plan: on llvm, `lowering`'s; on CUDA, TVM's default without `ThreadSync` (a one-kernel
-    plan has a barrier between consecutive passes and none inside them; multi-kernel plans need none)."""
-    return register_pipeline(pair_buffers) if target.kind.name == "llvm" else CUDA_PIPELINE
+    plan has a barrier between consecutive passes and none inside them, and no `StorageRewrite`; multi-kernel plans
+    need no barrier)."""
+    if target.kind.name == "llvm":
+        return register_pipeline(pair_buffers)
+    return CUDA_PIPELINE if kernels == 1 else _CUDA_MULTI_KERNEL_PIPELINE
 
 
-def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset()):
+def _compile(module: tvm.IRModule, target: tvm.target.Target, pair_buffers: frozenset[str] = frozenset(),
+             kernels: int = 1):
     """tvm.compile without TIR's common-subexpression pass: codelets arrive with their CSE done, and the
     pass is quadratic in the size of a straight-line block (most of the compile time of a 31-point codelet).
     On llvm, strided accesses to interleaved complex data become contiguous loads and stores with shuffles
     (`lowering`); on CUDA, TVM places no barriers (`_pipeline`)."""
     with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
-        return tvm.compile(module, target=target, tir_pipeline=_pipeline(target, pair_buffers))
+        return tvm.compile(module, target=target, tir_pipeline=_pipeline(target, pair_buffers, kernels))
 
 
 class _TargetKey:

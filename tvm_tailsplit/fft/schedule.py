@@ -16,6 +16,14 @@
   TVM's `ThreadSync` (`planner`). TVM's `ThreadSync` cannot tell apart the passes' buffers in dynamic shared
   memory (it merges them into one buffer) and puts barriers inside the passes, where the guards forbid
   them; and one kernel takes one extent for each thread index, so that every pass binds the same one.
+  A block of several transforms (`cuda_staging`) would have each thread read and write its own transforms' rows
+  in global memory, consecutive threads a row apart (uncoalesced: a warp-wide access on 32 cache lines at
+  n = 16); the template stages them instead (`template.stage_rows`): the block's contiguous rows are copied to
+  shared memory before the first pass and back after the last, the copies spread over the same threads in
+  vectors of one complex element (consecutive threads on consecutive vectors: whole cache lines per warp), the
+  shared rows padded to an odd number of vectors (`storage_align`) so that the threads of a warp, one transform
+  each, read and write them in distinct banks. The rules are `tuning.CUDA_STAGE_MIN_LANES` and
+  `tuning.CUDA_STAGE_VECTOR_FLOATS`.
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .passes import PassList
-from .template import BARRIER_BLOCK, PREFETCH_BLOCK, physical_scratch_elements
+from .template import BARRIER_BLOCK, PREFETCH_BLOCK, STAGE_BLOCK, ExternalLayout, physical_scratch_elements
 from .tuning import (
+    CUDA_STAGE_MIN_LANES,
+    CUDA_STAGE_VECTOR_FLOATS,
     CUDA_STATIC_SHARED_LIMIT,
     GROUP_SCRATCH_LIMIT,
     INNER_VECTOR_SCALE,
@@ -37,7 +47,8 @@ from .tuning import (
     VECTOR_LANES,
 )
 
-__all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "schedule_cuda", "schedule_llvm"]
+__all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_staging", "schedule_cuda",
+           "schedule_llvm", "stage_vector_floats", "staged_row_floats"]
 
 
 def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
@@ -55,18 +66,30 @@ def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
     return lanes
 
 
-def choose_cuda_lanes(passes: PassList, real_dtype: str, batch: int, threads: int) -> int:
+def choose_cuda_lanes(passes: PassList, real_dtype: str, batch: int, threads: int,
+                      layouts: tuple[ExternalLayout, ExternalLayout] | None = None) -> int:
     """Transforms per thread block on CUDA: the largest power of two of them whose codelet instances in the
     largest pass fill at most `threads` threads (`threads` over the instances of one transform), at most the
     batch, while the block's scratch stays within static shared memory (`CUDA_STATIC_SHARED_LIMIT`); one
     transform when one transform's pass fills the threads. (With one transform per block, a 16-point transform,
-    one instance, ran one working thread per block.)"""
+    one instance, ran one working thread per block.) With the plan's `layouts`, the block's staged rows
+    (`cuda_staging`) count too, unless then fewer than `CUDA_STAGE_MIN_LANES` transforms fit (the rows are not
+    staged then)."""
     work = max((math.prod(p.loops) for p in passes.passes), default=1)
     per_lane = 2 * np.dtype(real_dtype).itemsize * physical_scratch_elements(passes)
-    lanes = 1
-    while 2 * lanes * work <= threads and 2 * lanes <= batch and 2 * lanes * per_lane <= CUDA_STATIC_SHARED_LIMIT:
-        lanes *= 2
-    return lanes
+
+    def largest(lane_bytes: int) -> int:
+        lanes = 1
+        while 2 * lanes * work <= threads and 2 * lanes <= batch and 2 * lanes * lane_bytes <= CUDA_STATIC_SHARED_LIMIT:
+            lanes *= 2
+        return lanes
+
+    if layouts is not None and all(layout.is_compact() for layout in layouts):
+        rows = sum(staged_row_floats(layout.floats()) for layout in layouts) * np.dtype(real_dtype).itemsize
+        staged = largest(per_lane + rows)
+        if staged >= CUDA_STAGE_MIN_LANES:
+            return staged
+    return largest(per_lane)
 
 
 def choose_inner_vector_scale(scratch_bytes: int) -> int:
@@ -134,23 +157,67 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
     return sch
 
 
+def stage_vector_floats(floats: int) -> int:
+    """Floats per vector access of a staged row of `floats` floats: `CUDA_STAGE_VECTOR_FLOATS` when it divides."""
+    return CUDA_STAGE_VECTOR_FLOATS if floats % CUDA_STAGE_VECTOR_FLOATS == 0 else 1
+
+
+def staged_row_floats(floats: int) -> int:
+    """Floats between consecutive shared rows of `floats` floats: an odd number of vectors (`storage_align`)."""
+    vector = stage_vector_floats(floats)
+    return floats + vector * (1 - floats // vector % 2)
+
+
+def cuda_staging(layouts: tuple[ExternalLayout, ExternalLayout], lanes: int, real_dtype: str,
+                 scratch_bytes: int) -> bool:
+    """Whether a one-kernel plan stages its input and output rows through shared memory: when both layouts are
+    compact, a block holds at least `CUDA_STAGE_MIN_LANES` transforms and its scratch and padded rows fit in static
+    shared memory (`CUDA_STATIC_SHARED_LIMIT`)."""
+    rows = lanes * sum(staged_row_floats(layout.floats()) for layout in layouts) * np.dtype(real_dtype).itemsize
+    return lanes >= CUDA_STAGE_MIN_LANES and all(layout.is_compact() for layout in layouts) and \
+        scratch_bytes + rows <= CUDA_STATIC_SHARED_LIMIT
+
+
 def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
     """One thread block per lane group; every pass spread over the same number of threads: `threads`, or the
     largest pass's work when it is smaller. The barrier blocks between passes (`template.BARRIER_BLOCK`) stay
-    where they are, outside the threads' loops."""
+    where they are, outside the threads' loops. A staged copy (`template.STAGE_BLOCK`) runs over the same threads
+    in vectors (`stage_vector_floats`): consecutive threads copy consecutive vectors of the group's contiguous
+    rows, whose shared copy is padded to an odd number of vectors per row (`staged_row_floats`, by
+    `storage_align`)."""
     sch = s_tir.Schedule(func)
     blocks = _pass_blocks(sch)
     for group in _group_loops(sch, blocks):
         sch.bind(group, "blockIdx.x")
-    passes = []
+    passes, stages = [], []
     for block in blocks:
-        if sch.get(block).name_hint.startswith(BARRIER_BLOCK):
+        name = sch.get(block).name_hint
+        if name.startswith(BARRIER_BLOCK):
             continue
         loops = sch.get_loops(block)[1:]
-        passes.append(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+        floats = sch.get(loops[-1]).extent.value
+        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        if name.startswith(STAGE_BLOCK):
+            stages.append((block, fused, floats))
+        else:
+            passes.append(fused)
     # one kernel has one extent per thread index: every pass binds `width` threads, its last round guarded
     width = min(threads, max(sch.get(fused).extent.value for fused in passes))
     for fused in passes:
         _, inner = sch.split(fused, [None, width])
         sch.bind(inner, "threadIdx.x")
+    for block, fused, floats in stages:
+        vector = stage_vector_floats(floats)
+        if sch.get(block).writes[0].source.scope() == "shared":  # the input's rows, written by their copy
+            sch.storage_align(block, 0, axis=1, factor=2 * vector, offset=vector)
+        else:  # the output's rows, written by the last pass
+            writer = sch.get_producers(block)[0]
+            rows = sch.get(block).reads[0].source
+            index = [region.source.same_as(rows) for region in sch.get(writer).writes].index(True)
+            sch.storage_align(writer, index, axis=1, factor=2 * vector, offset=vector)
+        vectors, lane = sch.split(fused, [None, vector])
+        _, inner = sch.split(vectors, [None, width])
+        sch.bind(inner, "threadIdx.x")
+        if vector > 1:
+            sch.vectorize(lane)
     return sch

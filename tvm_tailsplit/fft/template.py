@@ -19,7 +19,9 @@ while within a pass every codelet instance (and Rader/Bluestein/real-transform s
 instance of the same pass writes (a pass never reads and writes one scratch buffer, see `assign_buffers`; an
 in-place transform's input and output are the same memory, but only a single codelet pass reads the input and
 writes the output, each instance its own transform's elements), so one barrier between passes is all the
-synchronisation a kernel needs and none is inside a pass.
+synchronisation a kernel needs and none is inside a pass. A one-kernel plan of several transforms per block may
+stage its rows (`staged`, `stage_rows`): the group's contiguous input is copied to shared rows before the first
+pass and the output from shared rows after the last one, each copy separated from the passes by a barrier.
 
 On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) prefetches the input and
 output cache lines of a group a little ahead (`prefetch_distance` bytes), a share of the lines in each of
@@ -49,8 +51,8 @@ from tvm.script.ir_builder import tirx as T
 from .passes import PassList, View
 from .tuning import CACHE_LINE, PARALLEL_TASKS
 
-__all__ = ["BARRIER_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_scratch_elements"]
+__all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
+           "physical_scratch_elements", "stage_rows"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ class ExternalLayout:
 
     def is_compact(self) -> bool:
         return self.stride == 1 and self.distance == self.elements
+
+    def floats(self) -> int:
+        """Floats of one transform's elements."""
+        return self.elements * (2 if self.kind == "complex" else 1)
 
 
 def assign_buffers(passes: PassList) -> dict[str, str]:
@@ -106,9 +112,11 @@ def physical_scratch_elements(passes: PassList) -> int:
 class _Emitter:
     """What a pass body uses to read and write views inside one block (one lane of one group)."""
 
-    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane):
+    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None):
         self.dtype = dtype
         self.external = external
+        # the lane group's input and output rows in shared memory (`staged`): name -> [group, lane, float]
+        self.rows = rows or {}
         self.scratch = scratch
         self.tables = tables
         self.indices = indices
@@ -147,12 +155,19 @@ class _Emitter:
     def index(self, offset: int, index):
         return self.indices[offset + index]
 
+    def _real(self, view: View) -> bool:
+        return self.external[view.buffer][1].kind == "real"
+
     def _element(self, view: View, element, loop_vars):
         return view.offset.expr(loop_vars) + element * view.stride
 
     def load(self, view: View, element, loop_vars):
         index = self._element(view, element, loop_vars)
-        if view.buffer in self.external:
+        if view.buffer in self.rows:
+            row, real = self.rows[view.buffer], self._real(view)
+            value = (row[self.group, self.lane, index], self.zero) if real else \
+                (row[self.group, self.lane, 2 * index], row[self.group, self.lane, 2 * index + 1])
+        elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
             if layout.kind == "complex":
@@ -179,7 +194,14 @@ class _Emitter:
         index = self._element(view, element, loop_vars)
         if view.scale != 1.0:
             value = self.cscale(value, self.const(view.scale))
-        if view.buffer in self.external:
+        if view.buffer in self.rows:
+            row = self.rows[view.buffer]
+            if self._real(view):
+                T.buffer_store(row, value[0], [self.group, self.lane, index])
+            else:
+                T.buffer_store(row, value[0], [self.group, self.lane, 2 * index])
+                T.buffer_store(row, value[1], [self.group, self.lane, 2 * index + 1])
+        elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
             if layout.kind == "complex":
@@ -225,6 +247,7 @@ def build_primfunc(
     loop_orders: bool = False,
     parallel_tasks: int = PARALLEL_TASKS,
     pass_barriers: bool = False,
+    staged: bool = False,
 ) -> tirx.PrimFunc:
     """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
 
@@ -238,6 +261,10 @@ def build_primfunc(
     `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds;
     the groups of a symbolic batch run as at most `parallel_tasks` tasks.
     With `pass_barriers` (one CUDA kernel), a barrier block (`BARRIER_BLOCK`) separates consecutive passes.
+    With `staged` (one CUDA kernel, compact layouts), a lane group copies its input rows to shared memory before
+    its first pass and its output rows from there after its last pass, each behind a barrier (`stage_rows`): the
+    passes read and write these rows `[group, lane, float]` instead (the kernel must be compiled without TVM's
+    `StorageRewrite`, see `planner`).
     """
     assignment = assign_buffers(passes)
     physical_size = {}
@@ -261,6 +288,8 @@ def build_primfunc(
                     for phys, size in physical_size.items()
                 }
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
+                rows = {name: T.sblock_alloc_buffer((groups, width, external[name][1].floats()), dtype,
+                                                    scope="shared") for name in (("input", "output") if staged else ())}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
                     with contextlib.ExitStack() as loops:
@@ -270,10 +299,12 @@ def build_primfunc(
                             per_task = tirx.floordiv(groups + parallel_tasks - 1, parallel_tasks)
                             task = loops.enter_context(T.serial(tirx.floordiv(groups + per_task - 1, per_task)))
                             group_loop = task * per_task + loops.enter_context(T.serial(per_task))
+                        if staged:
+                            stage_rows(external["input"], rows["input"], True, variant, group_loop, groups, width,
+                                       first)
                         for number, p in segment:
                             if pass_barriers and number > segment[0][0]:
-                                with T.sblock(f"{BARRIER_BLOCK}_{variant}_{number}"):
-                                    T.evaluate(T.tvm_storage_sync("shared"))
+                                _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{number}")
                             prefetch = None
                             if prefetch_bytes and not kernel_per_pass and (not isinstance(groups, int)
                                                                            or groups > 1):
@@ -281,13 +312,47 @@ def build_primfunc(
                                                              width, first, batch, itemsize, prefetch_bytes,
                                                              prefetch_distance, number, len(segment))
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                       external, scratch, tables, indices, loop_orders, prefetch)
+                                       external, scratch, tables, indices, loop_orders, prefetch, rows)
+                        if staged:
+                            stage_rows(external["output"], rows["output"], False, variant, group_loop, groups,
+                                       width, first)
     return builder.get()
 
 
 PREFETCH_BLOCK = "prefetch"
 # the name prefix of the barrier blocks between the passes of a CUDA kernel (`pass_barriers`)
 BARRIER_BLOCK = "barrier"
+# the name prefix of the blocks that copy a lane group's rows between an external buffer and shared memory (`staged`)
+STAGE_BLOCK = "stage"
+
+
+def _emit_barrier(name: str) -> None:
+    with T.sblock(name):
+        T.evaluate(T.tvm_storage_sync("shared"))
+
+
+def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, width: int, first: int) -> None:
+    """Copy the lane group's rows of `external` (compact: `width` consecutive transforms, one contiguous range of
+    floats) to the shared rows `rows[group, lane, float]` (`load`) followed by a barrier, or after a barrier from
+    the rows back: one block per float, which the CUDA schedule spreads over the threads in vectors
+    (`schedule.schedule_cuda`), the float of a complex element's part `2·element + part`."""
+    buffer, layout = external
+    floats = layout.floats()
+    if not load:
+        _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
+    with T.serial(width) as lane_loop, T.serial(floats) as float_loop:
+        with T.sblock(f"{STAGE_BLOCK}_{variant}_{buffer.name}"):
+            group = T.axis.spatial(groups, group_loop)
+            lane = T.axis.spatial(width, lane_loop)
+            offset = T.axis.spatial(floats, float_loop)
+            index = [first + group * width + lane] + ([offset // 2, offset % 2] if layout.kind == "complex"
+                                                      else [offset])
+            if load:
+                T.buffer_store(rows, buffer[tuple(index)], [group, lane, offset])
+            else:
+                T.buffer_store(buffer, rows[group, lane, offset], index)
+    if load:
+        _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
 
 
 def _emit_prefetch(external, variant, group_loop, groups, width, first, batch, itemsize, limit, distance, part,
@@ -314,7 +379,7 @@ def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, fir
     buffer, layout = external
     if not layout.is_compact():
         return
-    floats = layout.elements * (2 if layout.kind == "complex" else 1)
+    floats = layout.floats()
     group_bytes = width * floats * itemsize
     if group_bytes > limit:
         return
@@ -347,7 +412,7 @@ def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, fir
 
 
 def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices,
-               loop_order: bool = False, prefetch=None) -> None:
+               loop_order: bool = False, prefetch=None, rows=None) -> None:
     order = list(p.loop_order) if loop_order and p.loop_order is not None else list(range(len(p.loops)))
     frames = [T.serial(p.loops[position]) for position in order] + [T.serial(width)]
     # the prefetches of a pass may go into its outermost loop when it has another one inside (the schedule
@@ -369,7 +434,8 @@ def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scrat
             T.where(group_loop < groups)
         block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
         lane = T.axis.spatial(width, loop_vars[-1])
-        emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane)
+        emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane,
+                           rows)
         p.body(emitter, block_vars)
     for frame in reversed(frames):
         frame.__exit__(None, None, None)

@@ -68,3 +68,16 @@ CUDA_THREADS = 128
 CUDA_STATIC_SHARED_LIMIT = 48 * 1024
 # Scratch above this many bytes (sm_80's dynamic shared memory per block) runs one kernel per pass over memory.
 CUDA_SHARED_LIMIT = 163 * 1024
+# A one-kernel plan whose thread blocks hold at least this many transforms stages its compact input and output
+# through shared memory (`template`, `schedule.cuda_staging`): its threads each work on their own transforms, a
+# transform's row apart, so that loading the rows where a codelet reads them put every thread of a warp on its own
+# cache line (n = 16: 32 lines per warp-wide load). The block copies its contiguous rows instead, consecutive threads
+# on consecutive vectors (a warp's loads and stores are whole lines), behind a barrier before the first pass and
+# after the last one; while the block's scratch and staged rows fit in static shared memory
+# (`CUDA_STATIC_SHARED_LIMIT`), else the plan reads and writes its rows in place.
+CUDA_STAGE_MIN_LANES = 2
+# ... in vectors of this many floats of the plan's real type (one complex element: 8 bytes for complex64, 16 for
+# complex128; one float for a row of an odd number of reals), each staged row padded to an odd number of vectors
+# (`storage_align`), so that the 32 rows that a warp's threads read at one column (one transform each) start in
+# distinct banks (banks of a vector's bytes): without the padding, n = 16 put all 32 rows in one bank.
+CUDA_STAGE_VECTOR_FLOATS = 2

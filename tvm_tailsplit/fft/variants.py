@@ -125,7 +125,7 @@ def estimate_variant(request: FFTSpec, batch: int, cuda: bool, lanes: int | None
     `PREFETCH_DISTANCE`, `CUDA_THREADS`, and one kernel per pass when a CUDA block's scratch exceeds
     `CUDA_SHARED_LIMIT`. `lanes` (llvm) replaces `choose_lanes`'s choice."""
     if cuda:
-        lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS)
+        lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, request.layouts(batch))
     else:
         lanes = lanes or choose_lanes(request.passes(), request.real_dtype, batch)
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
