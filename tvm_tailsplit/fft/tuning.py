@@ -66,5 +66,11 @@ MIN_BLOCK_LANES = 4
 CUDA_THREADS = 128
 # Scratch up to this many bytes is static shared memory; above, dynamic shared memory.
 CUDA_STATIC_SHARED_LIMIT = 48 * 1024
-# Scratch above this many bytes (sm_80's dynamic shared memory per block) runs one kernel per pass over memory.
+# Scratch above this many bytes (sm_80's dynamic shared memory per block) runs in several kernels: a c2c
+# Cooley-Tukey chain cut into the fewest kernels whose blocks' scratch is at most this (`multikernel`), else one
+# kernel per pass over memory.
 CUDA_SHARED_LIMIT = 163 * 1024
+# A multi-kernel plan's block holds at least this many bytes' worth of consecutive columns (one DRAM sector: a
+# warp reading strided columns reads whole sectors), more while its largest pass has fewer instances than
+# CUDA_THREADS.
+CUDA_SECTOR_BYTES = 32
