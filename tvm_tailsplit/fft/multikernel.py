@@ -102,7 +102,8 @@ def _group(passes: PassList, start: int, stop: int, digits: tuple[int, ...], mod
         shared.append((name, passes.buffers[name] // columns))
     if any(p.loops[:len(digits)] != digits for p in own):
         return None
-    return KernelGroup(start, stop, digits, modulus, math.gcd(sector, columns), tuple(shared))
+    per_block = min(d for d in range(sector, columns + 1) if columns % d == 0) if columns >= sector else columns
+    return KernelGroup(start, stop, digits, modulus, per_block, tuple(shared))
 
 
 def choose_kernel_groups(passes: PassList, tree: Breakdown, kind: str, real_dtype: str,
@@ -110,7 +111,8 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, kind: str, real_dtyp
     """The kernels of a large c2c plan (module docstring), or None for one kernel per pass.
 
     Rule (`tuning`): the fewest cuts of the chain whose every kernel's shared memory, at one 32-byte sector of
-    columns per block (`CUDA_SECTOR_BYTES`), is at most `CUDA_SHARED_LIMIT`; among those, the cuts whose largest
+    columns per block (`CUDA_SECTOR_BYTES`; the smallest divisor of the columns at least that many), is at most
+    `CUDA_SHARED_LIMIT`; among those, the cuts whose largest
     kernel's shared memory is smallest; then each kernel's columns per block doubled while its largest pass has
     fewer codelet instances than `threads` and its shared memory stays within the limit."""
     radices = _chain(tree)

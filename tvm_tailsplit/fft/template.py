@@ -167,7 +167,7 @@ class _Emitter:
                 value = (buffer[b, index], self.zero)
         else:
             buffer = self.scratch[view.buffer]
-            value = (buffer[self._scratch(view, element, loop_vars, 0)], buffer[self._scratch(view, element, loop_vars, 1)])
+            value = tuple(buffer[self._scratch(view, element, loop_vars, part)] for part in (0, 1))
         twiddle = view.twiddle
         if twiddle is None:
             return value
