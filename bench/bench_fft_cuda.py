@@ -97,6 +97,8 @@ def flops(kind: str, n: int, batch: int) -> float:
 
 def dry_run(quick: bool, arch: str) -> dict:
     """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
+    from tvm_tailsplit.fft.multikernel import shared_bytes
+
     rows = []
     for kind, n, dtype in selected_rows(quick):
         batch = batch_of(n)
@@ -105,7 +107,9 @@ def dry_run(quick: bool, arch: str) -> dict:
         plan_seconds = time.perf_counter() - start
         built = gpu.nvcc_build(lambda plan=plan: plan.cuda_source(arch), arch)
         row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
-               "plan_kernels": plan.kernels, "plan_seconds": plan_seconds, **built}
+               "plan_kernels": plan.kernels, "passes": len(plan.passes.passes), "plan_seconds": plan_seconds,
+               "shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups or []],
+               **built}
         rows.append(row)
         outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
                    f"{built['nvcc_seconds']:.1f} s" if built["compiled"] else f"FAILED {built['error']}")
@@ -117,12 +121,18 @@ def dry_run(quick: bool, arch: str) -> dict:
 def dry_run_markdown(report: dict) -> str:
     lines = [f"# CUDA FFT plans built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
              f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
-             "| row | batch | breakdown | compiled | kernels | TVM s | nvcc s | spill bytes |", "|" + "---|" * 8]
+             "Passes: passes over memory (the kernels of a plan of one kernel per pass); shared KiB: each kernel's "
+             "shared memory per block in a plan of kernels over columns (`multikernel`; dynamic shared memory above "
+             "48 KiB, which ptxas does not count).", "",
+             "| row | batch | breakdown | compiled | passes | kernels | shared KiB | TVM s | nvcc s | spill bytes |",
+             "|" + "---|" * 10]
     for row in report["rows"]:
+        shared = ", ".join(f"{b / 1024:g}" for b in row.get("shared_bytes", [])) or "-"
         if row["compiled"]:
-            cells = f"yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | {row['spills']}"
+            cells = (f"yes | {row['passes']} | {row['kernels']} | {shared} | {row['tvm_seconds']:.1f} | "
+                     f"{row['nvcc_seconds']:.1f} | {row['spills']}")
         else:
-            cells = f"NO: {row['error']} | - | - | - | -"
+            cells = f"NO: {row['error']} | - | - | - | - | - | -"
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {cells} |")
     return "\n".join(lines) + "\n"
 
