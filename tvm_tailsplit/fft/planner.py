@@ -9,15 +9,16 @@ and index maps (`passes.build_passes`), emit the TIR template (`template.build_p
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel, whose passes the template separates with
-barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, it runs one kernel per pass
-over memory, the passes exchanging data through global scratch (`multikernel`). `input_shape` and
-`output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from the IR (the
-scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters (effort
-included) in the process, so the numpy/scipy functions compile each shape once, and compiled llvm plans on disk
-(`cache`, keyed by the request and its variant), so that a later process loads them instead of compiling: a
-loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`).
-Plans pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer):
-they are passed without a copy.
+barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, a c2c Cooley-Tukey chain runs
+in two (or three) kernels over columns, each a batched in-shared-memory FFT (four-step / six-step), and other
+plans one kernel per pass over memory, the kernels exchanging data through global scratch (`multikernel`).
+`input_shape` and `output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from
+the IR (the scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters
+(effort included) in the process, so the numpy/scipy functions compile each shape once, and compiled llvm plans on
+disk (`cache`, keyed by the request and its variant), so that a later process loads them instead of compiling: a
+loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`). Plans
+pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
+passed without a copy.
 Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
 searches at INFO (shown on stderr with `verbose=True`).
 """

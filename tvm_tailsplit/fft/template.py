@@ -10,8 +10,11 @@ group is a thread block and the other loops are threads.
 The batch may be symbolic (a `tirx.Var`: one compiled plan for every batch) when the groups hold one transform
 (no tail group): the group loop is then a loop over at most `parallel_tasks` tasks of serial groups, the groups
 past the batch guarded (`T.where`), which the schedule runs in parallel.
-For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
-per pass over memory, see `multikernel`). A CUDA plan of one kernel (`pass_barriers`) has a thread-block barrier
+For CUDA plans whose scratch exceeds shared memory, each kernel over columns (`multikernel.KernelGroup`: a
+consecutive run of passes whose work splits into independent columns) gets a loop over blocks of columns, its own
+scratch in shared memory at the column's local index and the scratch between kernels in global memory; other
+such plans give every pass its own group loop (one kernel per pass over memory, see `multikernel`).
+A CUDA plan of one kernel (`pass_barriers`) has a thread-block barrier
 (`tvm_storage_sync("shared")`, `__syncthreads()`) in a block of its own (`BARRIER_BLOCK`) between consecutive passes
 of a group: a pass reads elements that other threads wrote in earlier passes, and writes scratch that other
 threads read in earlier passes (physical scratch buffers are shared by logical ones of disjoint live ranges),
