@@ -1,8 +1,9 @@
 """Multi-kernel CUDA plans (scratch beyond shared memory), checked on llvm and with nvcc.
 
-A c2c Cooley-Tukey chain runs in few kernels over columns (four-step / six-step, `multikernel.choose_kernel_groups`):
-65536 points in 2 kernels (one per pass before: 6), 2^20 in at most 3 (before: 7). Other large plans (r2c, c2r,
-Rader or Bluestein at the top) run one kernel per pass over memory. On llvm, the scheduled CUDA module runs with
+A Cooley-Tukey chain runs in few kernels over columns (four-step / six-step, `multikernel.choose_kernel_groups`):
+65536 points in 2 kernels (one per pass before: 6), 2^20 in at most 3 (before: 7); r2c and c2r add one kernel per
+pre- or post-processing pass. Other large plans (Rader or Bluestein at the top) run one kernel per pass over
+memory. On llvm, the scheduled CUDA module runs with
 its thread loops serialized and shared memory in global memory (`cuda_schedule_for_llvm`): the same kernels, in
 launch order, into a canary-guarded output, against numpy.fft.
 """
@@ -30,11 +31,12 @@ COLUMN_PLANS = [  # c2c chains: kernels over columns
     dict(n=10 ** 6, batch=1),
     dict(n=20000, batch=3),
     dict(n=12288, batch=2, dtype="complex128"),
+    dict(n=65536, batch=1, kind="r2c"),  # the real transforms' extra passes: one kernel each
+    dict(n=40000, batch=2, kind="c2r", direction="backward"),
+    dict(n=3 ** 9, batch=2, kind="r2c", dtype="complex128"),
 ]
 PASS_PLANS = [  # one kernel per pass over memory
-    dict(n=40009, batch=1),
-    dict(n=65536, batch=1, kind="r2c"),
-    dict(n=40000, batch=2, kind="c2r", direction="backward"),
+    dict(n=40009, batch=1),  # Rader
 ]
 MULTI_KERNEL_PLANS = COLUMN_PLANS + PASS_PLANS
 # kernels of the rules' plans: one per pass over memory before the kernels over columns (bench/results)
@@ -54,6 +56,7 @@ def test_large_c2c_plans_run_in_few_kernels_over_columns():
     plan = tfft.plan(16384, 2, target="cuda")
     assert plan.workspace_bytes == 2 * 2 * 16384 * 4  # one buffer between the two kernels, global memory
     assert "over 256 columns" in plan.describe()
+    assert tfft.plan(65536, 1, kind="r2c", target="cuda").kernels == 4  # before: 7 (the chain's 5, edges, pairs)
     for params in PASS_PLANS:
         plan = tfft.plan(target="cuda", **params)
         assert plan.kernel_groups is None and plan.kernels == len(plan.passes.passes)
@@ -102,7 +105,7 @@ def test_six_step_plans_with_a_smaller_shared_memory_match_numpy(params, monkeyp
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("params", [COLUMN_PLANS[1], COLUMN_PLANS[2], COLUMN_PLANS[4], COLUMN_PLANS[5],
-                                    PASS_PLANS[0]], ids=plan_id)
+                                    COLUMN_PLANS[10], PASS_PLANS[0]], ids=plan_id)
 def test_multi_kernel_cuda_compiles_with_nvcc(params):
     plan = tfft.plan(target="cuda", **params)
     source = plan.cuda_source("sm_90")

@@ -1,6 +1,6 @@
 """Multi-kernel CUDA schedules, for transforms whose scratch exceeds one thread block's shared memory.
 
-Algorithm (four-step / six-step, `kernel_groups`): a c2c plan whose breakdown is a Cooley-Tukey chain
+Algorithm (four-step / six-step, `choose_kernel_groups`): a plan whose complex breakdown is a Cooley-Tukey chain
 `n = r0·r1···r(D-1)·n_D` (left factors codelets) runs its passes in order: the passes of the sub-transform at
 depth D, then the left codelet of node D-1, ..., of node 0 (`passes`). Cut the chain at a depth t: with
 `n1 = r0···r(t-1)` and `n2 = n_t = n / n1`, the passes of the sub-transform at depth t are n1 independent
@@ -16,12 +16,13 @@ one `__syncthreads()` between its passes (the one-kernel machinery: no `ThreadSy
 kernel, see `schedule`), and only the scratch that crosses a cut in global memory. With two cuts (six-step) the
 middle kernel's columns combine both kinds. The cuts are the fewest whose kernels' shared memory fits
 `tuning.CUDA_SHARED_LIMIT`, the most balanced among them (`choose_kernel_groups`); kernels run in order on the
-stream, the only global synchronisation. Twiddle tables stay the passes' own (float64, rounded once).
+stream, the only global synchronisation. Twiddle tables stay the passes' own (float64, rounded once). The real
+transforms' pre- or post-processing passes (r2c, c2r) are one kernel each, every loop iteration a column.
 
-Other large plans (r2c/c2r, Rader or Bluestein at the top, chains that no cut fits) run one kernel per pass
-over memory (`schedule_cuda_multikernel`): the template is emitted with one group loop per pass and its
-scratch in global memory; each pass's nest is fused and split into thread blocks of `threads` threads, each
-thread running one codelet instance in registers.
+Other large plans (Rader or Bluestein at the top, chains that no cut fits) run one kernel per pass over memory
+(`schedule_cuda_multikernel`): the template is emitted with one group loop per pass and its scratch in global
+memory; each pass's nest is fused and split into thread blocks of `threads` threads, each thread running one codelet
+instance in registers.
 """
 
 from __future__ import annotations
@@ -106,29 +107,35 @@ def _group(passes: PassList, start: int, stop: int, digits: tuple[int, ...], mod
     return KernelGroup(start, stop, digits, modulus, per_block, tuple(shared))
 
 
-def choose_kernel_groups(passes: PassList, tree: Breakdown, kind: str, real_dtype: str,
-                         threads: int) -> list[KernelGroup] | None:
-    """The kernels of a large c2c plan (module docstring), or None for one kernel per pass.
+def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, threads: int) -> list[KernelGroup] | None:
+    """The kernels of a large plan (module docstring), or None for one kernel per pass.
 
+    The passes of the complex transform form the chain's kernels; the real transforms' pre- or post-processing
+    passes (`r2c_*`, `c2r_*`) are one kernel each, every codelet instance a column of its own.
     Rule (`tuning`): the fewest cuts of the chain whose every kernel's shared memory, at one 32-byte sector of
     columns per block (`CUDA_SECTOR_BYTES`; the smallest divisor of the columns at least that many), is at most
-    `CUDA_SHARED_LIMIT`; among those, the cuts whose largest
-    kernel's shared memory is smallest; then each kernel's columns per block doubled while its largest pass has
-    fewer codelet instances than `threads` and its shared memory stays within the limit."""
+    `CUDA_SHARED_LIMIT`; among those, the cuts whose largest kernel's shared memory is smallest; then each kernel's
+    columns per block doubled while its largest pass has fewer codelet instances than `threads` and its shared
+    memory stays within the limit."""
     radices = _chain(tree)
     count = len(passes.passes)
-    if kind != "c2c" or not radices:
+    chain = [not p.name.startswith(("r2c_", "c2r_")) for p in passes.passes]
+    if not radices or sum(chain) <= len(radices):
         return None
-    # the last len(radices) passes are the left codelets of nodes D-1..0: node t's loops are (r0..r(t-1), n_(t+1))
+    first, last = chain.index(True), count - chain[::-1].index(True)
+    if not all(chain[first:last]):
+        return None
+    # the chain's last len(radices) passes are the left codelets of nodes D-1..0: node t's loops are
+    # (r0..r(t-1), n_(t+1))
     sizes = [math.prod(radices[t:]) * tree.n // math.prod(radices) for t in range(len(radices) + 1)]
     for t in range(len(radices)):
-        if passes.passes[count - 1 - t].loops != (*radices[:t], sizes[t + 1]):
+        if passes.passes[last - 1 - t].loops != (*radices[:t], sizes[t + 1]):
             return None
     sector = max(1, CUDA_SECTOR_BYTES // (2 * np.dtype(real_dtype).itemsize))
     for cuts in range(1, len(radices) + 1):
         best = None
         for depths in itertools.combinations(range(len(radices), 0, -1), cuts):
-            groups = _groups(passes, radices, sizes, depths, sector)
+            groups = _groups(passes, radices, sizes, depths, sector, first, last)
             if groups is None:
                 continue
             largest = max(shared_bytes(passes, g, real_dtype) for g in groups)
@@ -139,12 +146,13 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, kind: str, real_dtyp
     return None
 
 
-def _groups(passes: PassList, radices: list[int], sizes: list[int], depths: tuple[int, ...],
-            sector: int) -> list[KernelGroup] | None:
-    """The kernels of the cuts at `depths` (decreasing): the sub-transform below the deepest cut, then the left
-    codelets between consecutive cuts, then those above the shallowest."""
-    count = len(passes.passes)
-    bounds = [0] + [count - d for d in depths] + [count]
+def _groups(passes: PassList, radices: list[int], sizes: list[int], depths: tuple[int, ...], sector: int,
+            first: int, last: int) -> list[KernelGroup] | None:
+    """The kernels of the cuts at `depths` (decreasing) of the chain's passes `first..last-1`: the sub-transform
+    below the deepest cut, then the left codelets between consecutive cuts, then those above the shallowest; and
+    one kernel per pass outside the chain (its loops all columns)."""
+    flat = [_group(passes, i, i + 1, passes.passes[i].loops, 1, sector) for i in range(first)]
+    bounds = [first] + [last - d for d in depths] + [last]
     cut_depths = list(depths) + [0]
     groups = []
     for k in range(len(bounds) - 1):
@@ -154,7 +162,9 @@ def _groups(passes: PassList, radices: list[int], sizes: list[int], depths: tupl
         if group is None:
             return None
         groups.append(group)
-    return groups
+    groups = flat + groups + [_group(passes, i, i + 1, passes.passes[i].loops, 1, sector)
+                              for i in range(last, len(passes.passes))]
+    return None if None in groups else groups
 
 
 def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int) -> KernelGroup:

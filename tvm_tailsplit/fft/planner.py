@@ -182,7 +182,7 @@ class Plan:
         Cooley-Tukey chain cut into few kernels), or None (one kernel, or one kernel per pass over memory)."""
         if not (self.is_cuda and self.variant.kernel_per_pass):
             return None
-        return choose_kernel_groups(self.passes, self.tree, self.kind, self.real_dtype, self.variant.cuda_threads)
+        return choose_kernel_groups(self.passes, self.tree, self.real_dtype, self.variant.cuda_threads)
 
     @functools.cached_property
     def kernels(self) -> int:
