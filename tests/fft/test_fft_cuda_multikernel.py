@@ -15,7 +15,7 @@ import pytest
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.fft import multikernel
+from tvm_tailsplit.fft import multikernel, planner
 from tvm_tailsplit.fft.tuning import CUDA_SECTOR_BYTES, CUDA_SHARED_LIMIT
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
@@ -95,7 +95,11 @@ def test_six_step_plans_with_a_smaller_shared_memory_match_numpy(params, monkeyp
     # with 8 KiB of shared memory per block no single cut fits: two cuts, three kernels (the middle one's columns
     # are both digits of the leading loops and the last loop modulo the deeper cut)
     monkeypatch.setattr(multikernel, "CUDA_SHARED_LIMIT", 8 * 1024)
-    plan = tfft.plan(target="cuda", **params)
+    planner._cached_plan.cache_clear()  # neither reuse nor leave behind a plan of the real limit's rule
+    try:
+        plan = tfft.plan(target="cuda", **params)
+    finally:
+        planner._cached_plan.cache_clear()
     assert plan.kernels == 3
     middle = plan.kernel_groups[1]
     assert middle.digits and middle.modulus > 1
