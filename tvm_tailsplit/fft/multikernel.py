@@ -27,6 +27,7 @@ instance in registers.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from tvm import s_tir, tirx
 from .factor import Breakdown, Codelet, CooleyTukey
 from .passes import PassList
 from .template import BARRIER_BLOCK, assign_buffers
-from .tuning import CUDA_SECTOR_BYTES, CUDA_SHARED_LIMIT
+from .tuning import CUDA_MAX_THREADS, CUDA_SECTOR_BYTES, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT
 
 __all__ = ["KernelGroup", "choose_kernel_groups", "shared_bytes", "schedule_cuda_grouped", "schedule_cuda_multikernel"]
 
@@ -50,7 +51,7 @@ class KernelGroup:
     `modulus` > 1, its last loop `j = colB + modulus·q` selects `colB` (the rest `q` stays a loop); the column is
     `colB + modulus·colA`. `shared` maps the scratch buffers used only by this kernel to their elements per
     column (`local = (index without the column's terms) / modulus`); the block holds `columns_per_block`
-    consecutive columns side by side."""
+    consecutive columns side by side, in `threads` threads."""
 
     start: int
     stop: int
@@ -58,6 +59,7 @@ class KernelGroup:
     modulus: int
     columns_per_block: int
     shared: tuple[tuple[str, int], ...]
+    threads: int = 0  # threads per block (at most the largest pass's work are bound)
 
     @property
     def columns(self) -> int:
@@ -116,7 +118,8 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, thr
     columns per block (`CUDA_SECTOR_BYTES`; the smallest divisor of the columns at least that many), is at most
     `CUDA_SHARED_LIMIT`; among those, the cuts whose largest kernel's shared memory is smallest; then each kernel's
     columns per block doubled while its largest pass has fewer codelet instances than `threads` and its shared
-    memory stays within the limit."""
+    memory stays within the limit; a kernel's block runs `threads` threads times the number of 48 KiB
+    (`CUDA_STATIC_SHARED_LIMIT`) its shared memory spans (fewer blocks fit on a multiprocessor), at most 1024."""
     radices = _chain(tree)
     count = len(passes.passes)
     chain = [not p.name.startswith(("r2c_", "c2r_")) for p in passes.passes]
@@ -168,20 +171,21 @@ def _groups(passes: PassList, radices: list[int], sizes: list[int], depths: tupl
 
 
 def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int) -> KernelGroup:
-    """`group` with its columns per block doubled while its largest pass has fewer instances than `threads`."""
+    """`group` with its columns per block doubled while its largest pass has fewer instances than `threads`, and
+    its threads per block (`choose_kernel_groups`)."""
     work = max(math.prod(group.within(p.loops)) for p in passes.passes[group.start:group.stop])
     while group.columns_per_block * work * 2 <= threads and group.columns % (2 * group.columns_per_block) == 0:
-        wider = KernelGroup(group.start, group.stop, group.digits, group.modulus, 2 * group.columns_per_block,
-                            group.shared)
+        wider = dataclasses.replace(group, columns_per_block=2 * group.columns_per_block)
         if shared_bytes(passes, wider, real_dtype) > CUDA_SHARED_LIMIT:
             break
         group = wider
-    return group
+    spans = max(1, -(-shared_bytes(passes, group, real_dtype) // CUDA_STATIC_SHARED_LIMIT))
+    return dataclasses.replace(group, threads=min(CUDA_MAX_THREADS, threads * spans))
 
 
-def schedule_cuda_grouped(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
+def schedule_cuda_grouped(func: tirx.PrimFunc, threads: list[int]) -> s_tir.Schedule:
     """Bind each kernel's block loop (the template's column-block loop) to `blockIdx.x` and every pass inside it to
-    the same number of threads: `threads`, or the kernel's largest pass's work when it is smaller (the last
+    the same number of threads: the kernel's `threads[k]`, or its largest pass's work when it is smaller (the last
     round of a pass guarded); the barrier blocks stay between the passes."""
     sch = s_tir.Schedule(func)
     kernels: list = []
@@ -192,9 +196,9 @@ def schedule_cuda_grouped(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
         if not sch.get(block).name_hint.startswith(BARRIER_BLOCK):
             loops = sch.get_loops(block)[1:]
             kernels[-1][1].append(sch.fuse(*loops) if len(loops) > 1 else loops[0])
-    for loop, fused in kernels:
+    for (loop, fused), limit in zip(kernels, threads, strict=True):
         sch.bind(loop, "blockIdx.x")
-        width = min(threads, max(sch.get(f).extent.value for f in fused))
+        width = min(limit, max(sch.get(f).extent.value for f in fused))
         for f in fused:
             _, inner = sch.split(f, [None, width])
             sch.bind(inner, "threadIdx.x")

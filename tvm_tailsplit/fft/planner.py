@@ -218,7 +218,7 @@ class Plan:
     def schedule(self) -> s_tir.Schedule:
         """The template scheduled for the target (`schedule`, `multikernel`)."""
         if self.kernel_groups:
-            return schedule_cuda_grouped(self.template, self.variant.cuda_threads)
+            return schedule_cuda_grouped(self.template, [group.threads for group in self.kernel_groups])
         if self.kernels > 1:
             return schedule_cuda_multikernel(self.template, self.variant.cuda_threads)
         if self.is_cuda:

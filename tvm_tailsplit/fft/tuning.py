@@ -62,8 +62,12 @@ MAX_STORE_SET = 16
 MIN_BLOCK_LANES = 4
 
 # ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
-# Threads per thread block.
+# Threads per thread block (a kernel over columns whose block's shared memory spans k times
+# CUDA_STATIC_SHARED_LIMIT, so that fewer blocks fit on a multiprocessor, runs k times as many, at most
+# CUDA_MAX_THREADS: `multikernel`).
 CUDA_THREADS = 128
+# The most threads of one block (the hardware's limit).
+CUDA_MAX_THREADS = 1024
 # Scratch up to this many bytes is static shared memory; above, dynamic shared memory.
 CUDA_STATIC_SHARED_LIMIT = 48 * 1024
 # Scratch above this many bytes (sm_80's dynamic shared memory per block) runs in several kernels: a c2c
