@@ -16,7 +16,13 @@ import pytest
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
 from tvm_tailsplit.fft import multikernel, planner
-from tvm_tailsplit.fft.tuning import CUDA_SECTOR_BYTES, CUDA_SHARED_LIMIT
+from tvm_tailsplit.fft.tuning import (
+    CUDA_MAX_THREADS,
+    CUDA_SECTOR_BYTES,
+    CUDA_SHARED_LIMIT,
+    CUDA_STATIC_SHARED_LIMIT,
+    CUDA_THREADS,
+)
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
 
@@ -34,6 +40,7 @@ COLUMN_PLANS = [  # c2c chains: kernels over columns
     dict(n=65536, batch=1, kind="r2c"),  # the real transforms' extra passes: one kernel each
     dict(n=40000, batch=2, kind="c2r", direction="backward"),
     dict(n=3 ** 9, batch=2, kind="r2c", dtype="complex128"),
+    dict(n=64 * 1009, batch=1),  # a Rader leaf under the chain (1009 columns, prime: two cuts, three kernels)
 ]
 PASS_PLANS = [  # one kernel per pass over memory
     dict(n=40009, batch=1),  # Rader
@@ -70,7 +77,10 @@ def test_kernels_over_columns_fit_shared_memory_and_read_whole_sectors(params):
     assert all(a.stop == b.start for a, b in zip(groups, groups[1:], strict=False))
     owners = [{name for name, _ in g.shared} for g in groups]
     for group, own in zip(groups, owners, strict=True):
-        assert multikernel.shared_bytes(plan.passes, group, plan.real_dtype) <= CUDA_SHARED_LIMIT
+        shared = multikernel.shared_bytes(plan.passes, group, plan.real_dtype)
+        assert shared <= CUDA_SHARED_LIMIT
+        # fewer blocks fit on a multiprocessor: more threads per block
+        assert group.threads == min(CUDA_MAX_THREADS, CUDA_THREADS * max(1, -(-shared // CUDA_STATIC_SHARED_LIMIT)))
         assert group.columns % group.columns_per_block == 0
         # consecutive threads take consecutive columns: a block reads at least one 32-byte sector of each row
         assert group.columns_per_block * 2 * np.dtype(plan.real_dtype).itemsize >= CUDA_SECTOR_BYTES or \
@@ -118,6 +128,8 @@ def test_multi_kernel_cuda_compiles_with_nvcc(params):
         barriers = sum(g.stop - g.start - 1 for g in plan.kernel_groups)
         assert source.count("__syncthreads()") == barriers
         assert len(re.findall(r"^  __syncthreads\(\);$", source, re.MULTILINE)) == barriers
+        for group in plan.kernel_groups:
+            assert f"__launch_bounds__({group.threads})" in source
     for arch in ("sm_80", "sm_90"):
         usages = compile_cuda_source(plan.cuda_source(arch), arch)
         assert len(usages) == plan.kernels
