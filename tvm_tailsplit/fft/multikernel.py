@@ -51,7 +51,7 @@ class KernelGroup:
     `modulus` > 1, its last loop `j = colB + modulus·q` selects `colB` (the rest `q` stays a loop); the column is
     `colB + modulus·colA`. `shared` maps the scratch buffers used only by this kernel to their elements per
     column (`local = (index without the column's terms) / modulus`); the block holds `columns_per_block`
-    consecutive columns side by side, in `threads` threads."""
+    consecutive columns side by side (the last block of a transform guarded), in `threads` threads."""
 
     start: int
     stop: int
@@ -105,8 +105,7 @@ def _group(passes: PassList, start: int, stop: int, digits: tuple[int, ...], mod
         shared.append((name, passes.buffers[name] // columns))
     if any(p.loops[:len(digits)] != digits for p in own):
         return None
-    per_block = min(d for d in range(sector, columns + 1) if columns % d == 0) if columns >= sector else columns
-    return KernelGroup(start, stop, digits, modulus, per_block, tuple(shared))
+    return KernelGroup(start, stop, digits, modulus, min(sector, columns), tuple(shared))
 
 
 def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, threads: int) -> list[KernelGroup] | None:
@@ -115,7 +114,8 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, thr
     The passes of the complex transform form the chain's kernels; the real transforms' pre- or post-processing
     passes (`r2c_*`, `c2r_*`) are one kernel each, every codelet instance a column of its own.
     Rule (`tuning`): the fewest cuts of the chain whose every kernel's shared memory, at one 32-byte sector of
-    columns per block (`CUDA_SECTOR_BYTES`; the smallest divisor of the columns at least that many), is at most
+    columns per block (`CUDA_SECTOR_BYTES`; the last block of a transform guarded where they do not divide its
+    columns), is at most
     `CUDA_SHARED_LIMIT`; among those, the cuts whose largest kernel's shared memory is smallest; then each kernel's
     columns per block doubled while its largest pass has fewer codelet instances than `threads` and its shared
     memory stays within the limit; a kernel's block runs `threads` threads times the number of 48 KiB
@@ -174,7 +174,7 @@ def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int) 
     """`group` with its columns per block doubled while its largest pass has fewer instances than `threads`, and
     its threads per block (`choose_kernel_groups`)."""
     work = max(math.prod(group.within(p.loops)) for p in passes.passes[group.start:group.stop])
-    while group.columns_per_block * work * 2 <= threads and group.columns % (2 * group.columns_per_block) == 0:
+    while group.columns_per_block * work * 2 <= threads and 2 * group.columns_per_block <= group.columns:
         wider = dataclasses.replace(group, columns_per_block=2 * group.columns_per_block)
         if shared_bytes(passes, wider, real_dtype) > CUDA_SHARED_LIMIT:
             break

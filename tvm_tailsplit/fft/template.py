@@ -234,11 +234,12 @@ class _ColumnEmitter(_Emitter):
 
 def _emit_column_kernel(passes: PassList, group, kernel: int, batch: int, dtype, external, tables, indices,
                         global_scratch: dict, shared_scope: str) -> None:
-    """One kernel over columns: a loop over blocks of `group.columns_per_block` columns of every transform, each
-    pass a nest `block, local loops..., column` (a barrier block between passes), the group's scratch buffers
+    """One kernel over columns: a loop over blocks of `group.columns_per_block` columns of every transform (the
+    columns past the transform's last guarded), each pass a nest `block, local loops..., column` (a barrier block
+    between passes), the group's scratch buffers
     shared `[block, re/im, local, column]` (physical buffers by interval colouring)."""
     width = group.columns_per_block
-    per_transform = group.columns // width
+    per_transform = -(-group.columns // width)
     blocks = batch * per_transform
     own = PassList(passes=passes.passes[group.start:group.stop], buffers=dict(group.shared))
     sizes: dict[str, int] = {}
@@ -260,6 +261,8 @@ def _emit_column_kernel(passes: PassList, group, kernel: int, batch: int, dtype,
             frames = [T.serial(extent) for extent in extents] + [T.serial(width)]
             entered = [frame.__enter__() for frame in frames]
             with T.sblock(f"k{kernel}_{number}_{p.name}"):
+                if group.columns % width:
+                    T.where(tirx.floormod(block_loop, per_transform) * width + entered[-1] < group.columns)
                 block = T.axis.spatial(blocks, block_loop)
                 local = [T.axis.spatial(extent, var) for extent, var in zip(extents, entered[:-1], strict=True)]
                 lane = T.axis.spatial(width, entered[-1])
