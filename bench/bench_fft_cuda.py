@@ -24,7 +24,8 @@ multiply -> generated c2r plan.
 ``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
 codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
 numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it builds every plan of the rows
-for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time and kernel count.
+for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time, passes over memory, kernel count and
+the shared memory per block of each kernel over columns (``multikernel``).
 
 Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one prints why and writes nothing),
 ``python -m bench.bench_fft_cuda [--quick] [--sanitize]``; results: bench/results/fft_cuda.json and .md
