@@ -25,7 +25,8 @@ plan.
 ``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
 codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
 numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it builds every plan of the rows
-for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time and kernel count.
+for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time, passes over memory, kernel count and
+the shared memory per block of each kernel over columns (``multikernel``).
 
 Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one prints why and writes nothing),
 ``python -m bench.bench_fft_cuda [--quick] [--sanitize]``; results: bench/results/fft_cuda.json and .md
@@ -99,6 +100,8 @@ def flops(kind: str, n: int, batch: int) -> float:
 
 def dry_run(quick: bool, arch: str) -> dict:
     """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
+    from tvm_tailsplit.fft.multikernel import shared_bytes
+
     rows = []
     for kind, n, dtype in selected_rows(quick):
         batch = batch_of(n)
@@ -107,7 +110,9 @@ def dry_run(quick: bool, arch: str) -> dict:
         plan_seconds = time.perf_counter() - start
         built = gpu.nvcc_build(lambda plan=plan: plan.cuda_source(arch), arch)
         row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
-               "plan_kernels": plan.kernels, "staged": plan.staged, "lanes": plan.lanes, "plan_seconds": plan_seconds,
+               "plan_kernels": plan.kernels, "staged": plan.staged, "lanes": plan.lanes,
+               "passes": len(plan.passes.passes), "plan_seconds": plan_seconds,
+               "group_shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups or []],
                **built}
         rows.append(row)
         outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
@@ -121,16 +126,19 @@ def dry_run_markdown(report: dict) -> str:
     lines = [f"# CUDA FFT plans built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
              f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
              "Transforms per block (`lanes`) and whether the block stages its rows through shared memory (coalesced "
-             "vector copies, `tuning.CUDA_STAGE_*`); registers and shared memory: the largest of the plan's kernels "
-             "(ptxas).", "",
-             "| row | batch | breakdown | lanes | staged | compiled | kernels | TVM s | nvcc s | spill bytes "
-             "| registers | shared bytes |", "|" + "---|" * 12]
+             "vector copies, `tuning.CUDA_STAGE_*`); passes: passes over memory (the kernels of a plan of one kernel "
+             "per pass); shared KiB: each kernel's shared memory per block in a plan of kernels over columns "
+             "(`multikernel`; dynamic shared memory above 48 KiB, which ptxas does not count); registers and ptxas "
+             "shared bytes: the largest of the plan's kernels.", "",
+             "| row | batch | breakdown | lanes | staged | compiled | passes | kernels | shared KiB | TVM s | nvcc s "
+             "| spill bytes | registers | ptxas shared bytes |", "|" + "---|" * 14]
     for row in report["rows"]:
+        shared = ", ".join(f"{b / 1024:g}" for b in row.get("group_shared_bytes", [])) or "-"
         if row["compiled"]:
-            cells = (f"yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | {row['spills']} "
-                     f"| {row['registers']} | {row['shared_bytes']}")
+            cells = (f"yes | {row['passes']} | {row['kernels']} | {shared} | {row['tvm_seconds']:.1f} | "
+                     f"{row['nvcc_seconds']:.1f} | {row['spills']} | {row['registers']} | {row['shared_bytes']}")
         else:
-            cells = f"NO: {row['error']} | - | - | - | - | - | -"
+            cells = f"NO: {row['error']} | - | - | - | - | - | - | - | -"
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
                      f"{'yes' if row['staged'] else 'no'} | {cells} |")
     return "\n".join(lines) + "\n"

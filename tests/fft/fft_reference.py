@@ -5,7 +5,7 @@ import math
 import numpy as np
 import tvm
 
-from tvm_tailsplit.testing import cuda_schedule_for_llvm
+from tvm_tailsplit.testing import cuda_schedule_for_llvm, guarded_array, to_tvm
 
 
 def tolerance(n: int, dtype: str) -> float:
@@ -46,10 +46,12 @@ def plan_input_and_reference(params: dict, seed: int = 0) -> tuple[np.ndarray, n
 
 def run_cuda_plan_on_llvm(plan, x: np.ndarray) -> np.ndarray:
     """The CUDA plan's scheduled module run on llvm with its threads serialized, shared memory in global memory
-    and its barriers dropped (`tvm_tailsplit.testing.cuda_schedule_for_llvm`): its result as a complex array (a
-    real one for c2r)."""
+    and its barriers dropped (`tvm_tailsplit.testing.cuda_schedule_for_llvm`), into an output surrounded by
+    canaries (checked: no write outside it): its result as a complex array (a real one for c2r)."""
     executable = tvm.compile(cuda_schedule_for_llvm(plan.module), target="llvm")
-    out = tvm.runtime.empty(plan.output_shape, plan.real_dtype)
-    executable["main"](tvm.runtime.tensor(x), out, *[tvm.runtime.tensor(c) for c in plan._constants])
-    result = out.numpy()
+    out = guarded_array(plan.output_shape, plan.real_dtype)
+    out.array[:] = 0
+    executable["main"](tvm.runtime.tensor(x), to_tvm(out.array), *[tvm.runtime.tensor(c) for c in plan._constants])
+    out.check_canaries("output")
+    result = out.array.copy()
     return result if plan.kind == "c2r" else result[..., 0] + 1j * result[..., 1]

@@ -9,15 +9,16 @@ and index maps (`passes.build_passes`), emit the TIR template (`template.build_p
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
 whose scratch fits in one thread block's shared memory is one kernel, whose passes the template separates with
-barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, it runs one kernel per pass
-over memory, the passes exchanging data through global scratch (`multikernel`). `input_shape` and
-`output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from the IR (the
-scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters (effort
-included) in the process, so the numpy/scipy functions compile each shape once, and compiled llvm plans on disk
-(`cache`, keyed by the request and its variant), so that a later process loads them instead of compiling: a
-loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`).
-Plans pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer):
-they are passed without a copy.
+barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, a c2c Cooley-Tukey chain runs
+in two (or three) kernels over columns, each a batched in-shared-memory FFT (four-step / six-step), and other
+plans one kernel per pass over memory, the kernels exchanging data through global scratch (`multikernel`).
+`input_shape` and `output_shape` are the parameters' buffer shapes (the layouts'), `workspace_bytes` is read from
+the IR (the scratch allocations left after TVM's buffer compaction). Plans are cached by their validated parameters
+(effort included) in the process, so the numpy/scipy functions compile each shape once, and compiled llvm plans on
+disk (`cache`, keyed by the request and its variant), so that a later process loads them instead of compiling: a
+loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`). Plans
+pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
+passed without a copy.
 Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
 searches at INFO (shown on stderr with `verbose=True`).
 """
@@ -44,7 +45,13 @@ from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
 from .lowering import register_pipeline
-from .multikernel import schedule_cuda_multikernel
+from .multikernel import (
+    KernelGroup,
+    choose_kernel_groups,
+    schedule_cuda_grouped,
+    schedule_cuda_multikernel,
+    shared_bytes,
+)
 from .passes import PassList
 from .schedule import cuda_staging, schedule_cuda, schedule_llvm
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
@@ -170,9 +177,20 @@ class Plan:
         return self.variant.passes(self.spec)
 
     @functools.cached_property
+    def kernel_groups(self) -> list[KernelGroup] | None:
+        """The kernels over columns of a multi-kernel CUDA plan (`multikernel.choose_kernel_groups`: a c2c
+        Cooley-Tukey chain cut into few kernels), or None (one kernel, or one kernel per pass over memory)."""
+        if not (self.is_cuda and self.variant.kernel_per_pass):
+            return None
+        return choose_kernel_groups(self.passes, self.tree, self.real_dtype, self.variant.cuda_threads)
+
+    @functools.cached_property
     def kernels(self) -> int:
-        """CUDA kernels of the plan: one, or one per pass over memory (the variant's `kernel_per_pass`)."""
-        return len(self.passes.passes) if self.is_cuda and self.variant.kernel_per_pass else 1
+        """CUDA kernels of the plan: one; or, beyond shared memory (the variant's `kernel_per_pass`), one per
+        group of `kernel_groups`, else one per pass over memory."""
+        if not (self.is_cuda and self.variant.kernel_per_pass):
+            return 1
+        return len(self.kernel_groups) if self.kernel_groups else len(self.passes.passes)
 
     def _scratch_bytes(self) -> int:
         return scratch_bytes(self.spec, self.variant)
@@ -184,6 +202,11 @@ class Plan:
         if self.is_cuda and self.kernels == 1:
             scope = "shared" if self._scratch_bytes() <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
         batch = tvm.tirx.Var("batch", "int32") if self.symbolic_batch else self.batch
+        if self.kernel_groups:
+            scopes = tuple("shared" if shared_bytes(self.passes, group, self.real_dtype) <= CUDA_STATIC_SHARED_LIMIT
+                           else "shared.dyn" for group in self.kernel_groups)
+            return build_primfunc(self.passes, self.real_dtype, batch, 1, self.input_layout, self.output_layout,
+                                  kernel_groups=self.kernel_groups, shared_scopes=scopes)
         return build_primfunc(self.passes, self.real_dtype, batch, self.lanes, self.input_layout,
                               self.output_layout, scratch_scope=scope, kernel_per_pass=self.kernels > 1,
                               prefetch_bytes=self.variant.prefetch_bytes,
@@ -201,6 +224,8 @@ class Plan:
     @functools.cached_property
     def schedule(self) -> s_tir.Schedule:
         """The template scheduled for the target (`schedule`, `multikernel`)."""
+        if self.kernel_groups:
+            return schedule_cuda_grouped(self.template, [group.threads for group in self.kernel_groups])
         if self.kernels > 1:
             return schedule_cuda_multikernel(self.template, self.variant.cuda_threads)
         if self.is_cuda:
@@ -453,8 +478,15 @@ class Plan:
             + f"; constant tables: {self.table_bytes} bytes",
         ]
         if self.is_cuda:
-            lines.append(f"CUDA kernels: {self.kernels}" + (" (one per pass over memory, scratch in global memory)"
-                                                            if self.kernels > 1 else " (scratch in shared memory)"))
+            if self.kernel_groups:
+                how = " (" + "; ".join(
+                    f"passes {g.start}-{g.stop - 1} over {g.columns} columns, {g.columns_per_block} per block, "
+                    f"{shared_bytes(self.passes, g, self.real_dtype)} bytes of shared memory"
+                    for g in self.kernel_groups) + "; scratch between kernels in global memory)"
+            else:
+                how = (" (one per pass over memory, scratch in global memory)" if self.kernels > 1
+                       else " (scratch in shared memory)")
+            lines.append(f"CUDA kernels: {self.kernels}{how}")
             if self.staged:
                 lines.append(f"CUDA blocks of {self.lanes} transforms copy their input and output rows through "
                              "shared memory in coalesced vectors")

@@ -5,8 +5,9 @@ which is always a candidate, so the winner is never slower than it as measured. 
 axis with a few values (`axes`): the breakdown (codelet and radix limits), the order of the top-level radices,
 lanes per group, vector width and inner vector scale (only while a group has fewer lanes than a vector),
 prefetch (off, farther ahead) and, with more than one thread, the parallel tasks. CUDA axes are the breakdown,
-threads per block, transforms per block (lanes) and one kernel per pass (a variant whose block scratch exceeds
-shared memory fails to build and is skipped).
+threads per block, transforms per block (lanes) and several kernels (`kernel_per_pass`: kernels over columns
+or one per pass, see `multikernel`; a variant whose block scratch exceeds shared memory fails to build and is
+skipped).
 
 * measure: every single-knob change of the estimate variant is timed with it, side by side; then the winning
   changes of all axes that beat the estimate are combined into one variant, and every two of the three

@@ -117,7 +117,8 @@ def te_fft(
     ones for c2r. With `schedule`, the passes are vectorized across the batch and parallel over lane groups
     (target "llvm"), or bound to CUDA threads as `plan(..., target="cuda")` binds them (target "cuda": compile
     the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without `ThreadSync`, as the stage
-    has its barriers, and without `StorageRewrite`, which would merge scratch buffers one pass reads and writes); without, the stage's blocks are left for the caller's schedule.
+    has its barriers, and without `StorageRewrite`, which would merge scratch buffers one pass reads and
+    writes); without, the stage's blocks are left for the caller's schedule.
     The stage reads constant placeholders: see `te_fft_constants`. Compile the graph with
     `PassContext(config={"tirx.disable_cse_tir": True})` as `plan()` does: the codelets arrive with their
     common subexpressions eliminated, and TIR's CSE pass is quadratic in the size of a codelet.

@@ -10,8 +10,11 @@ group is a thread block and the other loops are threads.
 The batch may be symbolic (a `tirx.Var`: one compiled plan for every batch) when the groups hold one transform
 (no tail group): the group loop is then a loop over at most `parallel_tasks` tasks of serial groups, the groups
 past the batch guarded (`T.where`), which the schedule runs in parallel.
-For CUDA plans whose scratch exceeds shared memory, every pass gets its own group loop instead (one kernel
-per pass over memory, see `multikernel`). A CUDA plan of one kernel (`pass_barriers`) has a thread-block barrier
+For CUDA plans whose scratch exceeds shared memory, each kernel over columns (`multikernel.KernelGroup`: a
+consecutive run of passes whose work splits into independent columns) gets a loop over blocks of columns, its own
+scratch in shared memory at the column's local index and the scratch between kernels in global memory; other
+such plans give every pass its own group loop (one kernel per pass over memory, see `multikernel`).
+A CUDA plan of one kernel (`pass_barriers`) has a thread-block barrier
 (`tvm_storage_sync("shared")`, `__syncthreads()`) in a block of its own (`BARRIER_BLOCK`) between consecutive passes
 of a group: a pass reads elements that other threads wrote in earlier passes, and writes scratch that other
 threads read in earlier passes (physical scratch buffers are shared by logical ones of disjoint live ranges),
@@ -161,6 +164,10 @@ class _Emitter:
     def _element(self, view: View, element, loop_vars):
         return view.offset.expr(loop_vars) + element * view.stride
 
+    def _scratch(self, view: View, element, loop_vars, part: int) -> tuple:
+        """The indices of part `part` (0 real, 1 imaginary) of element `element` of a scratch view."""
+        return self.group, part, self._element(view, element, loop_vars), self.lane
+
     def load(self, view: View, element, loop_vars):
         index = self._element(view, element, loop_vars)
         if view.buffer in self.rows:
@@ -178,7 +185,7 @@ class _Emitter:
                 value = (buffer[b, index], self.zero)
         else:
             buffer = self.scratch[view.buffer]
-            value = (buffer[self.group, 0, index, self.lane], buffer[self.group, 1, index, self.lane])
+            value = tuple(buffer[self._scratch(view, element, loop_vars, part)] for part in (0, 1))
         twiddle = view.twiddle
         if twiddle is None:
             return value
@@ -214,8 +221,91 @@ class _Emitter:
                 T.buffer_store(buffer, value[0], [b, index])
         else:
             buffer = self.scratch[view.buffer]
-            T.buffer_store(buffer, value[0], [self.group, 0, index, self.lane])
-            T.buffer_store(buffer, value[1], [self.group, 1, index, self.lane])
+            T.buffer_store(buffer, value[0], list(self._scratch(view, element, loop_vars, 0)))
+            T.buffer_store(buffer, value[1], list(self._scratch(view, element, loop_vars, 1)))
+
+
+class _ColumnEmitter(_Emitter):
+    """The emitter of a pass in a kernel over columns (`multikernel.KernelGroup`): scratch that crosses kernels is
+    global `[transform, re/im, element]`, the kernel's own scratch is shared `[block, re/im, local, column]` at
+    the column's local index (`_local`)."""
+
+    def __init__(self, dtype, external, scratch, tables, indices, batch_index, block, column, shared, within):
+        super().__init__(dtype, external, scratch, tables, indices, batch_index, block, column)
+        self.shared = shared  # logical shared buffer -> divisor (the group's modulus)
+        self.within = within  # pass loop position -> (local variable, its scale in the loop's value), or absent
+
+    def _local(self, view: View, element, divisor: int):
+        """`(index - the column's terms) / divisor`: the column's loops dropped, the others at their scale."""
+        index = 0
+        for position, coeff in view.offset.terms:
+            if position in self.within:
+                var, scale = self.within[position]
+                if coeff * scale % divisor:
+                    raise ValueError(f"{view} is not a column of stride {divisor}")
+                index = index + var * (coeff * scale // divisor)
+        if view.offset.const % divisor or view.stride % divisor:
+            raise ValueError(f"{view} is not a column of stride {divisor}")
+        return index + view.offset.const // divisor + element * (view.stride // divisor)
+
+    def _scratch(self, view: View, element, loop_vars, part: int) -> tuple:
+        if view.buffer in self.shared:
+            return self.group, part, self._local(view, element, self.shared[view.buffer]), self.lane
+        return self.batch_index, part, self._element(view, element, loop_vars)
+
+
+def _emit_column_kernel(passes: PassList, group, kernel: int, batch: int, dtype, external, tables, indices,
+                        global_scratch: dict, shared_scope: str) -> None:
+    """One kernel over columns: a loop over blocks of `group.columns_per_block` columns of every transform (the
+    columns past the transform's last guarded), each pass a nest `block, local loops..., column` (a barrier block
+    between passes), the group's scratch buffers
+    shared `[block, re/im, local, column]` (physical buffers by interval colouring)."""
+    width = group.columns_per_block
+    per_transform = -(-group.columns // width)
+    blocks = batch * per_transform
+    own = PassList(passes=passes.passes[group.start:group.stop], buffers=dict(group.shared))
+    sizes: dict[str, int] = {}
+    assignment = assign_buffers(own)
+    for logical, phys in assignment.items():
+        sizes[phys] = max(sizes.get(phys, 0), own.buffers[logical])
+    physical = {phys: T.sblock_alloc_buffer((blocks, 2, size, width), dtype, scope=shared_scope)
+                for phys, size in sizes.items()}
+    scratch = {**global_scratch, **{logical: physical[phys] for logical, phys in assignment.items()}}
+    divisors = {logical: group.modulus for logical in assignment}
+    digits = len(group.digits)
+    with T.serial(blocks) as block_loop:
+        for number in range(group.start, group.stop):
+            p = passes.passes[number]
+            if number > group.start:
+                with T.sblock(f"{BARRIER_BLOCK}_k{kernel}_{number}"):
+                    T.evaluate(T.tvm_storage_sync("shared"))
+            extents = group.within(p.loops)
+            frames = [T.serial(extent) for extent in extents] + [T.serial(width)]
+            entered = [frame.__enter__() for frame in frames]
+            with T.sblock(f"k{kernel}_{number}_{p.name}"):
+                if group.columns % width:
+                    T.where(tirx.floormod(block_loop, per_transform) * width + entered[-1] < group.columns)
+                block = T.axis.spatial(blocks, block_loop)
+                local = [T.axis.spatial(extent, var) for extent, var in zip(extents, entered[:-1], strict=True)]
+                lane = T.axis.spatial(width, entered[-1])
+                column = tirx.floormod(block, per_transform) * width + lane
+                column_a = tirx.floordiv(column, group.modulus) if group.modulus > 1 else column
+                loop_vars, within = [], {}
+                stride = 1
+                for radix in group.digits:
+                    loop_vars.append(tirx.floormod(tirx.floordiv(column_a, stride), radix) if stride > 1
+                                     else tirx.floormod(column_a, radix))
+                    stride *= radix
+                for position, var in enumerate(local, start=digits):
+                    last = position == len(p.loops) - 1 and group.modulus > 1
+                    scale = group.modulus if last else 1
+                    loop_vars.append(tirx.floormod(column, group.modulus) + var * scale if last else var)
+                    within[position] = (var, scale)
+                emitter = _ColumnEmitter(dtype, external, scratch, tables, indices,
+                                         tirx.floordiv(block, per_transform), block, lane, divisors, within)
+                p.body(emitter, loop_vars)
+            for frame in reversed(frames):
+                frame.__exit__(None, None, None)
 
 
 def lane_groups(batch, lanes: int) -> list[tuple[str, int, int, int]]:
@@ -248,6 +338,8 @@ def build_primfunc(
     parallel_tasks: int = PARALLEL_TASKS,
     pass_barriers: bool = False,
     staged: bool = False,
+    kernel_groups: list | None = None,
+    shared_scopes: tuple[str, ...] = (),
 ) -> tirx.PrimFunc:
     """The s_tir PrimFunc `main(input, output[, tables][, indices])` of the passes (unscheduled).
 
@@ -265,6 +357,9 @@ def build_primfunc(
     its first pass and its output rows from there after its last pass, each behind a barrier (`stage_rows`): the
     passes read and write these rows `[group, lane, float]` instead (the kernel must be compiled without TVM's
     `StorageRewrite`, see `planner`).
+    With `kernel_groups` (`multikernel.KernelGroup`s, a CUDA plan of several kernels over columns, `batch` an int),
+    each group is one kernel (`_emit_column_kernel`) with its own scratch in `shared_scopes[k]` and the scratch
+    that crosses kernels in global memory, one buffer per logical buffer.
     """
     assignment = assign_buffers(passes)
     physical_size = {}
@@ -282,7 +377,14 @@ def build_primfunc(
                 external[name] = (T.arg(name, buffer), layout)
             tables = T.arg("tables", T.buffer((passes.table_size, 2), dtype)) if passes.table_size else None
             indices = T.arg("indices", T.buffer((passes.index_size,), "int32")) if passes.index_size else None
-            for variant, first, groups, width in lane_groups(batch, lanes):
+            if kernel_groups is not None:
+                own = {name for group in kernel_groups for name, _ in group.shared}
+                crossing = {name: T.sblock_alloc_buffer((batch, 2, size), dtype, scope="global")
+                            for name, size in passes.buffers.items() if name not in own}
+                for kernel, group in enumerate(kernel_groups):
+                    _emit_column_kernel(passes, group, kernel, batch, dtype, external, tables, indices, crossing,
+                                        shared_scopes[kernel])
+            for variant, first, groups, width in [] if kernel_groups is not None else lane_groups(batch, lanes):
                 scratch_physical = {
                     phys: T.sblock_alloc_buffer((groups, 2, size, width), dtype, scope=scratch_scope)
                     for phys, size in physical_size.items()

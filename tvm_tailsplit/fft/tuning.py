@@ -62,11 +62,17 @@ MAX_STORE_SET = 16
 MIN_BLOCK_LANES = 4
 
 # ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
-# Threads per thread block.
+# Threads per thread block (a kernel over columns whose block's shared memory spans k times
+# CUDA_STATIC_SHARED_LIMIT, so that fewer blocks fit on a multiprocessor, runs k times as many, at most
+# CUDA_MAX_THREADS: `multikernel`).
 CUDA_THREADS = 128
+# The most threads of one block (the hardware's limit).
+CUDA_MAX_THREADS = 1024
 # Scratch up to this many bytes is static shared memory; above, dynamic shared memory.
 CUDA_STATIC_SHARED_LIMIT = 48 * 1024
-# Scratch above this many bytes (sm_80's dynamic shared memory per block) runs one kernel per pass over memory.
+# Scratch above this many bytes (sm_80's dynamic shared memory per block) runs in several kernels: a c2c
+# Cooley-Tukey chain cut into the fewest kernels whose blocks' scratch is at most this (`multikernel`), else one
+# kernel per pass over memory.
 CUDA_SHARED_LIMIT = 163 * 1024
 # A one-kernel plan whose thread blocks hold at least this many transforms stages its compact input and output
 # through shared memory (`template`, `schedule.cuda_staging`): its threads each work on their own transforms, a
@@ -81,3 +87,7 @@ CUDA_STAGE_MIN_LANES = 2
 # (`storage_align`), so that the 32 rows that a warp's threads read at one column (one transform each) start in
 # distinct banks (banks of a vector's bytes): without the padding, n = 16 put all 32 rows in one bank.
 CUDA_STAGE_VECTOR_FLOATS = 2
+# A multi-kernel plan's block holds at least this many bytes' worth of consecutive columns (one DRAM sector: a
+# warp reading strided columns reads whole sectors), more while its largest pass has fewer instances than
+# CUDA_THREADS.
+CUDA_SECTOR_BYTES = 32

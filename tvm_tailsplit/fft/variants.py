@@ -7,8 +7,9 @@ transforms per lane group (`lanes`: the batch vectorized across lanes), the vect
 (`vector_width`, `inner_vector_scale`: codelet instances of one transform side by side when a group has fewer
 lanes than a vector), the parallel tasks over lane groups (`parallel_tasks`), software prefetch
 (`prefetch_bytes`: the largest lane group that prefetches, 0 disables it; `prefetch_distance`: how far ahead),
-and on CUDA the threads per block (`cuda_threads`) and whether every pass over memory is its own kernel
-(`kernel_per_pass`). `estimate_variant` applies the rules of `tuning` and `schedule` (FFTW's ESTIMATE: no
+and on CUDA the threads per block (`cuda_threads`) and whether the plan runs in several kernels
+(`kernel_per_pass`: kernels over columns where `multikernel.choose_kernel_groups` finds them, else one kernel per
+pass over memory). `estimate_variant` applies the rules of `tuning` and `schedule` (FFTW's ESTIMATE: no
 timing), so a plan built from it is the plan those rules give. The search (`search`) builds other variants
 around it and times them (MEASURE/PATIENT); wisdom (`wisdom`) stores the winner as the variant's fields.
 """
@@ -122,7 +123,7 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
 def estimate_variant(request: FFTSpec, batch: int, cuda: bool, lanes: int | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
     (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
-    `PREFETCH_DISTANCE`, `CUDA_THREADS`, and one kernel per pass when a CUDA block's scratch exceeds
+    `PREFETCH_DISTANCE`, `CUDA_THREADS`, and several kernels when a CUDA block's scratch exceeds
     `CUDA_SHARED_LIMIT`. `lanes` (llvm) replaces `choose_lanes`'s choice."""
     if cuda:
         lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, request.layouts(batch))
