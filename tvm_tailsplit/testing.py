@@ -208,7 +208,10 @@ def cuda_schedule_for_llvm(mod: tvm.IRModule, scopes: tuple[str, ...] = SHARED_S
         if scope not in scopes:
             return var
         if var not in buffers:
-            buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, scope="global")
+            # strides, offset and its factor kept: a match buffer of a tensorized tile keeps its binding
+            buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, strides=var.strides,
+                                                elem_offset=var.elem_offset, scope="global",
+                                                offset_factor=var.offset_factor)
         return buffers[var]
 
     def on_evaluate(stmt):

@@ -28,6 +28,7 @@ from tvm.s_tir import SBlock
 from ..cuda import nested_pass_context
 from .merge_cases import merge_equal_cases
 from .mma_schedule import MMA_PASS_CONFIG, TAILSPLIT_STRATEGY
+from .mma_tails import ZeroFillBySourceSize
 from .pass_ import TailSplit
 from .tensorize import tensorize_marked
 
@@ -193,7 +194,8 @@ def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
             return default(mod)
 
     def finalize_device_with_warp_memory():
-        return tvm.transform.Sequential([LowerAllWarpMemory(), finalize_device()], name="MmaFinalizeDevice")
+        return tvm.transform.Sequential([ZeroFillBySourceSize(), LowerAllWarpMemory(), finalize_device()],
+                                        name="MmaFinalizeDevice")
 
     return pipeline, finalize_host, finalize_device_with_warp_memory
 

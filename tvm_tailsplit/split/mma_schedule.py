@@ -129,9 +129,11 @@ def _has_block(sch: s_tir.Schedule, name: str) -> bool:
     return name in names
 
 
-def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True) -> tvm.IRModule:
+def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True,
+                    padded_output: bool = False) -> tvm.IRModule:
     """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
-    ``software_pipeline_*`` annotations (same meaning, one stage)."""
+    ``software_pipeline_*`` annotations (same meaning, one stage); ``padded_output=True`` writes the result through
+    the padded global ``C_pad`` and a copy-back kernel instead of the predicated accumulator store."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
 
     sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
@@ -207,8 +209,10 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
-    if padded:
+    if padded and padded_output:
         bind_padded_copy_out(sch)
+    elif padded:  # the copy back folded into the accumulator store: C written in place, under T.where(i < M, j < N)
+        sch.reverse_compute_inline(sch.get_sblock("C_pad"))
     return sch.mod
 
 
