@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import s_tir, te, tirx
-from tvm.s_tir import SBlock
+from tvm import s_tir, sym, te, tirx
+from tvm.ir import Range
+from tvm.s_tir import SBlock, SBlockRealize
 
 from .conditions import MARK_KEY
 
@@ -78,6 +79,7 @@ SHARED_SCOPE = "shared.dyn"  # over 48 KB: dynamic shared memory (TVM's runtime 
 SHARED_ROW_PAD = 8  # halves added to every shared row (16 bytes: ldmatrix rows fall in different banks)
 COPY_LANES = (8, 4, 2, 1)  # candidate vector widths of a global -> shared copy, widest first (8 halves = 16 B)
 TAILSPLIT_STRATEGY = "partial"  # see the module docstring
+STORE_BLOCK = "C_pad_warp"  # the accumulator store (cache_write of the padded einsum)
 # The PassContext config the kernel compiles under (``mma_pipeline`` sets it): the copies become cp.async; no
 # common-subexpression elimination, which would hide the ``tx * 8`` of the ldmatrix offsets in a let variable where
 # ``LowerWarpMemory`` cannot find it (it then fails: "require positive constant coefficient on warp index").
@@ -213,7 +215,36 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         bind_padded_copy_out(sch)
     elif padded:  # the copy back folded into the accumulator store: C written in place, under T.where(i < M, j < N)
         sch.reverse_compute_inline(sch.get_sblock("C_pad"))
+        return _bindings_inside_domains(sch.mod, STORE_BLOCK)
     return sch.mod
+
+
+def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
+    """``mod`` with the predicate of block ``block_name`` strengthened by ``binding < min + extent`` for each iter
+    var whose binding the enclosing loop ranges do not keep inside its domain. TVM 0.27's ``reverse_compute_inline``
+    rebuilds the accumulator store's predicate from the consumer's bounds only, so where ``C`` is as wide as the
+    padded tile range (``N = 16``: one tile, the warps' loops cover 128 columns) it drops the producer's
+    ``j < 16`` and the store would write past ``C``."""
+    analyzer = sym.Analyzer()
+
+    def on_for(node: tirx.For, mutator):
+        if isinstance(node.min, tirx.IntImm) and isinstance(node.extent, tirx.IntImm):
+            analyzer.bind(node.loop_var, Range.from_min_extent(node.min, node.extent), allow_override=True)
+        return mutator.default_mutate(node)
+
+    def on_realize(node: SBlockRealize, mutator):
+        if node.block.name_hint != block_name:
+            return mutator.default_mutate(node)
+        predicate = node.predicate
+        for iter_var, value in zip(node.block.iter_vars, node.iter_values, strict=True):
+            end = iter_var.dom.min + iter_var.dom.extent
+            if not analyzer.can_prove(value < end):
+                predicate = tirx.And(predicate, value < end)
+        return SBlockRealize(node.iter_values, analyzer.simplify(predicate), node.block)
+
+    func = mod["main"]
+    body = tvm_ffi.structural_mutate(func.body, [(tirx.For, on_for), (SBlockRealize, on_realize)])
+    return tvm.IRModule({"main": func.with_body(body)}, attrs=mod.attrs)
 
 
 def bind_padded_copy_out(sch: s_tir.Schedule) -> None:
