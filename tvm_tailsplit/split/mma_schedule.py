@@ -221,7 +221,8 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
 
 def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
     """``mod`` with the predicate of block ``block_name`` strengthened by ``binding < min + extent`` for each iter
-    var whose binding the enclosing loop ranges do not keep inside its domain. TVM 0.27's ``reverse_compute_inline``
+    var whose binding neither the enclosing loop ranges nor a conjunct ``binding < bound`` of the predicate keep
+    inside its domain. TVM 0.27's ``reverse_compute_inline``
     rebuilds the accumulator store's predicate from the consumer's bounds only, so where ``C`` is as wide as the
     padded tile range (``N = 16``: one tile, the warps' loops cover 128 columns) it drops the producer's
     ``j < 16`` and the store would write past ``C``."""
@@ -236,15 +237,22 @@ def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule
         if node.block.name_hint != block_name:
             return mutator.default_mutate(node)
         predicate = node.predicate
+        atoms = _conjuncts(predicate)
         for iter_var, value in zip(node.block.iter_vars, node.iter_values, strict=True):
             end = iter_var.dom.min + iter_var.dom.extent
-            if not analyzer.can_prove(value < end):
+            bounded = any(isinstance(atom, tirx.LT) and analyzer.can_prove_equal(atom.a, value)
+                          and analyzer.can_prove(atom.b <= end) for atom in atoms)
+            if not bounded and not analyzer.can_prove(value < end):
                 predicate = tirx.And(predicate, value < end)
-        return SBlockRealize(node.iter_values, analyzer.simplify(predicate), node.block)
+        return SBlockRealize(node.iter_values, predicate, node.block)
 
     func = mod["main"]
     body = tvm_ffi.structural_mutate(func.body, [(tirx.For, on_for), (SBlockRealize, on_realize)])
     return tvm.IRModule({"main": func.with_body(body)}, attrs=mod.attrs)
+
+
+def _conjuncts(expr: tvm.ir.PrimExpr) -> list:
+    return [*_conjuncts(expr.a), *_conjuncts(expr.b)] if isinstance(expr, tirx.And) else [expr]
 
 
 def bind_padded_copy_out(sch: s_tir.Schedule) -> None:
