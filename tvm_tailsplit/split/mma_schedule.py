@@ -9,10 +9,13 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 ``software_pipeline_*`` annotations of TVM's tensor-core rules):
 
 1. The iteration space is padded (``sch.pad_einsum``) to whole 16 x 16 instruction tiles in ``M`` and ``N`` and
-   to whole ``BLOCK_K`` slices in ``K``; the padding is inlined into the global -> shared copies, so elements
-   outside ``A`` and ``B`` load as zeros, and the result goes through ``C_pad`` (copied back to ``C`` by a
-   second kernel, one element per thread). Padding ``K`` to the block's slice keeps the reduction loops
-   condition-free, so the pipelined loops never change shape.
+   to whole ``BLOCK_K`` slices in ``K``, but nothing padded is stored in global memory: the padding is inlined
+   into the global -> shared copies, so elements outside ``A`` and ``B`` load as zeros (``cp.async`` zero fill,
+   see ``mma_tails``), and the copy of the padded result back to ``C`` is folded into the accumulator store
+   (``reverse_compute_inline``), which writes ``C`` under ``T.where(i < M and j < N)``. Padding ``K`` to the
+   block's slice keeps the reduction loops condition-free, so the pipelined loops never change shape.
+   ``padded_output=True`` keeps the earlier form: the result goes through the padded global ``C_pad``, copied
+   back to ``C`` by a second kernel, one element per thread.
 2. Grid: ``blockIdx.y/x`` cover ``BLOCK_TILE`` = (``WARPS`` x ``WARP_TILES`` x 16) tiles of ``C``; ceil-div
    many, so the last thread blocks are partial. ``threadIdx.z/y`` are the ``WARPS`` warps (not fused: a fused
    warp index would put ``//`` and ``%`` into the guards, which TailSplit cannot split on), each owning
@@ -31,7 +34,9 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 
 A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
 decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
-every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside ``C_pad`` are dropped. The full
+every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside the padded extents are dropped,
+and the accumulator store's tail tiles (the part of a tile inside ``C``) get the predicated store of
+``mma_tails``. The full
 split is not used here: it cuts the per-warp tile loop (``range(3)`` of 4), and ``sch.tensorize`` then refuses
 ("bindings ... can not be blockized": the warp index and a partial tile loop do not form a surjective iterator
 map), while TVM's mma implementations use pointers (``access_ptr``, ``.data``), which

@@ -1,7 +1,7 @@
 """The tails of the tensor-core matmul (``mma_schedule``) without padded copies in global memory.
 
 The kernel keeps every tile of the mma loop a whole 16 x 16 (x 16 deep) instruction tile and handles the edges of
-``A``, ``B`` and ``C`` where they meet memory, by the rule ``TAIL_RULE`` below:
+``A``, ``B`` and ``C`` where they meet memory, by this rule:
 
 1. **Loads** (global -> shared, ``cp.async``): ``pad_einsum``'s padding is inlined into the shared-memory copies,
    so a copy reads ``if_then_else(i < M and k < K, A[i, k], 0)``. ``mma_schedule.copy_lanes`` picks the widest
@@ -13,7 +13,8 @@ The kernel keeps every tile of the mma loop a whole 16 x 16 (x 16 deep) instruct
    zeros: two instructions). No chunk straddles the edge, so ``src_size`` is never a partial count. A row length
    that is odd (``K`` or ``N`` odd) gives rows that are only 2-byte aligned, and cp.async moves at least 4 aligned
    bytes, so those copies stay element-wise synchronous loads with ``if_then_else`` (the same zero-padded tiles).
-   The ``K`` tail is the last ``BLOCK_K`` slice, zero-filled like the others: no separate scalar loop.
+   The ``K`` tail is the last ``BLOCK_K`` slice, zero-filled like the others: no separate scalar loop (when
+   ``K mod 32`` is at most 16, its second 16-deep mma step multiplies zeros).
 2. **Compute** (fill, ``ldmatrix``, ``mma.sync``): tiles that overlap ``[0, M) x [0, N)`` run whole on the
    zero-padded shared tiles (the rows and columns past the edge compute zeros, at most 15 per dimension); tiles
    wholly outside are dropped by TailSplit's guard chain above the marks.
@@ -21,7 +22,8 @@ The kernel keeps every tile of the mma loop a whole 16 x 16 (x 16 deep) instruct
    (``reverse_compute_inline``), which writes ``C`` under ``T.where(i < M and j < N)``. TailSplit leaves main
    tiles (the whole 16 x 16 inside ``C``) condition-free, tensorized with TVM's ``mma_store_16x16_f32_global_``;
    a tail tile (``rows x cols`` of the tile inside ``C``, one of them < 16) gets ``emit_predicated_store``: the
-   same per-thread store of the 8 fragment elements, each under ``row < rows and col < cols``.
+   same per-thread store of the 8 fragment elements, each under ``row < rows and col < cols`` (TVM folds a bound
+   that is a multiple of 8 into the register index, e.g. ``local_id < 4``).
 
 The choice between the forms of a tile is fixed by where the tile lies, so the mapping cost (``split/cost.py``)
 is not consulted for it: a tail tile has exactly one correct form here at each stage (the whole-tile mma on
@@ -41,15 +43,9 @@ from tvm.script import tirx as T
 from .mma_schedule import MMA_MARKS
 from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
 
-__all__ = ["TAIL_RULE", "ZeroFillBySourceSize", "emit_predicated_store", "register_mma_tail_forms"]
+__all__ = ["ZeroFillBySourceSize", "emit_predicated_store", "register_mma_tail_forms"]
 
 logger = logging.getLogger("tvm_tailsplit.split.mma_tails")
-
-TAIL_RULE = {  # the form of each stage on a tail tile (see the module docstring)
-    "load": "cp.async with src-size zero fill (element-wise if_then_else where rows are 2-byte aligned)",
-    "compute": "whole mma tile on zero-filled shared operands; tiles wholly outside dropped",
-    "store": "per-fragment-element predicated store (emit_predicated_store); main tiles unguarded",
-}
 
 _CP_ASYNC_RAW = "tirx.s_tir.cp_async_raw"
 WARP_SIZE = 32
