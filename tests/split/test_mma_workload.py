@@ -16,6 +16,7 @@ import pytest
 import tvm
 from tvm import s_tir
 from tvm.s_tir.tensor_intrin.cuda import get_mma_store_intrin
+from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
@@ -28,7 +29,7 @@ from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE, prepare_mma
 from tvm_tailsplit.split.mma_tails import emit_predicated_store
 from tvm_tailsplit.split.tail_forms import register_tail_intrinsics
 from tvm_tailsplit.split.tensorize import tensorize_marked
-from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
+from tvm_tailsplit.testing import cuda_schedule_for_llvm, guarded_device_tensor, run_guarded
 
 LLVM_SCOPES = ("shared", "shared.dyn", "warp")
 # TVM's store of a 16 x 16 accumulator tile written element by element (use_mma_store_intrinic=False): the main
@@ -236,24 +237,31 @@ ISSUE_SHAPES = [(4000, 4000, 4000), (1000, 4096, 4096), (127, 255, 129)]
 SYMBOLIC_MS = (1, 16, 33, 127, 1000)
 
 
-CANARY = -7.0
-GUARD = 64  # floats of canaries before and after C on the GPU (256 bytes: C keeps its alignment)
-
-
 def run_on_gpu(executable, m, n, k, seed=0):
-    """Run on the GPU with C a view into a buffer that holds ``GUARD`` canaries on each side: a store outside C
-    (a missing tail predicate) changes one."""
+    """Run on the GPU with C inside canaries (``guarded_device_tensor``): a store outside C (a missing tail
+    predicate) changes one."""
     device = tvm.cuda(0)
     a, b = inputs(m, n, k, seed)
-    guarded = np.full(m * n + 2 * GUARD, CANARY, "float32")
-    storage = tvm.runtime.tensor(guarded, device)
-    c = storage._create_view((m, n), relative_byte_offset=GUARD * 4)
-    executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
-    got = storage.numpy()
-    assert (got[:GUARD] == CANARY).all() and (got[GUARD + m * n:] == CANARY).all(), "a store outside C"
+    c = guarded_device_tensor((m, n), "float32", device, canary=-7.0)
+    executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c.tensor)
     want = a.astype("float32") @ b.astype("float32")
-    np.testing.assert_allclose(got[GUARD:GUARD + m * n].reshape(m, n), want, rtol=1e-2,
-                               atol=1e-2 * max(1.0, np.sqrt(k) / 8))
+    np.testing.assert_allclose(c.numpy("C"), want, rtol=1e-2, atol=1e-2 * max(1.0, np.sqrt(k) / 8))
+
+
+@T.prim_func
+def one_past(a: T.Buffer((4,), "float32"), c: T.Buffer((3,), "float32")):
+    for i in range(4):  # writes c[3]: one element past c
+        c[i] = a[i] * T.float32(2)
+
+
+def test_guarded_device_tensor_catches_a_store_outside():
+    """The canaries of ``run_on_gpu``, checked on the CPU device with a kernel that stores one element past C."""
+    executable = tvm.compile(tvm.IRModule({"main": one_past}), target="llvm")
+    c = guarded_device_tensor((3,), "float32", tvm.cpu(), canary=-7.0)
+    executable["main"](tvm.runtime.tensor(np.ones(4, "float32")), c.tensor)
+    with pytest.raises(AssertionError, match="out-of-bounds write after C: 1 canary"):
+        c.numpy("C")
+    assert (c.whole.numpy()[c.guard_elements:][:3] == 2).all()
 
 
 def gpu_executable(m, n, k, padded_output=False):
