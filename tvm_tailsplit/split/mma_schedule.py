@@ -216,12 +216,13 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
-    if padded and padded_output:
+    if not _has_block(sch, "C_pad"):  # M and N whole tiles (only K padded): the store writes C itself
+        return sch.mod
+    if padded_output:
         bind_padded_copy_out(sch)
-    elif padded:  # the copy back folded into the accumulator store: C written in place, under T.where(i < M, j < N)
-        sch.reverse_compute_inline(sch.get_sblock("C_pad"))
-        return _bindings_inside_domains(sch.mod, STORE_BLOCK)
-    return sch.mod
+        return sch.mod
+    sch.reverse_compute_inline(sch.get_sblock("C_pad"))  # the copy back folded into the store: T.where(i < M, j < N)
+    return _bindings_inside_domains(sch.mod, STORE_BLOCK)
 
 
 def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
