@@ -8,9 +8,9 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
 - (a) ``guarded``: TVM's tiled schedule without tensor cores (``simt_matmul``: ``SIMT_TILE`` thread-block tiles,
   ``SIMT_THREAD_TILE`` outputs per thread, shared-memory slices of A and B, fp32 accumulators in registers),
   with the ``T.where`` guards of its non-dividing splits; TVM's default pipeline;
-- (b) ``pad_einsum``: ``mma_schedule.matmul_mma_cuda(pad_to_blocks=True)``: ``sch.pad_einsum`` to whole
-  128 x 128 x 32 thread-block tiles, so no mark carries a guard, the marked tensor-core schedule (mma.sync,
-  ldmatrix, cp.async) tensorized; compiled by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard
+- (b) ``pad_einsum``: ``mma_schedule.matmul_mma_cuda(pad_to_blocks=True, padded_output=True)``: ``sch.pad_einsum``
+  to whole 128 x 128 x 32 thread-block tiles, so no mark carries a guard, the marked tensor-core schedule
+  (mma.sync, ldmatrix, cp.async) tensorized, the result through the padded ``C_pad`` and a copy back; compiled by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard
   to split: it is ``tensorize_marked`` + TVM's default pipeline with the warp-memory lowering;
 - (d) ``tailsplit``: ``matmul_mma_cuda`` (padding to whole 16 x 16 instruction tiles, partial thread blocks
   guarded) through the ``"tailsplit_mma"`` pipeline (TailSplit, merge of equal cases, tensorize);
@@ -115,7 +115,8 @@ def kernels(m: int | None, n: int, k: int, arch: str) -> dict[str, tuple[Callabl
     """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape (``m=None``: M symbolic; (e) is
     then the (d) kernel and has no entry)."""
     result = {"guarded": (lambda: simt_matmul(m, n, k), "default"),
-              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True), MMA_PIPELINE),
+              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True),
+                             MMA_PIPELINE),
               "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k), MMA_PIPELINE),
               "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k)), MMA_PIPELINE),
               "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}

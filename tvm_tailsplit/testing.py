@@ -3,12 +3,15 @@
 `guarded_array` embeds an array in a larger 64-byte-aligned allocation filled with canary values, so that a
 compiled function writing outside its buffer is caught (TVM 0.27's `instrument_bound_checkers` checks nothing
 in the default pipeline). Pass `to_tvm(view)` to the compiled function (zero-copy through DLPack) and call
-`GuardedArray.check_canaries()` after every call.
+`GuardedArray.check_canaries()` after every call. `guarded_device_tensor` does the same in a device's memory (a
+GPU's): the view's DLPack data pointer is moved past the leading canaries (TVM's kernels refuse a tensor whose
+`byte_offset` is not 0, which is what `Tensor._create_view` would give).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ctypes
+from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
@@ -18,9 +21,11 @@ from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_lo
 
 __all__ = [
     "GuardedArray",
+    "GuardedDeviceTensor",
     "assert_same_results",
     "default_canary",
     "guarded_array",
+    "guarded_device_tensor",
     "random_like",
     "run_guarded",
     "run_with_guarded_output",
@@ -81,6 +86,65 @@ def guarded_array(
     whole[:] = canary
     view = raw[start : start + count * item_size].view(dtype).reshape(shape)
     return GuardedArray(whole=whole, array=view, guard_elements=guard_bytes // item_size, canary=canary)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):  # DLPack's DLTensor (the head of a "dltensor" capsule's DLManagedTensor)
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+@dataclass
+class GuardedDeviceTensor:
+    """A device tensor (`tensor`, pass it to the kernel) inside `whole`, a flat device allocation whose
+    `guard_elements` first and last elements hold `canary`."""
+
+    whole: tvm.runtime.Tensor
+    tensor: tvm.runtime.Tensor
+    guard_elements: int
+    canary: float | int
+    _shape: object = field(repr=False, default=None)  # the view's DLPack shape array, alive as long as the view
+
+    def numpy(self, what: str = "buffer") -> np.ndarray:
+        """The view's values; raises `AssertionError` naming `what` if anything outside the view was written."""
+        whole = self.whole.numpy()
+        size = int(np.prod(self.tensor.shape, dtype=np.int64))
+        for side, region in (("before", whole[: self.guard_elements]),
+                             ("after", whole[self.guard_elements + size :])):
+            bad = region != self.canary
+            if bad.any():
+                raise AssertionError(f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed")
+        return whole[self.guard_elements : self.guard_elements + size].reshape(self.tensor.shape)
+
+
+def guarded_device_tensor(shape: tuple[int, ...], dtype: str, device: tvm.runtime.Device,
+                          canary: float | int | None = None, guard_bytes: int = 256) -> GuardedDeviceTensor:
+    """A tensor of `shape` on `device`, surrounded by `guard_bytes` of `canary` (default
+    ``default_canary(dtype)``) on each side; it starts `guard_bytes` after the allocation (keep that a multiple
+    of the kernel's alignment)."""
+    if canary is None:
+        canary = default_canary(dtype)
+    guard = guard_bytes // np.dtype(dtype).itemsize
+    count = int(np.prod(shape, dtype=np.int64))
+    whole = tvm.runtime.tensor(np.full(count + 2 * guard, canary, dtype), device)
+    capsule = whole.__dlpack__()
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    head = _DLTensor.from_address(get_pointer(capsule, b"dltensor"))
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    head.data += guard_bytes
+    head.ndim = len(shape)
+    head.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    head.strides = None
+    return GuardedDeviceTensor(whole, tvm.runtime.from_dlpack(capsule), guard, canary, dims)
 
 
 def to_tvm(array: np.ndarray) -> tvm.runtime.Tensor:
@@ -208,7 +272,10 @@ def cuda_schedule_for_llvm(mod: tvm.IRModule, scopes: tuple[str, ...] = SHARED_S
         if scope not in scopes:
             return var
         if var not in buffers:
-            buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, scope="global")
+            # strides, offset and its factor kept: a match buffer of a tensorized tile keeps its binding
+            buffers[var] = tvm.tirx.decl_buffer(var.shape, var.dtype, var.name, strides=var.strides,
+                                                elem_offset=var.elem_offset, scope="global",
+                                                offset_factor=var.offset_factor)
         return buffers[var]
 
     def on_evaluate(stmt):

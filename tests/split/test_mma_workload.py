@@ -2,24 +2,41 @@
 
 Without a GPU: the marked schedule (before tensorize, without the software pipeline, whose barriers llvm cannot
 run) and its TailSplit + merged form mean the matmul on llvm (threads as serial loops, shared and warp buffers
-global); after TailSplit every mark is a condition-free main tile and is tensorized; the CUDA source holds
-mma.sync, ldmatrix and cp.async and compiles with nvcc for sm_80 and sm_90 without spills or local memory. On a
-GPU: the issue's shapes and a sweep of small ones against numpy."""
+global); so do the accumulator stores once tensorized (main tiles with TVM's element-wise store, tail tiles with
+mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M; after
+TailSplit every mark is a main tile or a store tail and is mapped; the CUDA source holds mma.sync, ldmatrix and
+cp.async with a src-size operand (zero fill), no padded global buffer and one kernel, and compiles with nvcc for
+sm_80 and sm_90 without spills or local memory. On a GPU: the issue's shapes (unpadded and padded output) and a
+sweep of small ones against numpy."""
+
+import re
 
 import numpy as np
 import pytest
 import tvm
+from tvm import s_tir
+from tvm.s_tir.tensor_intrin.cuda import get_mma_store_intrin
+from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
-from tvm_tailsplit.ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation
+from tvm_tailsplit.ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split import mma_schedule as ms
+from tvm_tailsplit.split.conditions import MARK_KEY
 from tvm_tailsplit.split.merge_cases import merge_equal_cases
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE, prepare_mma
-from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
+from tvm_tailsplit.split.mma_tails import emit_predicated_store
+from tvm_tailsplit.split.tail_forms import register_tail_intrinsics
+from tvm_tailsplit.split.tensorize import tensorize_marked
+from tvm_tailsplit.testing import cuda_schedule_for_llvm, guarded_device_tensor, run_guarded
 
 LLVM_SCOPES = ("shared", "shared.dyn", "warp")
+# TVM's store of a 16 x 16 accumulator tile written element by element (use_mma_store_intrinic=False): the main
+# tiles' store as llvm can run it, with the tail form the CUDA store's mark has
+LLVM_STORE = "tailsplit_test_mma_store_16x16_f32_elementwise"
+s_tir.TensorIntrin.register(LLVM_STORE, *get_mma_store_intrin("float32", 8, "global", False), override=True)
+register_tail_intrinsics(LLVM_STORE, variable_length=emit_predicated_store)
 
 
 def inputs(m, n, k, seed=0):
@@ -38,20 +55,77 @@ def split_and_merge(mod):
     return merge_equal_cases(TailSplit(strategy=ms.TAILSPLIT_STRATEGY)(mod))
 
 
-def test_marked_and_split_schedules_mean_the_matmul():
-    """33 x 17 x 40: one partial thread block in M and N (tiles dropped by the guard chain), K padded 40 -> 64."""
-    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False)
+def stores_mapped(mod, report=None):
+    """The split module with its accumulator stores mapped (main tiles by ``LLVM_STORE``, tails by
+    ``emit_predicated_store``) and every other mark left as code."""
+
+    def remark(loop):
+        value = loop.annotations.get(MARK_KEY)
+        if value is None:
+            return loop
+        annotations = {key: v for key, v in loop.annotations.items() if key != MARK_KEY}
+        if str(value) == ms.MMA_MARKS["store"]:
+            annotations[MARK_KEY] = LLVM_STORE
+        return with_loop(loop, annotations=annotations)
+
+    return tensorize_marked(map_loops(split_and_merge(mod), remark), report=report)
+
+
+@pytest.mark.parametrize("padded_output", [False, True])
+def test_marked_and_split_schedules_mean_the_matmul(padded_output):
+    """33 x 17 x 40: one partial thread block in M and N (tiles dropped by the guard chain), K padded 40 -> 64.
+    Unpadded, the split runs with its stores mapped (``stores_mapped``): left as scalar code, the store tails make
+    TVM 0.27's CompactBufferAllocation write the store's tile loops into the accumulator's compacted offsets,
+    outside those loops (MakePackedAPI: "variables (ax1_0, ax0_0) are used")."""
+    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, padded_output=padded_output)
     assert analysis.conditions_under_marks(mod) > 0
     split = split_and_merge(mod)
     assert analysis.conditions_under_marks(split) == 0
     run_on_llvm(mod, 33, 17, 40)
-    run_on_llvm(split, 33, 17, 40)
+    run_on_llvm(split if padded_output else stores_mapped(mod), 33, 17, 40)
+
+
+def tail_triples() -> list[tuple[int, int, int]]:
+    """(M, N, K) with each of M, N, K running over 1..40 (K and N by the permutations ``13 i`` and ``7 i`` mod 40):
+    every residue modulo the 16 x 16 tile, the 32-deep slice and every copy width, in 40 kernels."""
+    return [(i, 7 * i % 40 + 1, 13 * i % 40 + 1) for i in range(1, 41)]
+
+
+def test_tail_triples_cover_every_residue():
+    triples = tail_triples()
+    for axis in range(3):
+        assert sorted(t[axis] for t in triples) == list(range(1, 41))
+
+
+def test_tail_forms_mean_the_matmul():
+    """Every store tail of the unpadded form is mapped by the predicated store, and the kernel (stores mapped, the
+    rest as code, threads serialized) computes the matmul with nothing written outside C."""
+    tails = 0
+    for m, n, k in [*tail_triples(), (32, 48, 40), (128, 128, 8)]:  # and M, N whole tiles with a K tail
+        report = []
+        mapped = stores_mapped(ms.matmul_mma_cuda(m, n, k, pipeline=False), report)
+        actions = {r.action for r in report}
+        assert actions <= {"tensorized", "variable_length"}, [str(r) for r in report]
+        tails += "variable_length" in actions
+        run_on_llvm(mapped, m, n, k)
+    assert tails >= 30  # every shape with M or N not a multiple of 16 has store tails
+
+
+def test_symbolic_m_tail_forms_mean_the_matmul():
+    """One symbolic-M kernel, split and its stores mapped once, specialized to many M (every residue of M modulo
+    the 16-row tile and the 128-row block, several blocks)."""
+    mapped = stores_mapped(ms.matmul_mma_cuda(None, 24, 40, pipeline=False))
+    func = mapped["main"]
+    a = func.params[0]
+    for m in (1, 7, 15, 16, 17, 64, 127, 128, 129, 200):
+        specialized = func.specialize({a: tvm.tirx.decl_buffer((m, 40), a.dtype, a.name)})
+        run_on_llvm(tvm.IRModule({"main": specialized}), m, 24, 40)
 
 
 def test_padding_to_whole_blocks_leaves_no_guard_and_means_the_matmul():
-    """pad_to_blocks (the tail benchmark's (b)): 33 x 17 x 40 padded to one whole 128 x 128 thread block, no
-    condition under any mark, so tensorize maps every tile without TailSplit."""
-    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, pad_to_blocks=True)
+    """pad_to_blocks with padded_output (the tail benchmark's (b)): 33 x 17 x 40 padded to one whole 128 x 128
+    thread block, no condition under any mark, so tensorize maps every tile without TailSplit."""
+    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, pad_to_blocks=True, padded_output=True)
     assert analysis.conditions_under_marks(mod) == 0
     run_on_llvm(mod, 33, 17, 40)
 
@@ -81,15 +155,35 @@ def prepared_1000():
 
 
 def test_every_mark_is_a_tensorized_main_tile(prepared_1000):
+    """Every mark is mapped: each stage's main tile tensorized once (the merge leaves one tile per stage: the guard
+    chain's cases of whole tiles share it), and only the store has tail tiles (8 rows and 8 columns of 1000 are a
+    tail; the other stages run whole tiles on zero-filled operands)."""
     _, report = prepared_1000
-    assert report and all(r.action == "tensorized" for r in report), [str(r) for r in report]
-    # the merge leaves one tile per stage: the guard chain's cases of whole tiles share it
-    assert sorted(r.instruction for r in report) == sorted(ms.MMA_MARKS.values())
+    tensorized = [r.instruction for r in report if r.action == "tensorized"]
+    tails = [r for r in report if r.action != "tensorized"]
+    assert sorted(tensorized) == sorted(ms.MMA_MARKS.values()), [str(r) for r in report]
+    assert tails and all(r.action == "variable_length" and r.instruction == ms.MMA_MARKS["store"] for r in tails)
+
+
+SOURCE_SHAPES = {"127x255x129": (127, 255, 129), "1000": (1000, 1000, 1000), "Mx4096x4096": (None, 4096, 4096)}
 
 
 @pytest.fixture(scope="module")
-def source_1000():
-    return cuda_source(ms.matmul_mma_cuda(1000, 1000, 1000), "sm_80", tir_pipeline=MMA_PIPELINE)
+def sources():
+    """The CUDA source of each of ``SOURCE_SHAPES`` (unpadded form), generated once for the module on first use."""
+    cache = {}
+
+    def source(name):
+        if name not in cache:
+            cache[name] = cuda_source(ms.matmul_mma_cuda(*SOURCE_SHAPES[name]), "sm_80", tir_pipeline=MMA_PIPELINE)
+        return cache[name]
+
+    return source
+
+
+@pytest.fixture(scope="module")
+def source_1000(sources):
+    return sources("1000")
 
 
 def test_cuda_source_has_mma_ldmatrix_cp_async(source_1000):
@@ -101,12 +195,45 @@ def test_cuda_source_has_mma_ldmatrix_cp_async(source_1000):
     assert "float C_pad_warp_ptr[128]" in source_1000
 
 
+# the accumulator store of a tail tile: one fragment element of C under its own bound
+PREDICATED_STORE = re.compile(r"if \([^\n]*local_id[^\n]*\) \{\n\s*C_ptr\[")
+
+
+@pytest.mark.parametrize("name", list(SOURCE_SHAPES))
+def test_unpadded_source_has_no_padded_global_buffer(sources, name):
+    """One kernel writing C itself: no padded C_pad in global memory and no copy-back kernel; the tail tiles'
+    stores are predicated per fragment element (each shape has a tail in M or N)."""
+    source = sources(name)
+    assert "C_pad_ptr" not in source and "main_kernel_1" not in source
+    assert "A_pad_ptr" not in source and "B_pad_ptr" not in source
+    assert "float* __restrict__ C_ptr" in source
+    assert PREDICATED_STORE.search(source)
+
+
+@pytest.mark.parametrize("name", ["1000", "Mx4096x4096"])
+def test_loads_zero_fill_through_cp_async_src_size(sources, name):
+    """Rows whose length is a multiple of 8 halves: the edge chunks are zero-filled by cp.async's src-size
+    operand (one instruction), not TVM's predicated cp.async plus a shared-memory store of zeros."""
+    source = sources(name)
+    assert "cp.async.cg.shared.global [%0], [%1], 16, %2;" in source
+    assert "ptx_cp_async_legacy_pred" not in source and "st.shared.v4.u32" not in source
+
+
+def test_padded_output_keeps_the_padded_form():
+    """``padded_output=True``: the result goes through the padded C_pad and a copy-back kernel (the variant (b) of
+    the benchmark compares against)."""
+    source = cuda_source(ms.matmul_mma_cuda(127, 255, 129, padded_output=True), "sm_80", tir_pipeline=MMA_PIPELINE)
+    assert "C_pad_ptr" in source and "main_kernel_1" in source
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_compiles_without_spills_or_local_memory(source_1000, arch):
-    usages = {u.kernel: u for u in compile_cuda_source(source_1000, arch, ("-diag-suppress", "177"))}
+@pytest.mark.parametrize("name", list(SOURCE_SHAPES))
+def test_compiles_without_spills_or_local_memory(sources, name, arch):
+    usages = {u.kernel: u for u in compile_cuda_source(sources(name), arch, ("-diag-suppress", "177"))}
     for usage in usages.values():
         print(usage)
+    assert set(usages) == {"main_kernel"}
     main = usages["main_kernel"]
     assert 0 < main.registers <= 255
     assert (main.spill_store_bytes, main.spill_load_bytes, main.stack_frame_bytes) == (0, 0, 0)
@@ -119,29 +246,50 @@ SYMBOLIC_MS = (1, 16, 33, 127, 1000)
 
 
 def run_on_gpu(executable, m, n, k, seed=0):
+    """Run on the GPU with C inside canaries (``guarded_device_tensor``): a store outside C (a missing tail
+    predicate) changes one."""
     device = tvm.cuda(0)
     a, b = inputs(m, n, k, seed)
-    c = tvm.runtime.empty((m, n), "float32", device)
-    executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
+    c = guarded_device_tensor((m, n), "float32", device, canary=-7.0)
+    executable["main"](tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c.tensor)
     want = a.astype("float32") @ b.astype("float32")
-    np.testing.assert_allclose(c.numpy(), want, rtol=1e-2, atol=1e-2 * max(1.0, np.sqrt(k) / 8))
+    np.testing.assert_allclose(c.numpy("C"), want, rtol=1e-2, atol=1e-2 * max(1.0, np.sqrt(k) / 8))
 
 
-def gpu_executable(m, n, k):
+@T.prim_func
+def one_past(a: T.Buffer((4,), "float32"), c: T.Buffer((3,), "float32")):
+    for i in range(4):  # writes c[3]: one element past c
+        c[i] = a[i] * T.float32(2)
+
+
+def test_guarded_device_tensor_catches_a_store_outside():
+    """The canaries of ``run_on_gpu``, checked on the CPU device with a kernel that stores one element past C."""
+    executable = tvm.compile(tvm.IRModule({"main": one_past}), target="llvm")
+    c = guarded_device_tensor((3,), "float32", tvm.cpu(), canary=-7.0)
+    executable["main"](tvm.runtime.tensor(np.ones(4, "float32")), c.tensor)
+    with pytest.raises(AssertionError, match="out-of-bounds write after C: 1 canary"):
+        c.numpy("C")
+    assert (c.whole.numpy()[c.guard_elements:][:3] == 2).all()
+
+
+def gpu_executable(m, n, k, padded_output=False):
     device = tvm.cuda(0)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_" + device.compute_version.replace(".", "")})
-    return tvm.compile(ms.matmul_mma_cuda(m, n, k), target=target, tir_pipeline=MMA_PIPELINE)
+    return tvm.compile(ms.matmul_mma_cuda(m, n, k, padded_output=padded_output), target=target,
+                       tir_pipeline=MMA_PIPELINE)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("padded_output", [False, True], ids=["unpadded", "padded"])
 @pytest.mark.parametrize("shape", ISSUE_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_issue_shapes_on_the_gpu(shape):
-    run_on_gpu(gpu_executable(*shape), *shape)
+def test_issue_shapes_on_the_gpu(shape, padded_output):
+    run_on_gpu(gpu_executable(*shape, padded_output=padded_output), *shape)
 
 
 @pytest.mark.gpu
-def test_symbolic_m_one_kernel_on_the_gpu():
-    executable = gpu_executable(None, 4096, 4096)
+@pytest.mark.parametrize("padded_output", [False, True], ids=["unpadded", "padded"])
+def test_symbolic_m_one_kernel_on_the_gpu(padded_output):
+    executable = gpu_executable(None, 4096, 4096, padded_output=padded_output)
     for m in SYMBOLIC_MS:
         run_on_gpu(executable, m, 4096, 4096, seed=m)
 
@@ -162,7 +310,15 @@ def test_sweep_covers_every_residue():
 
 @pytest.mark.gpu
 def test_small_sweep_on_the_gpu():
+    """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic)."""
     for n, k in sweep_pairs():
         executable = gpu_executable(None, n, k)
         for m in range(1, 41):
             run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
+
+
+@pytest.mark.gpu
+def test_tail_triples_on_the_gpu():
+    """The unpadded form with static shapes: ``tail_triples`` (each of M, N, K over 1..40)."""
+    for m, n, k in tail_triples():
+        run_on_gpu(gpu_executable(m, n, k), m, n, k, seed=m * 1601 + n * 41 + k)

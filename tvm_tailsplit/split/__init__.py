@@ -6,7 +6,8 @@ full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffe
 ``apply`` (one PrimFunc) → ``pass_`` (the Pass) → ``tensorize`` (main and tail tiles, with the tail forms of
 ``tail_forms`` and the catalog ``intrinsics``) → ``pipeline`` (the ``"tailsplit"`` TIR pipeline). Around them:
 ``analysis`` (metrics and explanations), ``examples``, ``workloads`` and ``demo``; the mma.sync tensor-core matmul
-``mma_schedule`` with its ``"tailsplit_mma"`` pipeline (``mma_pipeline``: TailSplit, ``merge_cases``, tensorize).
+``mma_schedule`` with its tail forms ``mma_tails`` (cp.async zero fill, predicated accumulator stores) and its
+``"tailsplit_mma"`` pipeline (``mma_pipeline``: TailSplit, ``merge_cases``, tensorize).
 """
 
 from . import analysis, intrinsics, mma_pipeline

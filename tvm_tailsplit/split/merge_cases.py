@@ -4,19 +4,19 @@ TailSplit's partial split decides the loops above a mark by guard chains (``plan
 ``if``s, one per interval of each decided variable, nested per variable. On a tiled GPU kernel most cases hold
 the *same* main tile (e.g. "a whole thread block", "the last block, first warp", "the last block, second warp,
 tiles before the edge"): 9 copies of one tensorized tile for a 2-D grid. ``merge_equal_cases`` rewrites such a
-tree into ``if c_1 or c_2 or ...: body`` when
+tree into one ``if c_1 or c_2 or ...: body`` per distinct leaf (in the order of their first appearance) when
 
 1. the statement is an *if tree*: ``if`` statements without ``else`` and sequences of if trees, down to leaves
    (any other statement);
-2. it has at least two leaves and they are all the same code: structurally equal once the names of their blocks
-   are ignored (TailSplit gives each copy its own block names), with the same free variables;
+2. at least two of its leaves are the same code: structurally equal once the names of their blocks are ignored
+   (TailSplit gives each copy its own block names), with the same free variables;
 3. the leaves' path conditions (the conjunction of the ``if``s above each leaf) are pairwise disjoint, proved by
    ``tvm.sym.Analyzer`` (one condition assumed, the other's negation proved) with the ranges of the enclosing
-   constant loops; so in the original at most one leaf runs per
-   iteration, and the merged ``if`` runs it under exactly the same condition.
+   constant loops; so in the original at most one leaf runs per iteration (the order of the leaves does not
+   matter), and each merged ``if`` runs its leaf under exactly the same condition.
 
-Otherwise the statement is left as it is and its children are visited. The first leaf (its block names) is kept.
-Nothing else changes, so the meaning is the original's.
+Otherwise the statement is left as it is and its children are visited. The first leaf of each group (its block
+names) is kept. Nothing else changes, so the meaning is the original's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ __all__ = ["merge_equal_cases"]
 
 
 def merge_equal_cases(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with every if tree of equal, disjoint leaves merged into one ``if`` (see the module docstring)."""
+    """``mod`` with the equal leaves of every if tree of disjoint leaves merged into one ``if`` each (see the module
+    docstring)."""
     require_module(mod, "merge_equal_cases")
     functions = {}
     for global_var, func in mod.functions.items():
@@ -97,8 +98,15 @@ class _Merger:
         leaves = _leaves(stmt, ())
         if leaves is None or len(leaves) < 2:
             return None
-        first = _anonymous(leaves[0][1])
-        if not all(tvm_ffi.structural_equal(first, _anonymous(leaf)) for _, leaf in leaves[1:]):
+        groups: list[tuple[object, list]] = []  # (anonymous leaf, [(atoms, leaf)]) in order of first appearance
+        for atoms, leaf in leaves:
+            anonymous = _anonymous(leaf)
+            group = next((g for g in groups if tvm_ffi.structural_equal(g[0], anonymous)), None)
+            if group is None:
+                groups.append((anonymous, [(atoms, leaf)]))
+            else:
+                group[1].append((atoms, leaf))
+        if len(groups) == len(leaves):
             return None
         conditions = [_conjunction(atoms) for atoms, _ in leaves]
         for index, one in enumerate(conditions):
@@ -106,7 +114,10 @@ class _Merger:
                 with self.analyzer.constraint_scope(one):
                     if not self.analyzer.can_prove(tirx.Not(other)):
                         return None
-        condition = conditions[0]
-        for other in conditions[1:]:
-            condition = tirx.Or(condition, other)
-        return tirx.IfThenElse(condition, leaves[0][1], None)
+        merged = []
+        for _, members in groups:
+            condition = _conjunction(members[0][0])
+            for atoms, _ in members[1:]:
+                condition = tirx.Or(condition, _conjunction(atoms))
+            merged.append(tirx.IfThenElse(condition, members[0][1], None))
+        return merged[0] if len(merged) == 1 else tirx.SeqStmt(merged)

@@ -4,7 +4,8 @@ Stages: ``TailSplit(strategy=mma_schedule.TAILSPLIT_STRATEGY)`` (guard chains ab
 (the chain's cases that hold the same main tile become one ``if``), ``tensorize_marked``, then TVM's default
 pipeline run inside a nested ``PassContext`` equal to the caller's plus ``mma_schedule.MMA_PASS_CONFIG``
 (``tirx.use_async_copy``: the shared-memory copies become ``cp.async``). Host finalization is TVM's; device
-finalization is TVM's preceded by ``LowerAllWarpMemory``.
+finalization is TVM's preceded by ``mma_tails.ZeroFillBySourceSize`` (predicated copies as one src-size
+``cp.async``) and ``LowerAllWarpMemory``.
 
 ``LowerAllWarpMemory`` works around TVM 0.27's ``tirx.LowerWarpMemory`` (src/tirx/transform/lower_warp_memory.cc,
 ``WarpMemoryRewriter::VisitStmt_(const SeqStmtNode*)``): it rewrites the *first* ``warp`` allocation of a
@@ -28,6 +29,7 @@ from tvm.s_tir import SBlock
 from ..cuda import nested_pass_context
 from .merge_cases import merge_equal_cases
 from .mma_schedule import MMA_PASS_CONFIG, TAILSPLIT_STRATEGY
+from .mma_tails import ZeroFillBySourceSize
 from .pass_ import TailSplit
 from .tensorize import tensorize_marked
 
@@ -193,7 +195,8 @@ def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
             return default(mod)
 
     def finalize_device_with_warp_memory():
-        return tvm.transform.Sequential([LowerAllWarpMemory(), finalize_device()], name="MmaFinalizeDevice")
+        return tvm.transform.Sequential([ZeroFillBySourceSize(), LowerAllWarpMemory(), finalize_device()],
+                                        name="MmaFinalizeDevice")
 
     return pipeline, finalize_host, finalize_device_with_warp_memory
 

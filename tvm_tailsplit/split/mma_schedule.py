@@ -9,10 +9,13 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 ``software_pipeline_*`` annotations of TVM's tensor-core rules):
 
 1. The iteration space is padded (``sch.pad_einsum``) to whole 16 x 16 instruction tiles in ``M`` and ``N`` and
-   to whole ``BLOCK_K`` slices in ``K``; the padding is inlined into the global -> shared copies, so elements
-   outside ``A`` and ``B`` load as zeros, and the result goes through ``C_pad`` (copied back to ``C`` by a
-   second kernel, one element per thread). Padding ``K`` to the block's slice keeps the reduction loops
-   condition-free, so the pipelined loops never change shape.
+   to whole ``BLOCK_K`` slices in ``K``, but nothing padded is stored in global memory: the padding is inlined
+   into the global -> shared copies, so elements outside ``A`` and ``B`` load as zeros (``cp.async`` zero fill,
+   see ``mma_tails``), and the copy of the padded result back to ``C`` is folded into the accumulator store
+   (``reverse_compute_inline``), which writes ``C`` under ``T.where(i < M and j < N)``. Padding ``K`` to the
+   block's slice keeps the reduction loops condition-free, so the pipelined loops never change shape.
+   ``padded_output=True`` keeps the earlier form: the result goes through the padded global ``C_pad``, copied
+   back to ``C`` by a second kernel, one element per thread.
 2. Grid: ``blockIdx.y/x`` cover ``BLOCK_TILE`` = (``WARPS`` x ``WARP_TILES`` x 16) tiles of ``C``; ceil-div
    many, so the last thread blocks are partial. ``threadIdx.z/y`` are the ``WARPS`` warps (not fused: a fused
    warp index would put ``//`` and ``%`` into the guards, which TailSplit cannot split on), each owning
@@ -31,7 +34,9 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 
 A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
 decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
-every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside ``C_pad`` are dropped. The full
+every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside the padded extents are dropped,
+and the accumulator store's tail tiles (the part of a tile inside ``C``) get the predicated store of
+``mma_tails``. The full
 split is not used here: it cuts the per-warp tile loop (``range(3)`` of 4), and ``sch.tensorize`` then refuses
 ("bindings ... can not be blockized": the warp index and a partial tile loop do not form a surjective iterator
 map), while TVM's mma implementations use pointers (``access_ptr``, ``.data``), which
@@ -43,8 +48,9 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import s_tir, te, tirx
-from tvm.s_tir import SBlock
+from tvm import s_tir, sym, te, tirx
+from tvm.ir import Range
+from tvm.s_tir import SBlock, SBlockRealize
 
 from .conditions import MARK_KEY
 
@@ -78,6 +84,7 @@ SHARED_SCOPE = "shared.dyn"  # over 48 KB: dynamic shared memory (TVM's runtime 
 SHARED_ROW_PAD = 8  # halves added to every shared row (16 bytes: ldmatrix rows fall in different banks)
 COPY_LANES = (8, 4, 2, 1)  # candidate vector widths of a global -> shared copy, widest first (8 halves = 16 B)
 TAILSPLIT_STRATEGY = "partial"  # see the module docstring
+STORE_BLOCK = "C_pad_warp"  # the accumulator store (cache_write of the padded einsum)
 # The PassContext config the kernel compiles under (``mma_pipeline`` sets it): the copies become cp.async; no
 # common-subexpression elimination, which would hide the ``tx * 8`` of the ldmatrix offsets in a let variable where
 # ``LowerWarpMemory`` cannot find it (it then fails: "require positive constant coefficient on warp index").
@@ -130,11 +137,13 @@ def _has_block(sch: s_tir.Schedule, name: str) -> bool:
 
 
 def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True,
-                    pad_to_blocks: bool = False) -> tvm.IRModule:
+                    pad_to_blocks: bool = False, padded_output: bool = False) -> tvm.IRModule:
     """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
-    ``software_pipeline_*`` annotations (same meaning, one stage). ``pad_to_blocks``: ``sch.pad_einsum`` pads
-    ``M`` and ``N`` to whole ``BLOCK_TILE`` thread-block tiles instead of whole instruction tiles, so no thread
-    block is partial and no mark carries a guard (TVM's way to a tail-free kernel; the tail benchmark's (b))."""
+    ``software_pipeline_*`` annotations (same meaning, one stage); ``padded_output=True`` writes the result through
+    the padded global ``C_pad`` and a copy-back kernel instead of the predicated accumulator store.
+    ``pad_to_blocks``: ``sch.pad_einsum`` pads ``M`` and ``N`` to whole ``BLOCK_TILE`` thread-block tiles instead of
+    whole instruction tiles, so no thread block is partial and no mark carries a guard (with ``padded_output``,
+    TVM's way to a tail-free kernel: the tail benchmark's (b))."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
 
     sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
@@ -211,9 +220,49 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
-    if padded:
+    if not _has_block(sch, "C_pad"):  # M and N whole tiles (only K padded): the store writes C itself
+        return sch.mod
+    if padded_output:
         bind_padded_copy_out(sch)
-    return sch.mod
+        return sch.mod
+    sch.reverse_compute_inline(sch.get_sblock("C_pad"))  # the copy back folded into the store: T.where(i < M, j < N)
+    return _bindings_inside_domains(sch.mod, STORE_BLOCK)
+
+
+def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
+    """``mod`` with the predicate of block ``block_name`` strengthened by ``binding < min + extent`` for each iter
+    var whose binding neither the enclosing loop ranges nor a conjunct ``binding < bound`` of the predicate keep
+    inside its domain. TVM 0.27's ``reverse_compute_inline``
+    rebuilds the accumulator store's predicate from the consumer's bounds only, so where ``C`` is as wide as the
+    padded tile range (``N = 16``: one tile, the warps' loops cover 128 columns) it drops the producer's
+    ``j < 16`` and the store would write past ``C``."""
+    analyzer = sym.Analyzer()
+
+    def on_for(node: tirx.For, mutator):
+        if isinstance(node.min, tirx.IntImm) and isinstance(node.extent, tirx.IntImm):
+            analyzer.bind(node.loop_var, Range.from_min_extent(node.min, node.extent), allow_override=True)
+        return mutator.default_mutate(node)
+
+    def on_realize(node: SBlockRealize, mutator):
+        if node.block.name_hint != block_name:
+            return mutator.default_mutate(node)
+        predicate = node.predicate
+        atoms = _conjuncts(predicate)
+        for iter_var, value in zip(node.block.iter_vars, node.iter_values, strict=True):
+            end = iter_var.dom.min + iter_var.dom.extent
+            bounded = any(isinstance(atom, tirx.LT) and analyzer.can_prove_equal(atom.a, value)
+                          and analyzer.can_prove(atom.b <= end) for atom in atoms)
+            if not bounded and not analyzer.can_prove(value < end):
+                predicate = tirx.And(predicate, value < end)
+        return SBlockRealize(node.iter_values, predicate, node.block)
+
+    func = mod["main"]
+    body = tvm_ffi.structural_mutate(func.body, [(tirx.For, on_for), (SBlockRealize, on_realize)])
+    return tvm.IRModule({"main": func.with_body(body)}, attrs=mod.attrs)
+
+
+def _conjuncts(expr: tvm.ir.PrimExpr) -> list:
+    return [*_conjuncts(expr.a), *_conjuncts(expr.b)] if isinstance(expr, tirx.And) else [expr]
 
 
 def bind_padded_copy_out(sch: s_tir.Schedule) -> None:
