@@ -11,7 +11,8 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
 - (b) ``pad_einsum``: ``mma_schedule.matmul_mma_cuda(pad_to_blocks=True, padded_output=True)``: ``sch.pad_einsum``
   to whole 128 x 128 x 32 thread-block tiles, so no mark carries a guard, the marked tensor-core schedule
   (mma.sync, ldmatrix, cp.async) tensorized, the result through the padded ``C_pad`` and a copy back; compiled
-  by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard to split: it is ``tensorize_marked`` + TVM's default pipeline with the warp-memory lowering;
+  by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard to split: it is ``tensorize_marked`` +
+  TVM's default pipeline with the warp-memory lowering;
 - (d) ``tailsplit``: ``matmul_mma_cuda`` (padding to whole 16 x 16 instruction tiles, partial thread blocks
   guarded) through the ``"tailsplit_mma"`` pipeline (TailSplit, merge of equal cases, tensorize);
 - (e) ``divisible``: the (d) kernel on the nearest divisible shape (``divisible_shape``), its time multiplied by
