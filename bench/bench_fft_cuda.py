@@ -36,7 +36,6 @@ Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one print
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import pathlib
 import platform
@@ -118,7 +117,7 @@ def dry_run(quick: bool, arch: str) -> dict:
         outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
                    f"{built['nvcc_seconds']:.1f} s" if built["compiled"] else f"FAILED {built['error']}")
         print(f"{row['row']} batch {batch}: {outcome}", flush=True)
-    return {"arch": arch, "quick": quick, "date": now(), "rows": rows,
+    return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_fft_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
@@ -142,10 +141,6 @@ def dry_run_markdown(report: dict) -> str:
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
                      f"{'yes' if row['staged'] else 'no'} | {cells} |")
     return "\n".join(lines) + "\n"
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU
@@ -243,7 +238,7 @@ def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth
     x_cupy = cupy.from_dlpack(x)
     cupy_fn = {"c2c": cupy.fft.fft, "r2c": cupy.fft.rfft, "c2r": lambda a: cupy.fft.irfft(a, n=n)}[kind]
     runners = {"generated": lambda: plan(x_tvm, out_tvm), "torch.fft": torch_fn, "cupy.fft": lambda: cupy_fn(x_cupy)}
-    seconds = {name: statistics.median(times) for name, times in gpu.timed_rounds(runners, rounds).items()}
+    seconds = gpu.median_seconds(runners, rounds)
     moved = x.numel() * x.element_size() + out.numel() * out.element_size()
     limit = moved / (bandwidth * 1e9)
     row = {"row": row_name(kind, n, dtype), "kind": kind, "n": n, "dtype": dtype, "batch": batch,
@@ -291,7 +286,7 @@ def measure_convolution(rounds: int, arch: str) -> dict:
         runners[name]()
         torch.cuda.synchronize()
         errors[name] = gpu.relative_error(result, want)
-    seconds = {name: statistics.median(times) for name, times in gpu.timed_rounds(runners, rounds).items()}
+    seconds = gpu.median_seconds(runners, rounds)
     return {"row": f"convolution:{n}", "n": n, "taps": CONVOLUTION_TAPS, "batch": batch,
             "us": {name: s * 1e6 for name, s in seconds.items()}, "errors_vs_torch": errors,
             "ok": all(e <= 1e-5 for e in errors.values())}

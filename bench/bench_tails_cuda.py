@@ -34,10 +34,8 @@ nothing) or ``python -m bench.bench_tails_cuda [--quick]``; results: bench/resul
 
 from __future__ import annotations
 
-import datetime
 import math
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -135,10 +133,6 @@ def shape_text(m: int | None, n: int, k: int) -> str:
     return f"{'M' if m is None else m}x{n}x{k}"
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 # ------------------------------------------------------------------------------------------------ dry run
 
 
@@ -155,7 +149,7 @@ def dry_run(quick: bool, arch: str) -> dict:
                        f"{built['nvcc_seconds']:.1f} s, {built['spills']} spill bytes" if built["compiled"]
                        else f"FAILED {built['error']}")
             print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}: {outcome}", flush=True)
-    return {"arch": arch, "quick": quick, "date": now(), "rows": rows,
+    return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_tails_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
@@ -214,7 +208,7 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
         row["errors"][column] = gpu.relative_error(out, want)
         row["all_written"][column] = bool(torch.isfinite(out).all().item())
         runners[column] = lambda function=function, views=views: function(*views)
-    seconds = {column: statistics.median(times) for column, times in gpu.timed_rounds(runners, rounds).items()}
+    seconds = gpu.median_seconds(runners, rounds)
     seconds["divisible"] *= row["useful_work"]
     row["us"] = {column: s * 1e6 for column, s in seconds.items()}
     row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}

@@ -21,19 +21,17 @@ ptxas' figures. Run: ``make bench`` (without a GPU or torch it prints why and wr
 
 from __future__ import annotations
 
-import datetime
 import math
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import tvm
-from tvm import te
 
 from bench import gpu
 from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.split.mma_schedule import matmul_fp16_func
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -47,16 +45,6 @@ COLUMNS = ("warp_specialized", "ablation", "dlight", "cuBLAS")
 HOPPER_ARCH = "sm_90a"  # wgmma and setmaxnreg need the architecture-specific target
 TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 products
 FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
-
-
-def nt_matmul(m: int, n: int, k: int) -> tvm.tirx.PrimFunc:
-    """``C = A @ B.T`` (A m x k, B n x k fp16, C fp32) from TE, for dlight."""
-    a = te.placeholder((m, k), "float16", name="A")
-    b = te.placeholder((n, k), "float16", name="B")
-    r = te.reduce_axis((0, k), name="k")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r),
-                   name="C")
-    return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
 
 
 def hopper_modules(m: int, n: int, k: int) -> dict[str, Callable[[], tvm.IRModule]]:
@@ -73,11 +61,7 @@ def dlight_module(m: int, n: int, k: int, arch: str) -> tvm.IRModule:
 
     with tvm.target.Target({"kind": "cuda", "arch": arch}):
         return dlight.ApplyDefaultSchedule(dlight.gpu.Matmul(), dlight.gpu.Fallback())(
-            tvm.IRModule({"main": nt_matmul(m, n, k)}))
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            tvm.IRModule({"main": matmul_fp16_func(m, n, k, b_transposed=True)}))
 
 
 def dry_run(quick: bool) -> dict:
@@ -89,7 +73,7 @@ def dry_run(quick: bool) -> dict:
                                    HOPPER_ARCH)
             rows.append({"shape": list(shape), "column": column, **built})
             print(f"{shape} {column}: {built.get('ptxas', built.get('error'))}", flush=True)
-    return {"arch": HOPPER_ARCH, "quick": quick, "date": now(), "rows": rows,
+    return {"arch": HOPPER_ARCH, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_warpspec_cuda --dry-run{' --quick' if quick else ''}"}
 
 
@@ -131,7 +115,7 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
         row["errors"][column] = gpu.relative_error(out, reference)
         row["all_written"][column] = bool(torch.isfinite(out).all().item())
         runners[column] = lambda function=function, views=views: function(*views)
-    seconds = {column: statistics.median(times) for column, times in gpu.timed_rounds(runners, rounds).items()}
+    seconds = gpu.median_seconds(runners, rounds)
     row["us"] = {column: s * 1e6 for column, s in seconds.items()}
     row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}
     specialized = seconds["warp_specialized"]

@@ -13,17 +13,19 @@ them.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 from bench import cli
 
-__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "cublas_mm", "device_arch", "gpu_machine", "nvcc_build", "parser",
-           "relative_error", "skip_reason", "timed_rounds", "write_results"]
+__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "cublas_mm", "device_arch", "gpu_machine", "median_seconds",
+           "now", "nvcc_build", "parser", "relative_error", "skip_reason", "timed_rounds", "write_results"]
 
 # rounds of side-by-side timings per row (the tables show medians); a quick run keeps the same count
 ROUNDS = 7
@@ -112,6 +114,16 @@ def cublas_mm(a: Any, b: Any) -> Any:
         return torch.mm(a, b, out_dtype=torch.float32)
     except TypeError:
         return torch.mm(a, b)
+
+
+def median_seconds(runners: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """name -> the median over ``rounds`` of ``timed_rounds``' seconds per call."""
+    return {name: statistics.median(times) for name, times in timed_rounds(runners, rounds).items()}
+
+
+def now() -> str:
+    """The UTC time, ISO 8601 to the second (the results' date)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def relative_error(got: Any, want: Any) -> float:

@@ -109,14 +109,19 @@ def copy_lanes(row_length: int) -> int:
 # ------------------------------------------------------------------------------------------ the computation
 
 
-def matmul_fp16_func(m: int | None, n: int, k: int) -> tirx.PrimFunc:
-    """``C = A @ B``: fp16 inputs, fp32 products and sums; ``m=None`` makes ``M`` a symbolic variable ``m``."""
+def matmul_fp16_func(m: int | None, n: int, k: int, b_transposed: bool = False) -> tirx.PrimFunc:
+    """``C = A @ B``: fp16 inputs, fp32 products and sums; ``m=None`` makes ``M`` a symbolic variable ``m``.
+    ``b_transposed``: ``B`` is given as ``N x K`` and ``C = A @ B.T``."""
     rows = tirx.Var("m", "int32") if m is None else m
     a = te.placeholder((rows, k), "float16", name="A")
-    b = te.placeholder((k, n), "float16", name="B")
+    b = te.placeholder((n, k) if b_transposed else (k, n), "float16", name="B")
     r = te.reduce_axis((0, k), name="r")
-    c = te.compute((rows, n), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r),
-                   name="C")
+
+    def b_element(reduction, column):
+        return b[column, reduction] if b_transposed else b[reduction, column]
+
+    c = te.compute((rows, n), lambda i, j: te.sum(a[i, r].astype("float32") * b_element(r, j).astype("float32"),
+                                                  axis=r), name="C")
     return te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")
 
 
