@@ -7,6 +7,8 @@ imports inside functions count too."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "tvm_tailsplit"
 IR_UTILS = "tvm_tailsplit.ir_utils"
@@ -99,3 +101,11 @@ def test_no_import_cycle():
         if module not in state:
             visit(module, [module])
     assert not cycles, cycles
+
+
+def test_importing_the_package_parses_no_tvm_intrinsic_tables():
+    """`import tvm_tailsplit` stays light: TVM's CUDA tensor intrinsics (hundreds of TVMScript functions, about 30 s
+    to parse on a 2-core machine) are registered where the marks that name them are tensorized."""
+    code = "import sys, tvm_tailsplit; print(sorted(m for m in sys.modules if m.startswith('tvm.s_tir.tensor_intrin')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert result.stdout.strip() == "[]"

@@ -29,7 +29,7 @@ from tvm.s_tir import SBlock
 from ..cuda import nested_pass_context
 from .merge_cases import merge_equal_cases
 from .mma_schedule import MMA_PASS_CONFIG, TAILSPLIT_STRATEGY
-from .mma_tails import ZeroFillBySourceSize
+from .mma_tails import ZeroFillBySourceSize, register_mma_tail_forms
 from .pass_ import TailSplit
 from .tensorize import tensorize_marked
 
@@ -41,6 +41,7 @@ MAX_WARP_LOWERINGS = 8  # warp buffers per statement sequence the pass lowers at
 
 def prepare_mma(mod: tvm.IRModule, report: list | None = None) -> tvm.IRModule:
     """TailSplit, the merge of equal cases and ``tensorize_marked`` (its records appended to ``report``)."""
+    register_mma_tail_forms()
     split = TailSplit(strategy=TAILSPLIT_STRATEGY)(mod)
     return tensorize_marked(merge_equal_cases(split), report=report)
 

@@ -33,6 +33,7 @@ columns of ``N`` and is not used).
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import tvm
@@ -74,8 +75,11 @@ def emit_predicated_store(match: TailMatch) -> tirx.Stmt:
                     thread_binding=tirx.IterVar(None, lane, tirx.IterVar.ThreadIndex, "threadIdx.x"))
 
 
+@functools.cache
 def register_mma_tail_forms() -> None:
-    """Register ``emit_predicated_store`` as the variable-length tail form of the accumulator store's mark."""
+    """Register ``emit_predicated_store`` as the variable-length tail form of the accumulator store's mark (once;
+    called where the marks are tensorized, not at import: importing TVM's CUDA intrinsics parses hundreds of
+    TVMScript functions, about 30 s on a 2-core machine)."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the intrinsic the mark names
 
     register_tail_intrinsics(MMA_MARKS["store"], variable_length=emit_predicated_store)
@@ -122,6 +126,3 @@ def ZeroFillBySourceSize() -> tvm.transform.Pass:  # noqa: N802 - TVM pass namin
         return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
     return rewrite
-
-
-register_mma_tail_forms()
