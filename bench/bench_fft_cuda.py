@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -114,16 +113,13 @@ def dry_run(quick: bool, arch: str) -> dict:
                "group_shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups or []],
                **built}
         rows.append(row)
-        outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
-                   f"{built['nvcc_seconds']:.1f} s" if built["compiled"] else f"FAILED {built['error']}")
-        print(f"{row['row']} batch {batch}: {outcome}", flush=True)
+        print(f"{row['row']} batch {batch}: {gpu.build_outcome(built)}", flush=True)
     return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_fft_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
 def dry_run_markdown(report: dict) -> str:
-    lines = [f"# CUDA FFT plans built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
-             f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+    lines = [*gpu.dry_run_heading("CUDA FFT plans", report),
              "Transforms per block (`lanes`) and whether the block stages its rows through shared memory (coalesced "
              "vector copies, `tuning.CUDA_STAGE_*`); passes: passes over memory (the kernels of a plan of one kernel "
              "per pass); shared KiB: each kernel's shared memory per block in a plan of kernels over columns "
@@ -394,16 +390,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.sanitize_child:
         sanitize_child(args.sanitize_child, args.arch)
         return
-    if args.dry_run:
-        report = dry_run(args.quick, args.arch)
-        gpu.write_results("fft_cuda_dry_run", args.quick, report, dry_run_markdown(report))
-        return
-    reason = gpu.skip_reason(("torch", "cupy"))
-    if reason:
-        print(f"bench_fft_cuda skipped: {reason}; nothing written")
-        return
-    report = run(args.quick, args.sanitize)
-    gpu.write_results("fft_cuda", args.quick, report, markdown(report))
+    gpu.dispatch("fft_cuda", args, dry_run=lambda: dry_run(args.quick, args.arch), dry_run_markdown=dry_run_markdown,
+                 modules=("torch", "cupy"), run=lambda: run(args.quick, args.sanitize), markdown=markdown)
 
 
 if __name__ == "__main__":

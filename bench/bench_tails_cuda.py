@@ -35,7 +35,6 @@ nothing) or ``python -m bench.bench_tails_cuda [--quick]``; results: bench/resul
 from __future__ import annotations
 
 import math
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -145,17 +144,13 @@ def dry_run(quick: bool, arch: str) -> dict:
         for column, (build, pipeline) in kernels(*shape, arch).items():
             built = gpu.nvcc_build(lambda build=build, pipeline=pipeline: cuda_source(build(), arch, pipeline), arch)
             rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, **built})
-            outcome = (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
-                       f"{built['nvcc_seconds']:.1f} s, {built['spills']} spill bytes" if built["compiled"]
-                       else f"FAILED {built['error']}")
-            print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}: {outcome}", flush=True)
+            print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}: {gpu.build_outcome(built)}", flush=True)
     return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_tails_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
 def dry_run_markdown(report: dict) -> str:
-    lines = [f"# CUDA tail-benchmark kernels built for {report['arch']} without a GPU (TVM source + nvcc; nothing "
-             "timed)", "", f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+    lines = [*gpu.dry_run_heading("CUDA tail-benchmark kernels", report),
              "| shape | column | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 8]
     for row in report["rows"]:
         head = f"| {row['shape']} | ({LETTERS[row['column']]}) {row['column']} | {row['pipeline']} |"
@@ -277,16 +272,8 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark with the options ``argv`` (None: none, the full run, as ``bench.run_all`` calls it)."""
     args = gpu.parser("bench_tails_cuda", (__doc__ or "").split("\n\n")[0]).parse_args([] if argv is None else argv)
-    if args.dry_run:
-        report = dry_run(args.quick, args.arch)
-        gpu.write_results("tails_cuda_dry_run", args.quick, report, dry_run_markdown(report))
-        return
-    reason = gpu.skip_reason(("torch",))
-    if reason:
-        print(f"bench_tails_cuda skipped: {reason}; nothing written")
-        return
-    report = run(args.quick)
-    gpu.write_results("tails_cuda", args.quick, report, markdown(report))
+    gpu.dispatch("tails_cuda", args, dry_run=lambda: dry_run(args.quick, args.arch), dry_run_markdown=dry_run_markdown,
+                 modules=("torch",), run=lambda: run(args.quick), markdown=markdown)
 
 
 if __name__ == "__main__":

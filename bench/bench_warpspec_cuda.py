@@ -22,7 +22,6 @@ ptxas' figures. Run: ``make bench`` (without a GPU or torch it prints why and wr
 from __future__ import annotations
 
 import math
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -72,14 +71,13 @@ def dry_run(quick: bool) -> dict:
             built = gpu.nvcc_build(lambda build=build: cuda_source(build(), HOPPER_ARCH, WARP_SPECIALIZED_PIPELINE),
                                    HOPPER_ARCH)
             rows.append({"shape": list(shape), "column": column, **built})
-            print(f"{shape} {column}: {built.get('ptxas', built.get('error'))}", flush=True)
+            print(f"{shape} {column}: {gpu.build_outcome(built)}", flush=True)
     return {"arch": HOPPER_ARCH, "quick": quick, "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_warpspec_cuda --dry-run{' --quick' if quick else ''}"}
 
 
 def dry_run_markdown(report: dict) -> str:
-    lines = [f"# Hopper GEMM kernels built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
-             f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", "",
+    lines = [*gpu.dry_run_heading("Hopper GEMM kernels", report),
              "| shape | column | compiled | TVM s | nvcc s | ptxas |", "|---|---|---|---|---|---|"]
     for row in report["rows"]:
         shape = "x".join(map(str, row["shape"]))
@@ -171,19 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     """Run the benchmark with the options ``argv`` (None: the full run, as ``bench.run_all`` calls it)."""
     args = gpu.parser("bench_warpspec_cuda", (__doc__ or "").split("\n\n")[0]).parse_args(
         [] if argv is None else argv)
-    if args.dry_run:
-        report = dry_run(args.quick)
-        gpu.write_results("warpspec_cuda_dry_run", args.quick, report, dry_run_markdown(report))
-        return
-    reason = gpu.skip_reason(("torch",))
-    if reason:
-        print(f"bench_warpspec_cuda skipped: {reason}; nothing written")
-        return
-    if gpu.device_arch() != "sm_90":
-        print(f"bench_warpspec_cuda skipped: the Hopper kernels need sm_90 (this GPU is {gpu.device_arch()})")
-        return
-    report = run(args.quick)
-    gpu.write_results("warpspec_cuda", args.quick, report, markdown(report))
+    gpu.dispatch("warpspec_cuda", args, dry_run=lambda: dry_run(args.quick), dry_run_markdown=dry_run_markdown,
+                 modules=("torch",), run=lambda: run(args.quick), markdown=markdown,
+                 unsupported=lambda: None if gpu.device_arch() == "sm_90"
+                 else f"the Hopper kernels need sm_90 (this GPU is {gpu.device_arch()})")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import datetime
 import importlib.util
 import json
 import math
+import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -24,8 +25,9 @@ from typing import Any
 
 from bench import cli
 
-__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "cublas_mm", "device_arch", "gpu_machine", "median_seconds",
-           "now", "nvcc_build", "parser", "relative_error", "skip_reason", "timed_rounds", "write_results"]
+__all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "build_outcome", "cublas_mm", "device_arch", "dispatch",
+           "dry_run_heading", "gpu_machine", "median_seconds", "now", "nvcc_build", "parser", "relative_error",
+           "skip_reason", "timed_rounds", "write_results"]
 
 # rounds of side-by-side timings per row (the tables show medians); a quick run keeps the same count
 ROUNDS = 7
@@ -155,6 +157,38 @@ def nvcc_build(source_of: Callable[[], str], arch: str) -> dict:
             "spills": sum(u.spill_store_bytes + u.spill_load_bytes for u in usages),
             "registers": max((u.registers for u in usages), default=0),
             "shared_bytes": max((u.shared_memory_bytes for u in usages), default=0)}
+
+
+def build_outcome(built: dict) -> str:
+    """One line about an ``nvcc_build``: kernels, seconds and spills, or the error."""
+    if not built["compiled"]:
+        return f"FAILED {built['error']}"
+    return (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
+            f"{built['nvcc_seconds']:.1f} s, {built['spills']} spill bytes")
+
+
+def dry_run_heading(what: str, report: dict) -> list[str]:
+    """The first lines of a dry run's markdown: what was built for which architecture, when, where, how."""
+    return [f"# {what} built for {report['arch']} without a GPU (TVM source + nvcc; nothing timed)", "",
+            f"{report['date']}, {platform.node()}. Command: `{report['command']}`.", ""]
+
+
+def dispatch(stem: str, args: argparse.Namespace, *, dry_run: Callable[[], dict],
+             dry_run_markdown: Callable[[dict], str], modules: tuple[str, ...], run: Callable[[], dict],
+             markdown: Callable[[dict], str], unsupported: Callable[[], str | None] | None = None) -> None:
+    """What every GPU benchmark's ``main`` does with its parsed ``args``: ``--dry-run`` builds and writes
+    ``<stem>_dry_run``; else, without a GPU, one of ``modules`` or (``unsupported()``) what the kernels need, it
+    prints why and writes nothing; else it runs and writes ``<stem>``."""
+    if args.dry_run:
+        report = dry_run()
+        write_results(f"{stem}_dry_run", args.quick, report, dry_run_markdown(report))
+        return
+    reason = skip_reason(modules) or (unsupported() if unsupported is not None else None)
+    if reason:
+        print(f"bench_{stem} skipped: {reason}; nothing written")
+        return
+    report = run()
+    write_results(stem, args.quick, report, markdown(report))
 
 
 def write_results(stem: str, quick: bool, report: dict, markdown: str) -> None:

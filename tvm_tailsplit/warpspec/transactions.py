@@ -33,19 +33,19 @@ __all__ = ["transaction_protocol"]
 logger = logging.getLogger("tvm_tailsplit.warpspec")
 
 
-def _batches(nodes, loads: TilePlan) -> list[list[TaskNode]]:
+def _batches(nodes, tiles: TilePlan) -> list[list[TaskNode]]:
     """Runs of TMA load tasks of one warp role among the siblings `nodes`, recursively."""
     batches: list[list[TaskNode]] = []
     run: list[TaskNode] = []
     for node in nodes:
-        if isinstance(node, TaskNode) and node.name in loads.loads and (not run or run[-1].role == node.role):
+        if isinstance(node, TaskNode) and node.name in tiles.loads and (not run or run[-1].role == node.role):
             run.append(node)
             continue
         if run:
             batches.append(run)
-        run = [node] if isinstance(node, TaskNode) and node.name in loads.loads else []
+        run = [node] if isinstance(node, TaskNode) and node.name in tiles.loads else []
         if isinstance(node, LoopNode):
-            batches += _batches(node.children, loads)
+            batches += _batches(node.children, tiles)
     if run:
         batches.append(run)
     return batches
