@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU session's runbook: everything issues #13, #14 and #15 need measured, in calls that fit the `device` tool.
+#
+# A session lent a GPU has about 30 minutes of it, at most 10 per command, and the machine starts bare. Stage TVM
+# first (../shared/device/stage-tvm.sh: two calls), then, while the machine is warm, one call per part, most
+# important first:
+#
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test (about 5 min)
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (quick), sanitizer runs
+#
+# Each part stops itself before the tool's 10-minute limit (`PART_SECONDS`) and leaves its logs and result files
+# flat under $OUT (at most 8 files come back), so a part that runs out of time still returns what it finished.
+# Copy the returned bench/results files into the checkout and commit them with the machine and date they carry.
+set -uo pipefail
+
+part=${1:-}
+out=${OUT:-/tmp/gpu_session_out}
+PART_SECONDS=${PART_SECONDS:-560}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+start=$SECONDS
+
+# run NAME SECONDS COMMAND...: COMMAND with at most SECONDS (and what is left of the part's time), its output
+# in $out/NAME.log
+run() {
+    local name=$1 seconds=$2
+    shift 2
+    local left=$((PART_SECONDS - (SECONDS - start)))
+    ((seconds > left)) && seconds=$left
+    if ((seconds < 20)); then
+        echo "$name: not started, the part's time is spent" | tee -a "$out/$name.log"
+        return 0
+    fi
+    echo "== $name ($seconds s at most): $*"
+    timeout --signal=INT --kill-after=15 "$seconds" "$@" 2>&1 | tee "$out/$name.log"
+    echo "== $name: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s of the part"
+}
+
+# collect PATH NAME: bench/results/PATH.{json,md} into $out as NAME.{json,md}
+collect() {
+    for suffix in json md; do
+        [ -f "bench/results/$1.$suffix" ] && cp "bench/results/$1.$suffix" "$out/$2.$suffix"
+    done
+    return 0
+}
+
+case $part in
+tests)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    python3 -c "import tvm; d = tvm.cuda(0); print('TVM', tvm.__version__, d.device_name, d.compute_version)" \
+        | tee -a "$out/device.txt"
+    run tests 540 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/tests.xml" \
+        tests/warpspec tests/split/test_mma_workload.py tests/fft tests/test_bench_cuda_cli.py
+    ;;
+gemm)
+    run warpspec 300 python3 -m bench.bench_warpspec_cuda
+    run tails 260 python3 -m bench.bench_tails_cuda
+    collect warpspec_cuda warpspec_cuda
+    collect tails_cuda tails_cuda
+    ;;
+fft)
+    run fft 420 python3 -m bench.bench_fft_cuda
+    run sanitize 140 python3 -m bench.bench_fft_cuda --quick --sanitize
+    collect fft_cuda fft_cuda
+    collect quick/fft_cuda fft_cuda_sanitize
+    ;;
+*)
+    echo "usage: bash bench/gpu_session.sh {tests|gemm|fft}   (see the top of this file)" >&2
+    exit 2
+    ;;
+esac
