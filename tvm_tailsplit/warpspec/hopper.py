@@ -42,10 +42,12 @@ from tvm.script import tirx as T
 from ..ir_utils import substitute, with_loop
 from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
+from .retirement import in_flight_protocol
 from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile
+from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
-__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper"]
+__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper", "hopper_protocol"]
 
 WARPGROUP = 128
 """Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
@@ -183,7 +185,7 @@ class _Hopper:
         if task.name in self.tiles.loads:
             return [self.tma_load(task, self.tiles.loads[task.name], rename, index)]
         if task.name in self.tiles.mmas:
-            return self.wgmma(task, self.tiles.mmas[task.name], rename)
+            return self.wgmma(task, self.tiles.mmas[task.name], rename, self.protocol.in_flight.get(task.name, 0))
         if task.name in self.tiles.fragment_tasks:
             return [self.fragment_task(task, self.tiles.fragment_tasks[task.name], rename)]
         return None
@@ -208,7 +210,8 @@ class _Hopper:
             _shared_address(self.bars, [channel]))
         return tirx.IfThenElse(self.thread == issuer, tirx.Evaluate(copy), None)
 
-    def wgmma(self, task: TaskNode, tile: WgmmaTile, rename) -> list:
+    def wgmma(self, task: TaskNode, tile: WgmmaTile, rename, in_flight: int = 0) -> list:
+        """The tile's wgmma instructions, committed as one group, then `wgmma.wait_group in_flight`."""
         fragment = self.fragment(tile.accumulator, task.role, tile.m, tile.n)
         desc_a, desc_b = self.descriptor_buffers(task.role)
         a, b = self.rings[tile.a.name], self.rings[tile.b.name]
@@ -229,9 +232,13 @@ class _Hopper:
                 mma = instruction(*registers, tirx.BufferLoad(desc_a, [0]), tirx.BufferLoad(desc_b, [0]),
                                   tirx.const(True, "bool"), 1, 1, 0, 0)
                 stmts += [tirx.Evaluate(encode_a), tirx.Evaluate(encode_b), tirx.Evaluate(mma)]
-        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()),
-                  tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(0))]
+        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()), self.retire(in_flight)]
         return stmts
+
+    @staticmethod
+    def retire(in_flight: int) -> tirx.Stmt:
+        """`wgmma.wait_group in_flight`: all but the warpgroup's `in_flight` latest groups retired."""
+        return tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(in_flight))
 
     def fragment_task(self, task: TaskNode, op: FragmentTask, rename) -> tirx.Stmt:
         fragment = self.fragment(op.accumulator, task.role, op.m, op.n)
@@ -264,6 +271,12 @@ def _replace_loads(stmt: tirx.Stmt, accumulator: tirx.Buffer, fragment: tirx.Buf
     return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
 
 
+def hopper_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
+    """The protocol the Hopper kernel implements: TMA batches as transactions (`warpspec.transactions`), then
+    wgmma groups kept in flight (`warpspec.retirement`)."""
+    return in_flight_protocol(transaction_protocol(protocol, tiles), tiles)
+
+
 def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     """The sm_90a kernel implementing the transaction `protocol` with the `tiles` (see the module doc)."""
     if not tiles.loads or not tiles.mmas:
@@ -284,7 +297,8 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
             stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
         return stmts
 
-    lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body)
+    lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,
+                               drain=lambda task: [state.retire(0)])
     dispatch = None
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()
