@@ -1,7 +1,8 @@
 """Hopper code generation (sm_90a): the transaction protocol's per-warp-role programs with TMA and wgmma.
 
-Rewriting only: the tiles (`warpspec.tiles`) and the transaction protocol (`warpspec.transactions`) decided
-everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
+Rewriting only: the tiles (`warpspec.tiles`), the transaction protocol (`warpspec.transactions`) and the wgmma
+groups kept in flight (`warpspec.retirement`; `hopper_protocol` composes the two) decided everything. Every warp
+role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
 
 * **Channels** are mbarriers in shared memory. A transaction channel expects one arrival (the producer's
   `mbarrier.arrive.expect_tx` with the batch's bytes) plus the bytes its TMA copies complete; any other channel
@@ -17,8 +18,12 @@ everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans t
   (+ 8)` and columns `8 i + 2 (t % 4) (+ 1)`). A wgmma tile issues, per 16-wide step of K and per 64-row block,
   one `wgmma.mma_async.m64n{n}k16.f32.f16.f16` on K-major 128-byte-swizzled shared-memory descriptors (leading
   byte offset unused, stride byte offset 1024 bytes = 8 rows; the K step advances the start address by 32 bytes),
-  then `wgmma.commit_group` and `wgmma.wait_group 0`, so that the *release* after it frees a stage whose reads
-  have retired. Fills zero the fragment; stores write it through the store task's own index expressions.
+  then `wgmma.commit_group` and `wgmma.wait_group D`, `D` the task's in-flight depth (`Protocol.in_flight`: 1
+  inside a pipeline loop whose ring has more stages, CUTLASS's `K_PIPE_MMAS`; else 0). The *release* after it is
+  then that of the tile `D` earlier (`SyncOp.lag`), whose group has retired, so the tensor cores work on one tile
+  while the warpgroup waits for the next stage; after the loop `wgmma.wait_group 0` drains the groups (before the
+  stores read the fragment) and the last `D` releases follow where a producer still acquires them (for a ring,
+  none). Fills zero the fragment; stores write it through the store task's own index expressions.
   The register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) are not emitted:
   TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has. The
   fragment is still ordered: every wgmma takes it as `"+f"` operands of a volatile asm, and the stores that read it

@@ -13,8 +13,8 @@ An operation of a group is active in instance `index` of its task when that inst
 destination (wait) of one of the group's edges; the channel is `base + edge % stages` and the awaited parity is
 `phase & 1` with `phase = phase_offset + edge // stages`. A task may run **in flight** (`Protocol.in_flight`, Hopper's
 wgmma tiles, see `warpspec.retirement`): its instance `i` completes only when a later wait retires it, and its
-releases are deferred (`SyncOp.lag`): placed after instance `i`, they release instance `i - lag`. `parity_flip` exists so that tests can plant a wrong
-parity and show that `check` catches it; the generator never sets it.
+releases are deferred (`SyncOp.lag`): placed after instance `i`, they release instance `i - lag`. `parity_flip`
+exists so that tests can plant a wrong parity and show that `check` catches it; the generator never sets it.
 """
 
 from __future__ import annotations

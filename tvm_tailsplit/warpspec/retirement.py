@@ -93,8 +93,8 @@ def _unsafe(protocol: Protocol, task: TaskNode, depth: int) -> str | None:
         return f"operations other than releases follow it: {commits}"
     short = [op.describe() for op in after if not _proved_greater(op.group.distance, depth)]
     if short:
-        return (f"the producer reacquires within {depth} instance(s) (stages too few for {depth} group(s) in "
-                f"flight, or not provably enough): {short}")
+        return (f"a producer reacquires what it releases after a distance not provably greater than {depth} (the "
+                f"ring needs more stages than groups in flight): {short}")
     return None
 
 
