@@ -153,8 +153,9 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
         if depth and inst.index == last[inst.task.name]:  # the drain: wait_group 0, then the lagged releases
             program.append(_Step(inst, retired=tuple(issued[inst.role])))
             issued[inst.role] = []
-            for extra in range(1, depth + 1):
-                program += sync_steps(inst, protocol.after(inst.task.name), inst.index + extra)
+            for op in protocol.after(inst.task.name):
+                for extra in range(1, op.lag + 1):
+                    program += sync_steps(inst, [op], inst.index + extra)
     return programs
 
 

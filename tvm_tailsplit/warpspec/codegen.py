@@ -177,11 +177,10 @@ class _RoleProgram:
         operations at the indices just past the loop's last iteration."""
         stmts = []
         for task in loop.children:
-            lag = self.protocol.in_flight.get(task.name, 0) if isinstance(task, TaskNode) else 0
-            if lag and task.role == self.role:
+            if isinstance(task, TaskNode) and task.role == self.role and task.name in self.protocol.in_flight:
                 stmts += self.lowering.drain(task)
                 stmts += [self._sync(op, self.analyzer.simplify(index * loop.extent + loop.extent + extra))
-                          for extra in range(lag) for op in self.protocol.after(task.name)]
+                          for op in self.protocol.after(task.name) for extra in range(op.lag)]
         return stmts
 
     def _task(self, task: TaskNode, renamed: dict, index: tirx.PrimExpr) -> tirx.Stmt:

@@ -283,7 +283,8 @@ def hopper_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
 
 
 def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
-    """The sm_90a kernel implementing the transaction `protocol` with the `tiles` (see the module doc)."""
+    """The sm_90a kernel implementing `protocol` (the Hopper protocol, see `hopper_protocol`) with the `tiles` (see
+    the module doc)."""
     if not tiles.loads or not tiles.mmas:
         raise WarpSpecializeInputError(
             "WarpSpecialize(hopper=True) found no TMA load or no wgmma tile task; the accepted forms are in "

@@ -85,7 +85,7 @@ class SyncOp:
         if self.tx_copies:
             text += f", expect_tx {self.tx_bytes} bytes from {', '.join(name for name, _ in self.tx_copies)}"
         if self.lag:
-            text += f", of the instance {self.lag} before"
+            text += f", of the instance {self.lag} earlier (deferred)"
         return text
 
 
