@@ -238,6 +238,19 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("hopper gemm", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
+    assert usage.performance_losses == ()  # ptxas keeps the wgmma pipeline (no serialized groups)
+
+
+@pytest.mark.nvcc
+def test_ptxas_reports_serialized_wgmma_groups():
+    """What the assertion above guards against: touching the accumulator while its group is in flight makes ptxas
+    serialize the wgmma instructions (and say so), which would undo the group kept in flight."""
+    in_flight = f"tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_{WGMMA_IN_FLIGHT}();"
+    source = _hopper_source(256, 512, None)
+    assert in_flight in source
+    planted = source.replace(in_flight, in_flight + "\nacc_r1_ptr[0] = acc_r1_ptr[0] * 2.0f;", 1)
+    (usage,) = compile_cuda_source(planted, "sm_90a")
+    assert any("wgmma.mma_async instructions are serialized" in note for note in usage.performance_losses)
 
 
 def _assert_gemm_on_the_gpu(func, m: int, n: int, k: int, seed: int) -> None:
