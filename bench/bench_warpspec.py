@@ -26,12 +26,11 @@ from tvm_tailsplit.warpspec import (
     check,
     examples,
     tile_plan,
-    transaction_protocol,
     unspecialized_hopper_kernel,
 )
 from tvm_tailsplit.warpspec.channels import allocate_channels
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE
-from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers
+from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers, hopper_protocol
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -85,17 +84,18 @@ def static_figures(name: str) -> dict:
 
 def hopper_figures() -> dict:
     """The Hopper form of `examples.hopper_gemm_kernel`: synchronization operations per tile before and after the
-    transaction rewrite, the check of the transaction protocol, and ptxas' figures (sm_90a) of the warp-specialized
-    kernel and of its ablation."""
+    transaction rewrite, the wgmma groups each consumer keeps in flight, the check of the Hopper protocol, and
+    ptxas' figures (sm_90a) of the warp-specialized kernel and of its ablation."""
     analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 6, stages=3))
     tiles = tile_plan(analysis.tree)
-    protocol = transaction_protocol(analysis.protocol, tiles)
+    protocol = hopper_protocol(analysis.protocol, tiles)
     in_loop = [task.name for loop in analysis.tree.loops() for task in loop.children if hasattr(task, "role")]
     figures = {
         "kernel": "Hopper GEMM (128x256x64 tiles, TMA producer + 2 wgmma warpgroups; checked at 3 stages, 6 tiles)",
         "sync_ops_per_tile_sequential_commits": sum(len(analysis.protocol.ops.get(t, ())) for t in in_loop),
         "sync_ops_per_tile_transactions": sum(len(protocol.ops.get(t, ())) for t in in_loop),
         "tx_bytes_per_tile": [op.tx_bytes for ops in protocol.ops.values() for op in ops if op.tx_copies],
+        "wgmma_in_flight": protocol.in_flight,
         "check": "safe" if (report := check(protocol)).ok else report.describe(),
         "check_states": report.states,
         "setmaxnreg": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(2)},
@@ -187,10 +187,13 @@ def _markdown(results: dict) -> str:
     hopper = results["hopper"]
     ptxas = "; ".join(f"{name} {u['registers']} registers, {u['spill_bytes']} spill bytes"
                       for name, u in hopper["ptxas_sm_90a"].items()) or "-"
+    in_flight = ", ".join(f"{task} {depth}" for task, depth in hopper["wgmma_in_flight"].items()) or "none"
     lines += ["", "## Hopper form (`WarpSpecialize(\"cuda\", hopper=True)`)", "",
               f"{hopper['kernel']}: sync ops per tile {hopper['sync_ops_per_tile_sequential_commits']} with "
               f"sequential commits, {hopper['sync_ops_per_tile_transactions']} with one `expect_tx` transaction "
-              f"({hopper['tx_bytes_per_tile']} bytes) shared by both consumer warpgroups; check: {hopper['check']} "
+              f"({hopper['tx_bytes_per_tile']} bytes) shared by both consumer warpgroups; wgmma groups in flight "
+              f"per consumer {in_flight} (`wgmma.wait_group` that many, then the release of the stage read as many "
+              f"tiles earlier); check: {hopper['check']} "
               f"({hopper['check_states']} states); setmaxnreg producer {hopper['setmaxnreg']['producer']} / consumers "
               f"{hopper['setmaxnreg']['consumer']}; sm_90a ptxas (launch bound = register file / threads): {ptxas}. "
               "Timings: `bench_warpspec_cuda` on a GPU."]

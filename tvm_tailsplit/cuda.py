@@ -93,6 +93,8 @@ class PtxasUsage:
     spill_store_bytes: int
     spill_load_bytes: int
     stack_frame_bytes: int = 0  # local memory per thread (arrays indexed at run time, spills)
+    performance_losses: tuple[str, ...] = ()
+    """ptxas' "Potential Performance Loss" notes on the kernel, e.g. (C7511) wgmma instructions serialized."""
 
     def __str__(self) -> str:
         return (
@@ -136,6 +138,7 @@ _PTXAS_BARRIERS = re.compile(r"used (\d+) barriers")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_STACK = re.compile(r"(\d+) bytes stack frame")
+_PTXAS_LOSS = re.compile(r"(\(C\d+\) Potential Performance Loss: .*) in (?:the )?function '([^']+)'")
 
 
 def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
@@ -144,6 +147,9 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
     kernel = None
     spill = (0, 0)
     stack = 0
+    losses: dict[str, list[str]] = {}  # printed before the kernel's "Compiling entry function" line
+    for match in _PTXAS_LOSS.finditer(text):
+        losses.setdefault(match.group(2), []).append(match.group(1))
     for line in text.splitlines():
         match = _PTXAS_FUNCTION.search(line)
         if match:
@@ -170,6 +176,7 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
                     spill_store_bytes=spill[0],
                     spill_load_bytes=spill[1],
                     stack_frame_bytes=stack,
+                    performance_losses=tuple(losses.get(kernel, ())),
                 )
             )
             kernel = None

@@ -5,6 +5,7 @@ meaning on llvm, and nvcc for sm_90a with ptxas figures. The `gpu` tests run the
 """
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -24,9 +25,11 @@ from tvm_tailsplit.warpspec import (
     transaction_protocol,
 )
 from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
-from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
-from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers
+from tvm_tailsplit.warpspec.check import DEADLOCK, IN_FLIGHT, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
+from tvm_tailsplit.warpspec.codegen import generate
+from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers, hopper_protocol
 from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
+from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases
 
 A_BYTES, B_BYTES = 128 * 64 * 2, 256 * 64 * 2
 
@@ -117,6 +120,74 @@ def test_checker_catches_a_wrong_parity_and_a_missing_release():
     assert {DEADLOCK, MISSING_ARRIVE} & report.kinds(), report.describe()
 
 
+MMAS = ("mma_top", "mma_bottom")
+
+
+@pytest.mark.parametrize("k,stages,zero_fill", [(64 * 6, 3, False), (64 * 8, 4, False), (64 * 5, 2, False),
+                                                (None, 4, False), (None, 4, True)],
+                         ids=["6_tiles_3_stages", "8_tiles_4_stages", "5_tiles_2_stages", "symbolic_k",
+                              "symbolic_k_zero_fill"])
+def test_wgmma_groups_stay_in_flight_and_the_protocol_is_safe(k, stages, zero_fill):
+    """Each consumer keeps WGMMA_IN_FLIGHT groups in flight: it releases the stage of the previous tile, and the
+    checker (which keeps a wgmma's reads in flight until its wait_group) finds no race, deadlock or aliasing."""
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, k, stages=stages, zero_fill_k=zero_fill))
+    tiles = tile_plan(analysis.tree)
+    protocol = hopper_protocol(analysis.small_protocol(), tiles)
+    assert protocol.in_flight == {task: WGMMA_IN_FLIGHT for task in MMAS}
+    for task in MMAS:
+        (release,) = protocol.after(task)
+        assert release.verb == "release" and release.lag == WGMMA_IN_FLIGHT
+        assert [op.lag for op in protocol.before(task)] == [0]
+    report = check(protocol)
+    assert report.ok, report.describe()
+    assert hopper_protocol(analysis.protocol, tiles).in_flight == protocol.in_flight  # the symbolic one agrees
+
+
+def test_a_single_stage_ring_keeps_wait_group_0(caplog):
+    """With one stage the producer reacquires the stage one tile later: a group in flight would deadlock."""
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 4, stages=1))
+    with caplog.at_level("INFO", logger="tvm_tailsplit.warpspec"):
+        protocol = hopper_protocol(analysis.protocol, tile_plan(analysis.tree))
+    assert protocol.in_flight == {}
+    assert "wgmma task 'mma_top' retires its group before its release" in caplog.text
+    assert "not provably greater than 1" in caplog.text
+    assert check(protocol).ok
+
+
+@pytest.mark.parametrize("depth,deadlocks", [(2, False), (3, True), (4, True)])
+def test_checker_finds_the_deadlock_of_as_many_groups_in_flight_as_stages(depth, deadlocks):
+    """3 stages: the producer reacquires a stage 3 tiles after it was filled, so releasing it `depth` >= 3 tiles
+    late is a cycle of waits; 2 is safe (`in_flight_protocol` would prove it, the rule asks for 1)."""
+    protocol = _transaction_protocol(6, 3)
+    for task in MMAS:
+        protocol = defer_releases(protocol, task, depth)
+    report = check(protocol)
+    assert (DEADLOCK in report.kinds()) == deadlocks, report.describe()
+    assert report.ok != deadlocks
+
+
+@pytest.mark.parametrize("depth,lag", [(WGMMA_IN_FLIGHT + 1, WGMMA_IN_FLIGHT), (WGMMA_IN_FLIGHT, 0)],
+                         ids=["wait_group_too_shallow", "release_not_deferred"])
+def test_checker_catches_a_release_of_a_stage_still_read_by_wgmma(depth, lag):
+    """`wgmma.wait_group depth` with the release of the tile `lag` back: the stage is freed while its group may
+    still read it, and the producer's next copy into it races with the wgmma."""
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 6, stages=3))
+    protocol = hopper_protocol(analysis.protocol, tile_plan(analysis.tree))
+    ops = [dataclasses.replace(op, lag=lag) if not op.before_task else op for op in protocol.ops["mma_top"]]
+    planted = dataclasses.replace(protocol.replace_ops("mma_top", ops),
+                                  in_flight={**protocol.in_flight, "mma_top": depth})
+    report = check(planted)
+    assert {IN_FLIGHT, RACE} <= report.kinds(), report.describe()
+    assert "mma_top[0] while its reads are in flight" in report.describe()
+
+
+def test_only_the_hopper_generator_lowers_tasks_in_flight():
+    analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 6, stages=3))
+    protocol = hopper_protocol(analysis.protocol, tile_plan(analysis.tree))
+    with pytest.raises(WarpSpecializeInputError, match="in flight"):
+        generate(protocol, "cuda")
+
+
 @pytest.mark.parametrize("k,zero_fill", [(128, False), (100, True), (200, True)])
 def test_hopper_gemm_example_means_a_times_b_transposed(k, zero_fill):
     m, n = 128, 256
@@ -153,11 +224,33 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     assert kernel.count("complete_tx__bytes(") == 2  # one TMA copy per operand tile
     assert "arrive_expect_tx" in kernel and "(uint)49152" in kernel  # 128x64 + 256x64 fp16
     assert "m64n256k16" in kernel and "wgmma_commit_group" in kernel and "wgmma_wait_group" in kernel
+    # With more K tiles than stages (symbolic K) each consumer keeps one group in flight and then releases the
+    # previous stage; K = 256 is 4 tiles in 4 stages: no stage is ever released, and every group retires at once.
+    # Every run of fragment stores follows `wgmma.wait_group 0` (the drain after the loop).
+    pattern = r"(wgmma_wait_group\w+|mbarrier_arrive\w*)\(|C_ptr\["
+    events = [m.group(1) or "store C" for m in re.finditer(pattern, kernel)]
+    after_in_flight = [events[i + 1] for i, e in enumerate(events) if e.endswith(f"aligned_{WGMMA_IN_FLIGHT}")]
+    assert after_in_flight == (["mbarrier_arrive_nocount_arrive_shared_b64"] * 2 if k is None else [])
+    before_stores = {events[i - 1] for i, e in enumerate(events) if e == "store C" and events[i - 1] != e}
+    assert before_stores == {"wgmma_wait_group_wait_group_sync_aligned_0"}
     assert "setmaxnreg_dec_sync_aligned_u32_40" in kernel and "setmaxnreg_inc_sync_aligned_u32_232" in kernel
     assert "__shared__ alignas" not in kernel  # rings and barriers in one dynamic buffer (1024-byte atoms)
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("hopper gemm", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
+    assert usage.performance_losses == ()  # ptxas keeps the wgmma pipeline (no serialized groups)
+
+
+@pytest.mark.nvcc
+def test_ptxas_reports_serialized_wgmma_groups():
+    """What the assertion above guards against: touching the accumulator while its group is in flight makes ptxas
+    serialize the wgmma instructions (and say so), which would undo the group kept in flight."""
+    in_flight = f"tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_{WGMMA_IN_FLIGHT}();"
+    source = _hopper_source(256, 512, None)
+    assert in_flight in source
+    planted = source.replace(in_flight, in_flight + "\nacc_r1_ptr[0] = acc_r1_ptr[0] * 2.0f;", 1)
+    (usage,) = compile_cuda_source(planted, "sm_90a")
+    assert any("wgmma.mma_async instructions are serialized" in note for note in usage.performance_losses)
 
 
 def _assert_gemm_on_the_gpu(func, m: int, n: int, k: int, seed: int) -> None:

@@ -7,8 +7,9 @@ consumer task and iteration distance, derived from bounded windows and proved wi
 symbolic trip counts) → `channels` (channel ids, stages, phases) → `protocol` (per-warp programs with
 acquire/commit/wait/release) → `codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving
 checker); `analysis` and `pass_` wire them. Hopper (`hopper=True`): `tiles` (TMA loads, wgmma tiles, register
-fragments) → `transactions` (TMA batches commit through one `expect_tx` transaction channel) → `hopper` (sm_90a
-code: TMA, wgmma, setmaxnreg); `ablation` builds the same tiles and stages without warp specialization.
+fragments) → `transactions` (TMA batches commit through one `expect_tx` transaction channel) → `retirement` (wgmma
+groups kept in flight, releases deferred) → `hopper` (sm_90a code: TMA, wgmma, setmaxnreg); `ablation` builds the
+same tiles and stages without warp specialization.
 """
 
 from .ablation import unspecialized_hopper_kernel
@@ -20,6 +21,7 @@ from .cuda_pipeline import WARP_SPECIALIZED_PIPELINE
 from .graphs import FlowGraph
 from .pass_ import WarpSpecialize, WarpSpecializeCheckError
 from .protocol import Protocol, SyncOp
+from .retirement import in_flight_protocol
 from .symbolic import SymbolicAnalysisError, SymbolicPlan
 from .tiles import TilePlan, tile_plan
 from .transactions import transaction_protocol
@@ -44,6 +46,7 @@ __all__ = [
     "WarpSpecializeCheckError",
     "WarpSpecializeInputError",
     "analyze",
+    "in_flight_protocol",
     "tile_plan",
     "transaction_protocol",
     "unspecialized_hopper_kernel",

@@ -18,10 +18,17 @@ Algorithm.
    copies have delivered the armed byte count: its step sits after the copy task at which the delivered bytes
    reach it, so a count that is too small lets consumers pass before the last copy (a race) and one that is too
    large never completes (a deadlock); a count different from the copies' bytes is also reported directly.
+   A task **in flight** `D` deep (`Protocol.in_flight`, wgmma groups, see `warpspec.retirement`) is issued at its
+   step and **retired** by a retirement step after it: the role's pending in-flight instances but the `D` issued
+   last (`wgmma.wait_group D`), and after the task's last instance all of them (the drain's `wait_group 0`),
+   followed by the drain's lagged releases (the operations after the task at the indices past its last instance).
+   An arrive that signals an instance still in flight (a stage released while a wgmma may still read it) is
+   reported as a **release in flight**.
 4. **Races on buffer ranges.** When every wait passes in its own phase, happens-before is program order plus
    arrive(k) → wait(k). Every pair of conflicting instances of different roles (overlapping ranges, one writes) must
-   be ordered as in the sequential program; otherwise the checker reports a consumer reading before the producer's
-   arrival, or a producer writing a range before the consumer released it.
+   be ordered as in the sequential program: the earlier instance's end (its step, or the step that retires it when
+   in flight) must happen before the later one's step; otherwise the checker reports a consumer reading before
+   the producer's arrival, or a producer writing a range before the consumer released it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ LEFTOVER = "leftover arrivals"
 MISSING_ARRIVE = "missing arrive"
 INCOMPLETE = "exploration incomplete"
 TRANSACTION = "transaction bytes"
+IN_FLIGHT = "release in flight"
 
 
 @dataclass(frozen=True)
@@ -82,8 +90,16 @@ class _Step:
     parity: int = 0
     edge: int = -1
     source: str = ""
+    retired: tuple[int, ...] = ()
+    """A retirement step: the positions of the in-flight instances whose reads it completes."""
+
+    @property
+    def runs_task(self) -> bool:
+        return self.op is None and not self.retired
 
     def describe(self) -> str:
+        if self.retired:
+            return f"retire in-flight instances {list(self.retired)} after {self.instance.name}"
         if self.op is None:
             return f"run {self.instance.name}"
         return f"{self.op.verb} on channel {self.channel} (parity {self.parity}) at {self.instance.name}"
@@ -93,11 +109,13 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
     programs: dict[int, list[_Step]] = {role: [] for role in protocol.tree.roles}
 
     instances = protocol.plan.graph.instances
+    last = {inst.task.name: inst.index for inst in instances}
 
-    def sync_steps(inst: Instance, ops: list[SyncOp]) -> list[_Step]:
+    def sync_steps(inst: Instance, ops: list[SyncOp], index: int | None = None) -> list[_Step]:
+        """The active operations of `ops` at instance `inst` (evaluated at `index`, default its own)."""
         steps = []
         for op in ops:
-            edge = op.edge(inst.index)
+            edge = op.edge(inst.index if index is None else index)
             if edge is not None:
                 source = instances[op.group.edges[edge][0]].name
                 steps.append(_Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
@@ -106,6 +124,7 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
     # A transaction arrive completes its phase when its copies have delivered `tx_bytes`: its step is placed after
     # the copy task at which the delivered bytes first reach the count (never, if they do not).
     pending: dict[int, list[tuple[_Step, int, dict[str, int]]]] = {role: [] for role in programs}
+    issued: dict[int, list[int]] = {role: [] for role in programs}  # in-flight instance positions, oldest first
     for inst in protocol.plan.graph.instances:
         program = programs[inst.role]
         for step in sync_steps(inst, protocol.before(inst.task.name)):
@@ -123,8 +142,39 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
                     continue
             waiting.append((step, remaining, copies))
         pending[inst.role] = waiting
+        depth = protocol.in_flight.get(inst.task.name, 0)
+        if depth:
+            flight = issued[inst.role]
+            flight.append(inst.position)
+            retired, issued[inst.role] = flight[:-depth], flight[-depth:]
+            if retired:
+                program.append(_Step(inst, retired=tuple(retired)))
         program += sync_steps(inst, protocol.after(inst.task.name))
+        if depth and inst.index == last[inst.task.name]:  # the drain: wait_group 0, then the lagged releases
+            program.append(_Step(inst, retired=tuple(issued[inst.role])))
+            issued[inst.role] = []
+            for op in protocol.after(inst.task.name):
+                for extra in range(1, op.lag + 1):
+                    program += sync_steps(inst, [op], inst.index + extra)
     return programs
+
+
+def _in_flight_issues(protocol: Protocol, programs: dict[int, list[_Step]]) -> list[str]:
+    """Arrives that signal an instance which is still in flight in its role's program."""
+    instances = protocol.plan.graph.instances
+    messages = []
+    for steps in programs.values():
+        flying: set[int] = set()
+        for step in steps:
+            if step.runs_task and step.instance.task.name in protocol.in_flight:
+                flying.add(step.instance.position)
+            flying -= set(step.retired)
+            if step.op is not None and step.op.action == ARRIVE:
+                source = step.op.group.edges[step.edge][0]
+                if source in flying:
+                    messages.append(f"{step.describe()} signals {instances[source].name} while its reads are in "
+                                    "flight (not yet retired)")
+    return messages
 
 
 def _transaction_issues(protocol: Protocol) -> list[str]:
@@ -167,6 +217,8 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
 
     for message in _transaction_issues(protocol):
         issue(TRANSACTION, message)
+    for message in _in_flight_issues(protocol, programs):
+        issue(IN_FLIGHT, message)
     channel_count = protocol.plan.channel_count
     phase_of_arrive: dict[tuple[str, str, int], int] = {}
     arrive_roles: dict[int, set[int]] = {}
@@ -296,12 +348,17 @@ def _races(programs, roles, intended, report, issue) -> None:
         for p in predecessors[n]:
             ancestors[n] |= ancestors[p] | (1 << p)
     task_node = {step.instance.position: index[(r, pc)]
-                 for r in roles for pc, step in enumerate(programs[r]) if step.op is None}
+                 for r in roles for pc, step in enumerate(programs[r]) if step.runs_task}
+    end_node = dict(task_node)  # where an instance's accesses are complete: its step, or its retirement
+    for r in roles:
+        for pc, step in enumerate(programs[r]):
+            for position in step.retired:
+                end_node[position] = index[(r, pc)]
     instances = sorted((programs[r][pc].instance for r in roles for pc in range(len(programs[r]))
-                        if programs[r][pc].op is None), key=lambda inst: inst.position)
+                        if programs[r][pc].runs_task), key=lambda inst: inst.position)
     for j, later in enumerate(instances):
         for earlier in instances[:j]:
-            if earlier.role == later.role or ancestors[task_node[later.position]] >> task_node[earlier.position] & 1:
+            if earlier.role == later.role or ancestors[task_node[later.position]] >> end_node[earlier.position] & 1:
                 continue
             conflict = _conflict(earlier, later)
             if conflict is not None:

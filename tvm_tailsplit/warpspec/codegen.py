@@ -8,7 +8,9 @@ operations. For instance `index` of a task (the linear index of its enclosing pi
 `edge = index - first` (minus `distance` on the waiting side), active when `0 <= edge < count`, channel
 `base + edge % stages`, parity `(phase_offset + edge // stages) % 2`, computed by the same functions the checker
 uses (`SyncOp.edge_number`, `ChannelGroup.channel`, `SyncOp.parity`) on TIR expressions. Guards that are always
-true are dropped. A
+true are dropped, and so are operations whose guard is never true. A task in flight (`Protocol.in_flight`, Hopper
+only, see `warpspec.retirement`) is followed after its loop by the target's drain and its lagged releases at the
+indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased). A
 symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool. A parallel
@@ -138,6 +140,8 @@ class _TargetLowering:
     tile_body: Callable[[TaskNode, Callable, tirx.PrimExpr], list | None] | None = None
     """Hopper: the statements of a tile task (given a renaming of its expressions into the role's loop variables
     and the task's instance index), or None for a generic task."""
+    drain: Callable[[TaskNode], list] | None = None
+    """Hopper: the statements after its loop that retire an in-flight task's last instances."""
 
 
 class _RoleProgram:
@@ -163,9 +167,21 @@ class _RoleProgram:
                 body = self._nodes(node.children, inner, self.analyzer.simplify(index * node.extent + var))
                 if body is not None:
                     parts.append(tirx.For(var, 0, node.extent, tirx.ForKind.SERIAL, body))
+                    parts += self._drains(node, index)
             elif node.role == self.role:
                 parts.append(self._task(node, renamed, index))
         return _seq(parts)
+
+    def _drains(self, loop: LoopNode, index: tirx.PrimExpr) -> list:
+        """After `loop`: for each in-flight task of the role directly in it, the target's drain, then its lagged
+        operations at the indices just past the loop's last iteration."""
+        stmts = []
+        for task in loop.children:
+            if isinstance(task, TaskNode) and task.role == self.role and task.name in self.protocol.in_flight:
+                stmts += self.lowering.drain(task)
+                stmts += [self._sync(op, self.analyzer.simplify(index * loop.extent + loop.extent + extra))
+                          for op in self.protocol.after(task.name) for extra in range(op.lag)]
+        return stmts
 
     def _task(self, task: TaskNode, renamed: dict, index: tirx.PrimExpr) -> tirx.Stmt:
         loop_vars = {loop.loop_var: renamed[loop.loop_var.name] for loop in task.loops}
@@ -182,16 +198,18 @@ class _RoleProgram:
         after = [self._sync(op, index) for op in self.protocol.after(task.name)]
         return _seq([*before, *tile, *after])
 
-    def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt:
+    def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt | None:
         g = op.group
         simplify = self.analyzer.simplify
         edge = simplify(op.edge_number(index))
+        guard = tirx.And(edge >= 0, edge < g.count)
+        if self.analyzer.can_prove(tirx.Not(guard)):
+            return None
         channel = simplify(g.channel(edge))
         if op.action == WAIT:
             stmt = self.lowering.wait(op, channel, simplify(op.parity(edge)))
         else:
             stmt = self.lowering.arrive(op, channel)
-        guard = tirx.And(edge >= 0, edge < g.count)
         if self.analyzer.can_prove(guard):
             return stmt
         return tirx.IfThenElse(simplify(guard), stmt, None)
@@ -417,6 +435,9 @@ def generate(protocol: Protocol, target_kind: str, threads_per_role: dict[int, i
     barriers (`bar.arrive` by the producer side, `bar.sync` by the consumer side) instead of mbarriers.
     llvm only: `delay_us`.
     """
+    if protocol.in_flight:
+        raise WarpSpecializeInputError(f"tasks {sorted(protocol.in_flight)} are in flight (wgmma groups); only the "
+                                       "Hopper code generator lowers them")
     if target_kind == "llvm":
         return _generate_llvm(protocol, delay_us)
     if target_kind == "cuda":

@@ -1,7 +1,8 @@
 """Hopper code generation (sm_90a): the transaction protocol's per-warp-role programs with TMA and wgmma.
 
-Rewriting only: the tiles (`warpspec.tiles`) and the transaction protocol (`warpspec.transactions`) decided
-everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
+Rewriting only: the tiles (`warpspec.tiles`), the transaction protocol (`warpspec.transactions`) and the wgmma
+groups kept in flight (`warpspec.retirement`; `hopper_protocol` composes the two) decided everything. Every warp
+role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
 
 * **Channels** are mbarriers in shared memory. A transaction channel expects one arrival (the producer's
   `mbarrier.arrive.expect_tx` with the batch's bytes) plus the bytes its TMA copies complete; any other channel
@@ -17,8 +18,12 @@ everything. Every warp role is one warpgroup (128 threads; `threadIdx.x` spans t
   (+ 8)` and columns `8 i + 2 (t % 4) (+ 1)`). A wgmma tile issues, per 16-wide step of K and per 64-row block,
   one `wgmma.mma_async.m64n{n}k16.f32.f16.f16` on K-major 128-byte-swizzled shared-memory descriptors (leading
   byte offset unused, stride byte offset 1024 bytes = 8 rows; the K step advances the start address by 32 bytes),
-  then `wgmma.commit_group` and `wgmma.wait_group 0`, so that the *release* after it frees a stage whose reads
-  have retired. Fills zero the fragment; stores write it through the store task's own index expressions.
+  then `wgmma.commit_group` and `wgmma.wait_group D`, `D` the task's in-flight depth (`Protocol.in_flight`: 1
+  inside a pipeline loop whose ring has more stages, CUTLASS's `K_PIPE_MMAS`; else 0). The *release* after it is
+  then that of the tile `D` earlier (`SyncOp.lag`), whose group has retired, so the tensor cores work on one tile
+  while the warpgroup waits for the next stage; after the loop `wgmma.wait_group 0` drains the groups (before the
+  stores read the fragment) and the last `D` releases follow where a producer still acquires them (for a ring,
+  none). Fills zero the fragment; stores write it through the store task's own index expressions.
   The register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) are not emitted:
   TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has. The
   fragment is still ordered: every wgmma takes it as `"+f"` operands of a volatile asm, and the stores that read it
@@ -42,10 +47,12 @@ from tvm.script import tirx as T
 from ..ir_utils import substitute, with_loop
 from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
+from .retirement import in_flight_protocol
 from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile
+from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
-__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper"]
+__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper", "hopper_protocol"]
 
 WARPGROUP = 128
 """Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
@@ -183,7 +190,7 @@ class _Hopper:
         if task.name in self.tiles.loads:
             return [self.tma_load(task, self.tiles.loads[task.name], rename, index)]
         if task.name in self.tiles.mmas:
-            return self.wgmma(task, self.tiles.mmas[task.name], rename)
+            return self.wgmma(task, self.tiles.mmas[task.name], rename, self.protocol.in_flight.get(task.name, 0))
         if task.name in self.tiles.fragment_tasks:
             return [self.fragment_task(task, self.tiles.fragment_tasks[task.name], rename)]
         return None
@@ -208,7 +215,8 @@ class _Hopper:
             _shared_address(self.bars, [channel]))
         return tirx.IfThenElse(self.thread == issuer, tirx.Evaluate(copy), None)
 
-    def wgmma(self, task: TaskNode, tile: WgmmaTile, rename) -> list:
+    def wgmma(self, task: TaskNode, tile: WgmmaTile, rename, in_flight: int = 0) -> list:
+        """The tile's wgmma instructions, committed as one group, then `wgmma.wait_group in_flight`."""
         fragment = self.fragment(tile.accumulator, task.role, tile.m, tile.n)
         desc_a, desc_b = self.descriptor_buffers(task.role)
         a, b = self.rings[tile.a.name], self.rings[tile.b.name]
@@ -229,9 +237,13 @@ class _Hopper:
                 mma = instruction(*registers, tirx.BufferLoad(desc_a, [0]), tirx.BufferLoad(desc_b, [0]),
                                   tirx.const(True, "bool"), 1, 1, 0, 0)
                 stmts += [tirx.Evaluate(encode_a), tirx.Evaluate(encode_b), tirx.Evaluate(mma)]
-        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()),
-                  tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(0))]
+        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()), self.retire(in_flight)]
         return stmts
+
+    @staticmethod
+    def retire(in_flight: int) -> tirx.Stmt:
+        """`wgmma.wait_group in_flight`: all but the warpgroup's `in_flight` latest groups retired."""
+        return tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(in_flight))
 
     def fragment_task(self, task: TaskNode, op: FragmentTask, rename) -> tirx.Stmt:
         fragment = self.fragment(op.accumulator, task.role, op.m, op.n)
@@ -264,8 +276,15 @@ def _replace_loads(stmt: tirx.Stmt, accumulator: tirx.Buffer, fragment: tirx.Buf
     return tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
 
 
+def hopper_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
+    """The protocol the Hopper kernel implements: TMA batches as transactions (`warpspec.transactions`), then
+    wgmma groups kept in flight (`warpspec.retirement`)."""
+    return in_flight_protocol(transaction_protocol(protocol, tiles), tiles)
+
+
 def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
-    """The sm_90a kernel implementing the transaction `protocol` with the `tiles` (see the module doc)."""
+    """The sm_90a kernel implementing `protocol` (the Hopper protocol, see `hopper_protocol`) with the `tiles` (see
+    the module doc)."""
     if not tiles.loads or not tiles.mmas:
         raise WarpSpecializeInputError(
             "WarpSpecialize(hopper=True) found no TMA load or no wgmma tile task; the accepted forms are in "
@@ -284,7 +303,8 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
             stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
         return stmts
 
-    lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body)
+    lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,
+                               drain=lambda task: [state.retire(0)])
     dispatch = None
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()

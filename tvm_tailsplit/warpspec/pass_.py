@@ -17,9 +17,8 @@ from tvm.s_tir import SBlock
 from .analysis import analyze
 from .check import check_protocol
 from .codegen import generate
-from .hopper import generate_hopper
+from .hopper import generate_hopper, hopper_protocol
 from .tiles import tile_plan
-from .transactions import transaction_protocol
 from .tree import WARP_ROLE
 
 __all__ = ["TARGETS", "WarpSpecialize", "WarpSpecializeCheckError", "has_warp_roles"]
@@ -112,10 +111,10 @@ class _Specializer:
         if hopper:
             tiles = tile_plan(analysis.tree)
             if debug_check:
-                report = check_protocol(transaction_protocol(analysis.small_protocol(), tiles))
+                report = check_protocol(hopper_protocol(analysis.small_protocol(), tiles))
                 if not report.ok:
                     raise WarpSpecializeCheckError(report.describe())
-            return generate_hopper(transaction_protocol(analysis.protocol, tiles), tiles)
+            return generate_hopper(hopper_protocol(analysis.protocol, tiles), tiles)
         if debug_check:
             report = check_protocol(analysis.small_protocol())
             if not report.ok:

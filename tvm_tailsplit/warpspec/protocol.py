@@ -11,14 +11,16 @@ in the CUTLASS-like vocabulary:
 
 An operation of a group is active in instance `index` of its task when that instance is the source (arrive) or the
 destination (wait) of one of the group's edges; the channel is `base + edge % stages` and the awaited parity is
-`phase & 1` with `phase = phase_offset + edge // stages`. `parity_flip` exists so that tests can plant a wrong
-parity and show that `check` catches it; the generator never sets it.
+`phase & 1` with `phase = phase_offset + edge // stages`. A task may run **in flight** (`Protocol.in_flight`, Hopper's
+wgmma tiles, see `warpspec.retirement`): its instance `i` completes only when a later wait retires it, and its
+releases are deferred (`SyncOp.lag`): placed after instance `i`, they release instance `i - lag`. `parity_flip`
+exists so that tests can plant a wrong parity and show that `check` catches it; the generator never sets it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .channels import ChannelGroup, ChannelPlan, Count
 from .graphs import DATA
@@ -45,6 +47,9 @@ class SyncOp:
     """The TMA load tasks (name, bytes) of the same instance whose copies complete on this operation's channel."""
     signal: ChannelGroup | None = None
     """The group whose arrive completes this wait, when another group's channels carry it (merged transactions)."""
+    lag: int = 0
+    """A deferred release: placed after instance `index` of its task, it handles the edge of instance
+    `index - lag` (see `warpspec.retirement`)."""
 
     @property
     def verb(self) -> str:
@@ -58,7 +63,7 @@ class SyncOp:
         it is an edge of the group (int, or `PrimExpr` for the generated code)."""
         if self.action == WAIT:
             return self.group.destination_edge(index)
-        return self.group.source_edge(index)
+        return self.group.source_edge(index - self.lag)
 
     def edge(self, index: int) -> int | None:
         """The group's edge this operation handles in instance `index` of its task, or None (inactive)."""
@@ -79,6 +84,8 @@ class SyncOp:
         text = f"{self.verb} channels {list(g.channels)} ({g.src_task} -> {g.dst_task}, distance {g.distance})"
         if self.tx_copies:
             text += f", expect_tx {self.tx_bytes} bytes from {', '.join(name for name, _ in self.tx_copies)}"
+        if self.lag:
+            text += f", of the instance {self.lag} earlier (deferred)"
         return text
 
 
@@ -89,6 +96,10 @@ class Protocol:
     tree: ScheduleTree
     plan: ChannelPlan
     ops: dict[str, tuple[SyncOp, ...]]
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Tasks whose instances stay in flight after they are issued, with their depth `D`: instance `i` is retired
+    (its reads done) by the wait after instance `i + D`, or by the drain after its loop (see
+    `warpspec.retirement`)."""
 
     def before(self, task: str) -> list[SyncOp]:
         return [op for op in self.ops.get(task, ()) if op.before_task]
@@ -108,7 +119,8 @@ class Protocol:
                 if task.role != role:
                     continue
                 lines += [f"  {op.describe()}" for op in self.before(task.name)]
-                lines.append(f"  run {task.name}")
+                depth = self.in_flight.get(task.name)
+                lines.append(f"  run {task.name}" + (f" ({depth} in flight)" if depth else ""))
                 lines += [f"  {op.describe()}" for op in self.after(task.name)]
         return "\n".join(lines)
 
