@@ -38,8 +38,9 @@ from tvm import s_tir, tirx
 
 from .factor import Breakdown, Codelet, CooleyTukey
 from .passes import PassList
+from .schedule import cuda_block_threads
 from .template import BARRIER_BLOCK, assign_buffers
-from .tuning import CUDA_SECTOR_BYTES, CUDA_STATIC_SHARED_LIMIT, CudaLimits
+from .tuning import CUDA_SECTOR_BYTES, CudaLimits
 
 __all__ = ["KernelGroup", "choose_kernel_groups", "shared_bytes", "schedule_cuda_grouped", "schedule_cuda_multikernel"]
 
@@ -120,9 +121,8 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, thr
     columns), is at most
     the architecture's shared memory per block (`limits.shared`); among those, the cuts whose largest kernel's shared
     memory is smallest; then each kernel's columns per block doubled while its largest pass has fewer codelet
-    instances than `threads` and its shared memory stays within the limit; a kernel's block runs `threads` threads
-    times the number of 48 KiB (`CUDA_STATIC_SHARED_LIMIT`) its shared memory spans (fewer blocks fit on a
-    multiprocessor), at most `limits.max_threads`."""
+    instances than `threads` and its shared memory stays within the limit; a kernel's block runs
+    `schedule.cuda_block_threads` threads (`threads` times the 48 KiB spans of its shared memory)."""
     radices = _chain(tree)
     count = len(passes.passes)
     chain = [not p.name.startswith(("r2c_", "c2r_")) for p in passes.passes]
@@ -182,8 +182,8 @@ def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int, 
         if shared_bytes(passes, wider, real_dtype) > limits.shared:
             break
         group = wider
-    spans = max(1, -(-shared_bytes(passes, group, real_dtype) // CUDA_STATIC_SHARED_LIMIT))
-    return dataclasses.replace(group, threads=min(limits.max_threads, threads * spans))
+    return dataclasses.replace(group, threads=cuda_block_threads(shared_bytes(passes, group, real_dtype), threads,
+                                                                 limits))
 
 
 def schedule_cuda_grouped(func: tirx.PrimFunc, threads: list[int]) -> s_tir.Schedule:

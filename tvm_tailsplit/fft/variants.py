@@ -25,7 +25,7 @@ import numpy as np
 
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
-from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes
+from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes, cuda_one_kernel_threads
 from .spec import FFTSpec, check_int
 from .template import physical_scratch_elements
 from .tuning import (
@@ -123,8 +123,10 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
 def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lanes: int | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
     (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
-    `PREFETCH_DISTANCE`, `CUDA_THREADS`, and several kernels when a CUDA block's scratch exceeds the shared memory
-    per block of the target's architecture (`cuda`, the target's `CudaLimits`; None on llvm). `lanes` (llvm)
+    `PREFETCH_DISTANCE`, and on CUDA (`cuda`: the target's `CudaLimits`; None on llvm) several kernels when a
+    block's scratch exceeds the shared memory per block of the target's architecture, else one kernel whose blocks
+    run `cuda_one_kernel_threads` threads (`CUDA_THREADS` times the 48 KiB spans of the block's scratch; a
+    multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their own: `multikernel`). `lanes` (llvm)
     replaces `choose_lanes`'s choice."""
     if cuda is not None:
         lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, request.layouts(batch))
@@ -133,5 +135,9 @@ def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lane
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
                    1, PARALLEL_TASKS, PREFETCH_BYTES if cuda is None else 0)
     group_scratch = scratch_bytes(request, base)
+    kernel_per_pass = cuda is not None and group_scratch > cuda.shared
+    threads = CUDA_THREADS
+    if cuda is not None and not kernel_per_pass:
+        threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda)
     return dataclasses.replace(base, inner_vector_scale=choose_inner_vector_scale(group_scratch),
-                               kernel_per_pass=cuda is not None and group_scratch > cuda.shared)
+                               kernel_per_pass=kernel_per_pass, cuda_threads=threads)
