@@ -1,8 +1,8 @@
 """CUDA plans follow the target's architecture (issue #13): the shared memory per block of `tuning.CUDA_SHARED_LIMITS`
 (`CudaLimits`), 163 KiB on sm_80, 99 KiB on sm_86, 227 KiB on sm_90. A transform whose scratch lies between 163 and
 227 KiB (n = 12000 complex64: 187.5 KiB) is one kernel on sm_90 and two kernels over columns on sm_80; a Rader
-transform of 8191 points (192 KiB) one kernel on sm_90 and one kernel per pass over memory on sm_80. The sm_90 plan
-compiles with nvcc without spills and means the same as numpy.fft (its threads serialized on llvm; on a GPU, run).
+transform of 8191 points (192 KiB) one kernel on sm_90 and one kernel per pass over memory on sm_80; 7000 complex128
+(218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile with nvcc without spills and means the same as numpy.fft (its threads serialized on llvm; on a GPU, run).
 Plans of different architectures are different problems to the plan cache and the wisdom. A one-kernel plan's
 block runs 128 threads per 48 KiB of its shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would
 run exactly one round of them in dynamic shared memory (TVM 0.27 cannot lower that).
@@ -27,6 +27,9 @@ from .fft_reference import plan_input_and_reference, relative_error, run_cuda_pl
 KIB = 1024
 BETWEEN = dict(n=12000, batch=2)  # 187.5 KiB of scratch: a chain 2·2·2·3·5·5·5·... (kernels over columns on sm_80)
 RADER = dict(n=8191, batch=1)  # 192 KiB of scratch: Rader at the top (one kernel per pass on sm_80)
+NEAR_LIMIT = dict(n=7000, batch=2, dtype="complex128")  # 218.75 KiB of 227, 640 threads per block
+SM_90_PLANS = [BETWEEN, RADER, NEAR_LIMIT]
+SM_90_IDS = ["chain", "rader", "near-limit"]
 
 
 def plan_for(arch: str, params: dict):
@@ -88,7 +91,7 @@ def test_plans_of_different_architectures_are_different_problems():
     assert len(keys) == 2  # the wisdom's key holds the target's arch
 
 
-@pytest.mark.parametrize("params", [BETWEEN, RADER], ids=["chain", "rader"])
+@pytest.mark.parametrize("params", SM_90_PLANS, ids=SM_90_IDS)
 def test_the_sm_90_one_kernel_plan_with_serialized_threads_matches_numpy(params):
     plan = plan_for("sm_90", params)
     x, reference = plan_input_and_reference(params)
@@ -96,7 +99,7 @@ def test_the_sm_90_one_kernel_plan_with_serialized_threads_matches_numpy(params)
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("params", [BETWEEN, RADER], ids=["chain", "rader"])
+@pytest.mark.parametrize("params", SM_90_PLANS, ids=SM_90_IDS)
 def test_the_sm_90_one_kernel_plan_compiles_without_spills(params):
     plan = plan_for("sm_90", params)
     source = plan.cuda_source()  # the plan's own architecture
@@ -109,7 +112,7 @@ def test_the_sm_90_one_kernel_plan_compiles_without_spills(params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [BETWEEN, RADER], ids=["chain", "rader"])
+@pytest.mark.parametrize("params", SM_90_PLANS, ids=SM_90_IDS)
 def test_plans_for_this_gpus_architecture_run_against_numpy(params):
     # on an H100 (sm_90) one kernel with 187.5 / 192 KiB of dynamic shared memory per block: TVM's runtime must
     # raise the kernel's dynamic shared memory limit for the launch to succeed
