@@ -2,10 +2,11 @@
 (`CudaLimits`), 163 KiB on sm_80, 99 KiB on sm_86, 227 KiB on sm_90. A transform whose scratch lies between 163 and
 227 KiB (n = 12000 complex64: 187.5 KiB) is one kernel on sm_90 and two kernels over columns on sm_80; a Rader
 transform of 8191 points (192 KiB) one kernel on sm_90 and one kernel per pass over memory on sm_80; 7000 complex128
-(218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile with nvcc without spills and means the same as numpy.fft (its threads serialized on llvm; on a GPU, run).
-Plans of different architectures are different problems to the plan cache and the wisdom. A one-kernel plan's
-block runs 128 threads per 48 KiB of its shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would
-run exactly one round of them in dynamic shared memory (TVM 0.27 cannot lower that).
+(218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile with nvcc without spills and mean
+the same as numpy.fft (their threads serialized on llvm; on a GPU, run). Plans of different architectures are
+different problems to the plan cache and the wisdom. A one-kernel plan's block runs 128 threads per 48 KiB of its
+shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would run exactly one round of them in dynamic
+shared memory (TVM 0.27 cannot lower that).
 """
 
 import dataclasses
