@@ -19,7 +19,7 @@ import tvm
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_target
-from tvm_tailsplit.fft import planner
+from tvm_tailsplit.fft import planner, tuning
 from tvm_tailsplit.fft.tuning import CUDA_DEFAULT_ARCH, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS, CudaLimits
 from tvm_tailsplit.fft.wisdom import problem_key
 
@@ -46,7 +46,8 @@ def test_cuda_limits_follow_the_architecture(arch, shared):
     assert plan_for(arch, dict(n=64, batch=4)).cuda_limits == limits
 
 
-def test_an_unknown_architecture_gets_the_default_limits_with_a_warning(caplog):
+def test_an_unknown_architecture_gets_the_default_limits_with_a_warning(caplog, monkeypatch):
+    monkeypatch.setattr(tuning, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.fft"):
         limits = CudaLimits.of(cuda_target("sm_61"))
         CudaLimits.of(cuda_target("sm_61"))
