@@ -25,8 +25,10 @@ plan.
 ``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
 codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
 numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it builds every plan of the rows
-for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time, passes over memory, kernel count and
-the shared memory per block of each kernel over columns (``multikernel``).
+for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time, passes over memory, kernel count,
+threads per block and the shared memory per block of each kernel over columns (``multikernel``). Every plan is made
+for the architecture it runs on (the GPU's, ``bench.gpu.device_arch``; ``--arch`` for the dry run), whose shared
+memory per block (``tuning.CudaLimits``) decides one kernel or several.
 
 Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one prints why and writes nothing),
 ``python -m bench.bench_fft_cuda [--quick] [--sanitize]``; results: bench/results/fft_cuda.json and .md
@@ -46,8 +48,9 @@ import time
 from bench import gpu
 
 # (kind, n, dtype) of every row; batch = BATCH_POINTS // n
+# 12000: 187.5 KiB of scratch per transform, one kernel on sm_90 (227 KiB per block), two on sm_80 (163 KiB)
 ROWS = ([("c2c", n, "complex64") for n in (16, 64, 256, 1024, 4096, 16384, 65536, 2 ** 18, 2 ** 20,
-                                            1000, 1009, 4099, 17, 97)]
+                                            1000, 1009, 4099, 12000, 17, 97)]
         + [(kind, n, "complex64") for kind in ("r2c", "c2r") for n in (1024, 4096)]
         + [("c2c", n, "complex128") for n in (1024, 65536)])
 QUICK_ROWS = ("c2c:64", "c2c:1024", "c2c:97", "c2c:4099", "c2c:65536", "r2c:1024", "c2c:1024:complex128")
@@ -98,7 +101,9 @@ def flops(kind: str, n: int, batch: int) -> float:
 
 def dry_run(quick: bool, arch: str) -> dict:
     """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
+    from tvm_tailsplit.cuda import cuda_target
     from tvm_tailsplit.fft.multikernel import shared_bytes
+    from tvm_tailsplit.fft.tuning import CudaLimits
 
     rows = []
     for kind, n, dtype in selected_rows(quick):
@@ -110,11 +115,13 @@ def dry_run(quick: bool, arch: str) -> dict:
         row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
                "plan_kernels": plan.kernels, "staged": plan.staged, "lanes": plan.lanes,
                "passes": len(plan.passes.passes), "plan_seconds": plan_seconds,
+               "threads": [g.threads for g in plan.kernel_groups or []] or [plan.variant.cuda_threads],
                "group_shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups or []],
                **built}
         rows.append(row)
         print(f"{row['row']} batch {batch}: {gpu.build_outcome(built)}", flush=True)
-    return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
+    return {"arch": arch, "shared_limit_bytes": CudaLimits.of(cuda_target(arch)).shared, "quick": quick,
+            "date": gpu.now(), "rows": rows,
             "command": f"python -m bench.bench_fft_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
@@ -124,16 +131,19 @@ def dry_run_markdown(report: dict) -> str:
              "vector copies, `tuning.CUDA_STAGE_*`); passes: passes over memory (the kernels of a plan of one kernel "
              "per pass); shared KiB: each kernel's shared memory per block in a plan of kernels over columns "
              "(`multikernel`; dynamic shared memory above 48 KiB, which ptxas does not count); registers and ptxas "
-             "shared bytes: the largest of the plan's kernels.", "",
-             "| row | batch | breakdown | lanes | staged | compiled | passes | kernels | shared KiB | TVM s | nvcc s "
-             "| spill bytes | registers | ptxas shared bytes |", "|" + "---|" * 14]
+             "shared bytes: the largest of the plan's kernels; threads: threads per block of each kernel (`schedule`, "
+             f"`multikernel`). Shared memory per block on {report['arch']}: at most "
+             f"{report['shared_limit_bytes'] / 1024:g} KiB (`tuning.CUDA_SHARED_LIMITS`).", "",
+             "| row | batch | breakdown | lanes | staged | compiled | passes | kernels | threads | shared KiB | TVM s "
+             "| nvcc s | spill bytes | registers | ptxas shared bytes |", "|" + "---|" * 15]
     for row in report["rows"]:
         shared = ", ".join(f"{b / 1024:g}" for b in row.get("group_shared_bytes", [])) or "-"
         if row["compiled"]:
-            cells = (f"yes | {row['passes']} | {row['kernels']} | {shared} | {row['tvm_seconds']:.1f} | "
+            threads = ", ".join(map(str, row["threads"]))
+            cells = (f"yes | {row['passes']} | {row['kernels']} | {threads} | {shared} | {row['tvm_seconds']:.1f} | "
                      f"{row['nvcc_seconds']:.1f} | {row['spills']} | {row['registers']} | {row['shared_bytes']}")
         else:
-            cells = f"NO: {row['error']} | - | - | - | - | - | - | - | -"
+            cells = f"NO: {row['error']} | - | - | - | - | - | - | - | - | -"
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
                      f"{'yes' if row['staged'] else 'no'} | {cells} |")
     return "\n".join(lines) + "\n"

@@ -15,14 +15,8 @@ import pytest
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.fft import multikernel, planner
-from tvm_tailsplit.fft.tuning import (
-    CUDA_MAX_THREADS,
-    CUDA_SECTOR_BYTES,
-    CUDA_SHARED_LIMIT,
-    CUDA_STATIC_SHARED_LIMIT,
-    CUDA_THREADS,
-)
+from tvm_tailsplit.fft import multikernel, planner, tuning
+from tvm_tailsplit.fft.tuning import CUDA_SECTOR_BYTES, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
 
@@ -78,9 +72,10 @@ def test_kernels_over_columns_fit_shared_memory_and_read_whole_sectors(params):
     owners = [{name for name, _ in g.shared} for g in groups]
     for group, own in zip(groups, owners, strict=True):
         shared = multikernel.shared_bytes(plan.passes, group, plan.real_dtype)
-        assert shared <= CUDA_SHARED_LIMIT
+        assert shared <= plan.cuda_limits.shared == 163 * 1024  # sm_80's
         # fewer blocks fit on a multiprocessor: more threads per block
-        assert group.threads == min(CUDA_MAX_THREADS, CUDA_THREADS * max(1, -(-shared // CUDA_STATIC_SHARED_LIMIT)))
+        spans = max(1, -(-shared // CUDA_STATIC_SHARED_LIMIT))
+        assert group.threads == min(plan.cuda_limits.max_threads, CUDA_THREADS * spans)
         assert group.columns_per_block <= group.columns  # the last block of a transform guarded where not divisible
         # consecutive threads take consecutive columns: a block reads at least one 32-byte sector of each row
         assert group.columns_per_block * 2 * np.dtype(plan.real_dtype).itemsize >= CUDA_SECTOR_BYTES or \
@@ -104,7 +99,7 @@ def test_multi_kernel_plan_with_serialized_threads_matches_numpy(params):
 def test_six_step_plans_with_a_smaller_shared_memory_match_numpy(params, monkeypatch):
     # with 8 KiB of shared memory per block no single cut fits: two cuts, three kernels (the middle one's columns
     # are both digits of the leading loops and the last loop modulo the deeper cut)
-    monkeypatch.setattr(multikernel, "CUDA_SHARED_LIMIT", 8 * 1024)
+    monkeypatch.setitem(tuning.CUDA_SHARED_LIMITS, 80, 8 * 1024)
     planner._cached_plan.cache_clear()  # neither reuse nor leave behind a plan of the real limit's rule
     try:
         plan = tfft.plan(target="cuda", **params)

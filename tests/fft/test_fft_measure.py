@@ -16,10 +16,19 @@ from tvm_tailsplit.cuda import compile_cuda_source, gpu_available
 from tvm_tailsplit.fft import planner, search, wisdom
 from tvm_tailsplit.fft.schedule import choose_inner_vector_scale, choose_lanes
 from tvm_tailsplit.fft.spec import FFTSpec
-from tvm_tailsplit.fft.tuning import CUDA_THREADS, PARALLEL_TASKS, PREFETCH_BYTES, PREFETCH_DISTANCE, VECTOR_LANES
+from tvm_tailsplit.fft.tuning import (
+    CUDA_THREADS,
+    PARALLEL_TASKS,
+    PREFETCH_BYTES,
+    PREFETCH_DISTANCE,
+    VECTOR_LANES,
+    CudaLimits,
+)
 from tvm_tailsplit.fft.variants import Variant, estimate_variant, scratch_bytes
 
 RNG = np.random.default_rng(7)
+# the limits of target="cuda" (sm_80)
+SM_80 = CudaLimits.of(planner._resolve_target("cuda"))
 
 
 def complex_input(batch: int, n: int, dtype=np.complex64) -> np.ndarray:
@@ -84,7 +93,7 @@ def scripted_search(monkeypatch, confirmation_ratio: float, threads: int = 1) ->
 
 def test_a_winner_is_kept_only_when_paired_confirmation_agrees(fresh, monkeypatch):
     chosen, report, fast, calls = scripted_search(monkeypatch, 0.9)
-    assert report.winner == fast and chosen.variant.lanes == 2 * estimate_variant(FFTSpec(64), 8, False).lanes
+    assert report.winner == fast and chosen.variant.lanes == 2 * estimate_variant(FFTSpec(64), 8, None).lanes
     assert report.confirmation == pytest.approx(0.9) and "confirmed in 6 paired rounds on CPU time" in report.reason
     assert calls[-1][1] == search.CONFIRM_ROUNDS * 3
 
@@ -93,7 +102,7 @@ def test_a_winner_is_kept_only_when_paired_confirmation_agrees(fresh, monkeypatc
 def test_a_winner_that_the_confirmation_does_not_repeat_is_dropped(fresh, monkeypatch, threads, ratio):
     # within the margin of its clock (2% on CPU time, 3% on wall time with 2 threads): the estimate stays
     chosen, report, fast, calls = scripted_search(monkeypatch, ratio, threads)
-    assert report.winner == "estimate" and chosen.variant == estimate_variant(FFTSpec(64), 8, False)
+    assert report.winner == "estimate" and chosen.variant == estimate_variant(FFTSpec(64), 8, None)
     assert f"{fast}, was not confirmed" in report.reason and report.confirmation == pytest.approx(ratio)
     wall = threads > 1
     assert calls[-1][1] == (search.WALL_CONFIRM_ROUNDS if wall else search.CONFIRM_ROUNDS) * 3
@@ -111,7 +120,7 @@ def test_patient_plan_matches_numpy_and_times_more_variants(fresh):
                                              (4096, 2, "complex64")])
 def test_estimate_variant_is_the_rules(n, batch, dtype):
     spec = FFTSpec(n, dtype=dtype)
-    variant = estimate_variant(spec, batch, cuda=False)
+    variant = estimate_variant(spec, batch, cuda=None)
     lanes = choose_lanes(spec.passes(), spec.real_dtype, batch)
     group_scratch = scratch_bytes(spec, variant)  # a lane group's scratch: 2 floats per complex, per lane
     assert group_scratch % (2 * np.dtype(spec.real_dtype).itemsize * lanes) == 0
@@ -126,9 +135,9 @@ def test_estimate_variant_is_the_rules(n, batch, dtype):
 
 
 def test_estimate_variant_on_cuda_runs_one_kernel_per_pass_beyond_shared_memory():
-    assert not estimate_variant(FFTSpec(1024), 4, cuda=True).kernel_per_pass
-    assert estimate_variant(FFTSpec(65536), 4, cuda=True).kernel_per_pass
-    assert estimate_variant(FFTSpec(1024), 4, cuda=True).prefetch_bytes == 0
+    assert not estimate_variant(FFTSpec(1024), 4, cuda=SM_80).kernel_per_pass
+    assert estimate_variant(FFTSpec(65536), 4, cuda=SM_80).kernel_per_pass
+    assert estimate_variant(FFTSpec(1024), 4, cuda=SM_80).prefetch_bytes == 0
 
 
 def test_describe_lists_timed_variants_and_why(fresh):
@@ -174,7 +183,7 @@ def test_wisdom_file_round_trip(fresh, tmp_path):
                                           ("host", {"cpu": "pentium", "features": "0"})])
 def test_foreign_wisdom_is_ignored_with_a_warning(fresh, field, value):
     key = wisdom.problem_key(FFTSpec(8), 3, *FFTSpec(8).layouts(3), planner._resolve_target("llvm"), 1)
-    variant = dataclasses.replace(estimate_variant(FFTSpec(8), 3, cuda=False), prefetch_bytes=0)
+    variant = dataclasses.replace(estimate_variant(FFTSpec(8), 3, cuda=None), prefetch_bytes=0)
     wisdom.record(key, "measure", variant)
     data = json.loads(fft.export_wisdom())
     fft.forget_wisdom()
@@ -200,9 +209,9 @@ def test_bad_wisdom_and_bad_arguments_name_them(fresh):
     with pytest.raises(ValueError, match="rounds"):
         fft.plan(8, effort="measure", rounds=0)
     with pytest.raises(ValueError, match="radix_limit"):
-        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=False), radix_limit=64)
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=None), radix_limit=64)
     with pytest.raises(ValueError, match="lanes"):
-        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=False), lanes=0)
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=None), lanes=0)
 
 
 def test_verbose_shows_progress_on_stderr(fresh, capsys):
@@ -229,7 +238,7 @@ def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
             raise RuntimeError("no code for these lanes")
         return planner.Plan(spec, 8, target, layout_in, layout_out, variant)
 
-    estimate_lanes = estimate_variant(spec, 8, cuda=False).lanes
+    estimate_lanes = estimate_variant(spec, 8, cuda=None).lanes
     estimate = build()
     with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.fft"):
         chosen, report = search.search("measure", estimate, build, estimate.variant, threads=1, rounds=1)
@@ -244,7 +253,7 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
         pytest.skip("a CUDA GPU is present: the search times on it")
     with caplog.at_level(logging.INFO, logger="tvm_tailsplit.fft"):
         p = fft.plan(64, 4, target="cuda", effort="measure")
-    assert p.variant == estimate_variant(FFTSpec(64), 4, cuda=True)
+    assert p.variant == estimate_variant(FFTSpec(64), 4, cuda=SM_80)
     assert p.search.source == "estimate" and "no CUDA GPU" in p.search.reason
     assert any("none is present" in r.getMessage() for r in caplog.records)
     assert not json.loads(fft.export_wisdom())["entries"]  # nothing was timed, nothing is recorded
@@ -253,7 +262,7 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
 @pytest.mark.parametrize("n, kind, radices", [(40, "c2c", (8, 5)), (48, "c2c", (2, 4, 6)), (40, "r2c", (4, 5))])
 def test_an_explicit_radix_order_is_correct(n, kind, radices):
     spec = FFTSpec(n, kind)
-    variant = dataclasses.replace(estimate_variant(spec, 3, cuda=False), radices=radices)
+    variant = dataclasses.replace(estimate_variant(spec, 3, cuda=None), radices=radices)
     assert [node.n for node in (variant.tree(spec), variant.tree(spec).right)][1] == math.prod(radices[1:])
     p = planner.Plan(spec, 3, planner._resolve_target("llvm"), *spec.layouts(3), variant)
     if kind == "c2c":
@@ -271,7 +280,7 @@ def test_an_explicit_radix_order_is_correct(n, kind, radices):
                                     dict(lanes=4, radices=(4, 16))])
 def test_cuda_variants_compile_with_nvcc(change):
     spec = FFTSpec(64)
-    variant = dataclasses.replace(estimate_variant(spec, 4, cuda=True), **change)
+    variant = dataclasses.replace(estimate_variant(spec, 4, cuda=SM_80), **change)
     p = planner.Plan(spec, 4, planner._resolve_target("cuda"), *spec.layouts(4), variant)
     source = p.cuda_source("sm_80")
     # kernel name -> threads per block (each kernel is declared, then defined)
@@ -325,7 +334,7 @@ def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_pat
     first = run_process(code, tmp_path)
     assert first["source"] == "timed" and first["compiles"] >= 2 and first["error"] < 1e-5
     assert (tmp_path / wisdom.WISDOM_FILE).exists()
-    assert (first["variant"] == repr(estimate_variant(FFTSpec(24), 4, False))) or not estimate_wins
+    assert (first["variant"] == repr(estimate_variant(FFTSpec(24), 4, None))) or not estimate_wins
     second = run_process(code, tmp_path)
     # the earlier search's winner, loaded from the plan cache: nothing timed, nothing compiled
     assert (second["source"], second["variant"], second["compiles"]) == ("wisdom", first["variant"], 0)
@@ -337,7 +346,7 @@ def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it
     monkeypatch.setattr(wisdom, "_read_from", set())
     saved = json.loads(fft.export_wisdom())
     saved["entries"] = [{"problem": {"made": "up"}, "effort": "measure",
-                         "variant": dataclasses.asdict(estimate_variant(FFTSpec(16), 4, False))}]
+                         "variant": dataclasses.asdict(estimate_variant(FFTSpec(16), 4, None))}]
     path = tmp_path / wisdom.WISDOM_FILE
     path.write_text(json.dumps({**saved, "tvm": "0.1.0"}))
     assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None

@@ -14,9 +14,10 @@ of the strided input), the scratch of its inner passes in shared memory at the c
 index map without the column's terms, divided by the column stride) with the block's columns side by side,
 one `__syncthreads()` between its passes (the one-kernel machinery: no `ThreadSync`, one thread extent per
 kernel, see `schedule`), and only the scratch that crosses a cut in global memory. With two cuts (six-step) the
-middle kernel's columns combine both kinds. The cuts are the fewest whose kernels' shared memory fits
-`tuning.CUDA_SHARED_LIMIT`, the most balanced among them (`choose_kernel_groups`); kernels run in order on the
-stream, the only global synchronisation. Twiddle tables stay the passes' own (float64, rounded once). The real
+middle kernel's columns combine both kinds. The cuts are the fewest whose kernels' shared memory fits the
+target's shared memory per block (`tuning.CudaLimits`: 163 KiB on sm_80, 227 KiB on sm_90), the most balanced among
+them (`choose_kernel_groups`); kernels run in order on the stream, the only global synchronisation. Twiddle tables
+stay the passes' own (float64, rounded once). The real
 transforms' pre- or post-processing passes (r2c, c2r) are one kernel each, every loop iteration a column.
 
 Other large plans (Rader or Bluestein at the top, chains that no cut fits) run one kernel per pass over memory
@@ -37,8 +38,9 @@ from tvm import s_tir, tirx
 
 from .factor import Breakdown, Codelet, CooleyTukey
 from .passes import PassList
+from .schedule import cuda_block_threads
 from .template import BARRIER_BLOCK, assign_buffers
-from .tuning import CUDA_MAX_THREADS, CUDA_SECTOR_BYTES, CUDA_SHARED_LIMIT, CUDA_STATIC_SHARED_LIMIT
+from .tuning import CUDA_SECTOR_BYTES, CudaLimits
 
 __all__ = ["KernelGroup", "choose_kernel_groups", "shared_bytes", "schedule_cuda_grouped", "schedule_cuda_multikernel"]
 
@@ -108,7 +110,8 @@ def _group(passes: PassList, start: int, stop: int, digits: tuple[int, ...], mod
     return KernelGroup(start, stop, digits, modulus, min(sector, columns), tuple(shared))
 
 
-def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, threads: int) -> list[KernelGroup] | None:
+def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, threads: int,
+                         limits: CudaLimits) -> list[KernelGroup] | None:
     """The kernels of a large plan (module docstring), or None for one kernel per pass.
 
     The passes of the complex transform form the chain's kernels; the real transforms' pre- or post-processing
@@ -116,10 +119,10 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, thr
     Rule (`tuning`): the fewest cuts of the chain whose every kernel's shared memory, at one 32-byte sector of
     columns per block (`CUDA_SECTOR_BYTES`; the last block of a transform guarded where they do not divide its
     columns), is at most
-    `CUDA_SHARED_LIMIT`; among those, the cuts whose largest kernel's shared memory is smallest; then each kernel's
-    columns per block doubled while its largest pass has fewer codelet instances than `threads` and its shared
-    memory stays within the limit; a kernel's block runs `threads` threads times the number of 48 KiB
-    (`CUDA_STATIC_SHARED_LIMIT`) its shared memory spans (fewer blocks fit on a multiprocessor), at most 1024."""
+    the architecture's shared memory per block (`limits.shared`); among those, the cuts whose largest kernel's shared
+    memory is smallest; then each kernel's columns per block doubled while its largest pass has fewer codelet
+    instances than `threads` and its shared memory stays within the limit; a kernel's block runs
+    `schedule.cuda_block_threads` threads (`threads` times the 48 KiB spans of its shared memory)."""
     radices = _chain(tree)
     count = len(passes.passes)
     chain = [not p.name.startswith(("r2c_", "c2r_")) for p in passes.passes]
@@ -142,10 +145,10 @@ def choose_kernel_groups(passes: PassList, tree: Breakdown, real_dtype: str, thr
             if groups is None:
                 continue
             largest = max(shared_bytes(passes, g, real_dtype) for g in groups)
-            if largest <= CUDA_SHARED_LIMIT and (best is None or largest < best[0]):
+            if largest <= limits.shared and (best is None or largest < best[0]):
                 best = (largest, groups)
         if best is not None:
-            return [_widen(passes, g, real_dtype, threads) for g in best[1]]
+            return [_widen(passes, g, real_dtype, threads, limits) for g in best[1]]
     return None
 
 
@@ -170,17 +173,17 @@ def _groups(passes: PassList, radices: list[int], sizes: list[int], depths: tupl
     return None if None in groups else groups
 
 
-def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int) -> KernelGroup:
+def _widen(passes: PassList, group: KernelGroup, real_dtype: str, threads: int, limits: CudaLimits) -> KernelGroup:
     """`group` with its columns per block doubled while its largest pass has fewer instances than `threads`, and
     its threads per block (`choose_kernel_groups`)."""
     work = max(math.prod(group.within(p.loops)) for p in passes.passes[group.start:group.stop])
     while group.columns_per_block * work * 2 <= threads and 2 * group.columns_per_block <= group.columns:
         wider = dataclasses.replace(group, columns_per_block=2 * group.columns_per_block)
-        if shared_bytes(passes, wider, real_dtype) > CUDA_SHARED_LIMIT:
+        if shared_bytes(passes, wider, real_dtype) > limits.shared:
             break
         group = wider
-    spans = max(1, -(-shared_bytes(passes, group, real_dtype) // CUDA_STATIC_SHARED_LIMIT))
-    return dataclasses.replace(group, threads=min(CUDA_MAX_THREADS, threads * spans))
+    return dataclasses.replace(group, threads=cuda_block_threads(shared_bytes(passes, group, real_dtype), threads,
+                                                                 limits))
 
 
 def schedule_cuda_grouped(func: tirx.PrimFunc, threads: list[int]) -> s_tir.Schedule:

@@ -39,16 +39,19 @@ from .tuning import (
     CUDA_STAGE_MIN_LANES,
     CUDA_STAGE_VECTOR_FLOATS,
     CUDA_STATIC_SHARED_LIMIT,
+    CUDA_THREADS,
     GROUP_SCRATCH_LIMIT,
     INNER_VECTOR_SCALE,
     LARGE_INNER_VECTOR_SCALE,
     LARGE_SCRATCH_BYTES,
     PARALLEL_TASKS,
     VECTOR_LANES,
+    CudaLimits,
 )
 
-__all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_staging", "schedule_cuda",
-           "schedule_llvm", "stage_vector_floats", "staged_row_floats"]
+__all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_block_threads",
+           "cuda_one_kernel_threads", "cuda_staging", "schedule_cuda", "schedule_llvm", "stage_vector_floats",
+           "staged_row_floats"]
 
 
 def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
@@ -90,6 +93,29 @@ def choose_cuda_lanes(passes: PassList, real_dtype: str, batch: int, threads: in
         if staged >= CUDA_STAGE_MIN_LANES:
             return staged
     return largest(per_lane)
+
+
+def cuda_block_threads(shared_bytes: int, threads: int, limits: CudaLimits) -> int:
+    """Threads per block of a kernel whose block holds `shared_bytes` of shared memory: `threads` times the number
+    of `CUDA_STATIC_SHARED_LIMIT` spans (48 KiB) it covers (fewer such blocks fit on a multiprocessor, so each runs
+    more threads), at most the architecture's `limits.max_threads`."""
+    spans = max(1, -(-shared_bytes // CUDA_STATIC_SHARED_LIMIT))
+    return min(limits.max_threads, threads * spans)
+
+
+def cuda_one_kernel_threads(passes: PassList, lanes: int, scratch_bytes: int, limits: CudaLimits) -> int:
+    """Threads per block of a one-kernel plan of `lanes` transforms per block and `scratch_bytes` of shared memory
+    per block: `cuda_block_threads`, less `CUDA_THREADS` at a time (down to `CUDA_THREADS`) while the scratch is
+    dynamic shared memory and a pass would run exactly one round of the bound threads (`schedule_cuda`: the largest
+    pass's work when it is smaller): such a pass has neither loop nor guard left around its codelet, and TVM 0.27's
+    `MergeSharedMemoryAllocations` rejects a dynamic shared memory load outside both ("Load memory in places other
+    than store", src/s_tir/transform/merge_shared_memory_allocations.cc: a load in a `Bind` at the kernel's top
+    level)."""
+    works = {lanes * math.prod(p.loops) for p in passes.passes}
+    threads = cuda_block_threads(scratch_bytes, CUDA_THREADS, limits)
+    while threads > CUDA_THREADS and scratch_bytes > CUDA_STATIC_SHARED_LIMIT and min(threads, max(works)) in works:
+        threads -= CUDA_THREADS
+    return threads
 
 
 def choose_inner_vector_scale(scratch_bytes: int) -> int:

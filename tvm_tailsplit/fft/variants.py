@@ -25,16 +25,16 @@ import numpy as np
 
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
-from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes
+from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes, cuda_one_kernel_threads
 from .spec import FFTSpec, check_int
 from .template import physical_scratch_elements
 from .tuning import (
-    CUDA_SHARED_LIMIT,
     CUDA_THREADS,
     PARALLEL_TASKS,
     PREFETCH_BYTES,
     PREFETCH_DISTANCE,
     VECTOR_LANES,
+    CudaLimits,
 )
 
 __all__ = ["Variant", "estimate_variant", "scratch_bytes"]
@@ -120,17 +120,24 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
     return 2 * np.dtype(request.real_dtype).itemsize * variant.lanes * physical_scratch_elements(passes)
 
 
-def estimate_variant(request: FFTSpec, batch: int, cuda: bool, lanes: int | None = None) -> Variant:
+def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lanes: int | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
     (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
-    `PREFETCH_DISTANCE`, `CUDA_THREADS`, and several kernels when a CUDA block's scratch exceeds
-    `CUDA_SHARED_LIMIT`. `lanes` (llvm) replaces `choose_lanes`'s choice."""
-    if cuda:
+    `PREFETCH_DISTANCE`, and on CUDA (`cuda`: the target's `CudaLimits`; None on llvm) several kernels when a
+    block's scratch exceeds the shared memory per block of the target's architecture, else one kernel whose blocks
+    run `cuda_one_kernel_threads` threads (`CUDA_THREADS` times the 48 KiB spans of the block's scratch; a
+    multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their own: `multikernel`). `lanes` (llvm)
+    replaces `choose_lanes`'s choice."""
+    if cuda is not None:
         lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, request.layouts(batch))
     else:
         lanes = lanes or choose_lanes(request.passes(), request.real_dtype, batch)
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
-                   1, PARALLEL_TASKS, 0 if cuda else PREFETCH_BYTES)
+                   1, PARALLEL_TASKS, PREFETCH_BYTES if cuda is None else 0)
     group_scratch = scratch_bytes(request, base)
+    kernel_per_pass = cuda is not None and group_scratch > cuda.shared
+    threads = CUDA_THREADS
+    if cuda is not None and not kernel_per_pass:
+        threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda)
     return dataclasses.replace(base, inner_vector_scale=choose_inner_vector_scale(group_scratch),
-                               kernel_per_pass=cuda and group_scratch > CUDA_SHARED_LIMIT)
+                               kernel_per_pass=kernel_per_pass, cuda_threads=threads)
