@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import cli
+from tvm_tailsplit.cuda import device_arch
 
 __all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "build_outcome", "cublas_mm", "device_arch", "dispatch",
            "dry_run_heading", "gpu_machine", "median_seconds", "now", "nvcc_build", "parser", "relative_error",
@@ -57,13 +58,6 @@ def skip_reason(modules: tuple[str, ...]) -> str | None:
         return "no GPU (tvm_tailsplit.cuda.gpu_available() is false)"
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     return f"missing Python module(s) {', '.join(missing)}" if missing else None
-
-
-def device_arch() -> str:
-    """The architecture of GPU 0 as TVM names it, e.g. ``"sm_90"``."""
-    import tvm
-
-    return "sm_" + tvm.cuda(0).compute_version.replace(".", "")
 
 
 def gpu_machine() -> dict:

@@ -35,6 +35,7 @@ __all__ = [
     "cuda_source",
     "compile_cuda_source",
     "cuda_ptx",
+    "device_arch",
     "gpu_available",
     "nested_pass_context",
     "nvcc_available",
@@ -117,6 +118,13 @@ def gpu_available() -> bool:
         return bool(tvm.cuda(0).exist)
     except Exception:  # noqa: BLE001 - TVM raises various errors when the CUDA runtime is absent
         return False
+
+
+def device_arch() -> str | None:
+    """The architecture of GPU 0 as TVM's targets name it (e.g. ``"sm_90"``), or None without a GPU."""
+    if not gpu_available():
+        return None
+    return "sm_" + tvm.cuda(0).compute_version.replace(".", "")
 
 
 def cuda_target(arch: str) -> tvm.target.Target:

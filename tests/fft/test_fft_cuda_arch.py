@@ -18,7 +18,7 @@ import pytest
 import tvm
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_target
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_target, device_arch
 from tvm_tailsplit.fft import planner, tuning
 from tvm_tailsplit.fft.tuning import CUDA_DEFAULT_ARCH, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS, CudaLimits
 from tvm_tailsplit.fft.wisdom import problem_key
@@ -118,8 +118,20 @@ def test_the_sm_90_one_kernel_plan_compiles_without_spills(params):
 def test_plans_for_this_gpus_architecture_run_against_numpy(params):
     # on an H100 (sm_90) one kernel with 187.5 / 192 KiB of dynamic shared memory per block: TVM's runtime must
     # raise the kernel's dynamic shared memory limit for the launch to succeed
-    arch = "sm_" + tvm.cuda(0).compute_version.replace(".", "")
-    plan = plan_for(arch, params)
+    plan = plan_for(device_arch(), params)
     assert (plan.kernels == 1) == (plan._scratch_bytes() <= plan.cuda_limits.shared)
     x, reference = plan_input_and_reference(params)
     assert relative_error(plan(x), reference) <= tolerance(params["n"], plan.dtype)
+
+
+@pytest.mark.parametrize("present", ["sm_90", None])
+def test_the_named_cuda_target_follows_the_gpu_present(monkeypatch, present):
+    # "cuda" plans for the GPU of this machine (an H100 user gets 227 KiB blocks), sm_80 where there is none
+    monkeypatch.setattr(planner, "device_arch", lambda: present)
+    planner._named_target.cache_clear()
+    try:
+        assert planner._resolve_target("cuda").attrs["arch"] == (present or CUDA_DEFAULT_ARCH)
+    finally:
+        monkeypatch.undo()
+        planner._named_target.cache_clear()
+    assert planner._resolve_target("cuda").attrs["arch"] == (device_arch() or CUDA_DEFAULT_ARCH)

@@ -41,7 +41,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
-from ..cuda import register_pipeline_without_thread_sync
+from ..cuda import device_arch, register_pipeline_without_thread_sync
 from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
@@ -80,12 +80,12 @@ TARGET_KINDS = ("llvm", "cuda")
 def _named_target(name: str) -> tvm.target.Target:
     if name == "llvm":
         return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
-    return tvm.target.Target({"kind": "cuda", "arch": CUDA_DEFAULT_ARCH})
+    return tvm.target.Target({"kind": "cuda", "arch": device_arch() or CUDA_DEFAULT_ARCH})
 
 
 def _resolve_target(target: Any) -> tvm.target.Target:
-    """`target` as a TVM Target of kind llvm or cuda: "llvm" (the host CPU), "cuda" (sm_80), a target dict or
-    a tvm.target.Target."""
+    """`target` as a TVM Target of kind llvm or cuda: "llvm" (the host CPU), "cuda" (the GPU present, else
+    `tuning.CUDA_DEFAULT_ARCH`), a target dict or a tvm.target.Target."""
     if isinstance(target, str):
         if target not in TARGET_KINDS:
             raise ValueError(f"target must be 'llvm', 'cuda', a target dict or a tvm.target.Target, got {target!r}")
@@ -669,7 +669,8 @@ def plan(
 
     kind: "c2c", "r2c" (forward only) or "c2r" (backward only); norm: numpy's "backward", "ortho", "forward";
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
-    "llvm" (the host CPU), "cuda" (sm_80) or a target dict or Target (a CUDA one's `arch`, e.g. "sm_90", sets the
+    "llvm" (the host CPU), "cuda" (the architecture of the GPU present, sm_80 without one) or a target dict or
+    Target (a CUDA one's `arch`, e.g. "sm_90", sets the
     shared memory and threads per block the plan may use: `tuning.CudaLimits`). istride/idist and ostride/odist
     are the steps between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
