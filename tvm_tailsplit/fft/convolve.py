@@ -88,9 +88,10 @@ class ConvolvePlan:
         self.n, self.batch, self.dtype = pipeline.n, pipeline.batch, pipeline.real_dtype
         self.taps = len(h)
         spectrum = filter_spectrum(h, self.n)
-        tables = pipeline._constants[0].copy()
+        tables, *others = pipeline.constants
+        tables = tables.copy()
         tables[:len(spectrum), 0], tables[:len(spectrum), 1] = spectrum.real, spectrum.imag
-        self._constants = [tables, *pipeline._constants[1:]]
+        self._constants = [tables, *others]
         self._device_constants: dict[str, list] = {}
 
     @property
@@ -140,8 +141,7 @@ class ConvolvePlan:
                                      f"{tuple(tensor.shape)} {tensor.dtype}")
             if out is None:
                 out = tvm.runtime.empty((self.batch, self.n), self.dtype, x.device)
-            function = pipeline._cuda_executable()["main"] if pipeline.is_cuda else pipeline._function
-            function(x, out, *self._constant_tensors(x.device))
+            pipeline.run(x, out, self._constant_tensors(x.device))
             return out
         if out is not None:
             raise ValueError("out is for TVM tensor inputs; with a numpy x the result is a new array")
@@ -149,7 +149,7 @@ class ConvolvePlan:
         if pipeline.is_cuda:
             return self(tvm.runtime.tensor(x, tvm.cuda(0))).numpy()
         out = np.empty((self.batch, self.n), self.dtype)
-        pipeline._function(pipeline._wrap(x), pipeline._wrap(out), *self._constant_tensors(tvm.cpu(0)))
+        pipeline.run(x, out, self._constant_tensors(tvm.cpu(0)))
         return out
 
     def __repr__(self) -> str:

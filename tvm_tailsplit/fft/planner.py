@@ -423,7 +423,7 @@ class Plan:
         if isinstance(x, tvm.runtime.Tensor):
             if out is None:
                 out = tvm.runtime.empty(self.output_shape, self.real_dtype, x.device)
-            self._function(x, out, *self._constant_tensors())
+            self.run(x, out)
             return out
         x_view = self._as_float_view("x", np.asarray(x), self.input_layout)
         if out is None:
@@ -435,8 +435,25 @@ class Plan:
                 raise ValueError("out must be writable (it is a read-only array)")
             result, out_view = out, self._as_float_view("out", out, self.output_layout)
             _check_in_place(x_view, out_view)
-        self._function(self._wrap(x_view), self._wrap(out_view), *self._constant_tensors())
+        self.run(x_view, out_view)
         return result
+
+    @property
+    def constants(self) -> list[np.ndarray]:
+        """The constant tables the compiled operator reads after its input and output (twiddles and index maps,
+        in the plan's real dtype or int32; a convolution pipeline's first table is its filter's spectrum)."""
+        return list(self._constants)
+
+    def run(self, x: Any, out: Any, constants: list[tvm.runtime.Tensor] | None = None) -> None:
+        """The compiled operator on buffers already in its layout: TVM tensors on the plan's device (float views of
+        `input_shape` and `output_shape` in the plan's real dtype) or, on llvm, numpy arrays of those shapes,
+        wrapped without a copy. `constants`: tensors of `constants` on the same device, e.g. other tables of the
+        same shapes (default: the plan's own, uploaded once per device)."""
+        if not self.is_cuda:
+            x, out = (self._wrap(a) if isinstance(a, np.ndarray) else a for a in (x, out))
+        function = self._cuda_executable()["main"] if self.is_cuda else self._function
+        function(x, out, *(self._constant_tensors("cuda" if self.is_cuda else "cpu") if constants is None
+                           else constants))
 
     def _constant_tensors(self, device: str = "cpu") -> list:
         if device not in self._device_constants:
@@ -445,12 +462,11 @@ class Plan:
         return self._device_constants[device]
 
     def _call_cuda(self, x: Any, out: Any) -> Any:
-        executable = self._cuda_executable()
         dev = tvm.cuda(0)
         x_tensor = x if isinstance(x, tvm.runtime.Tensor) else tvm.runtime.tensor(
             np.ascontiguousarray(self._as_float_view("x", np.asarray(x), self.input_layout)), dev)
         out_tensor = tvm.runtime.empty(self.output_shape, self.real_dtype, dev) if out is None else out
-        executable["main"](x_tensor, out_tensor, *self._constant_tensors("cuda"))
+        self.run(x_tensor, out_tensor)
         if isinstance(x, tvm.runtime.Tensor):
             return out_tensor
         result = out_tensor.numpy()
@@ -670,8 +686,8 @@ def plan(
     kind: "c2c", "r2c" (forward only) or "c2r" (backward only); norm: numpy's "backward", "ortho", "forward";
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
     "llvm" (the host CPU), "cuda" (the architecture of the GPU present, sm_80 without one) or a target dict or
-    Target (a CUDA one's `arch`, e.g. "sm_90", sets the
-    shared memory and threads per block the plan may use: `tuning.CudaLimits`). istride/idist and ostride/odist
+    Target (a CUDA one's `arch`, e.g. "sm_90", sets the shared memory and threads per block the plan may use:
+    `tuning.CudaLimits`). istride/idist and ostride/odist
     are the steps between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
     the largest radix of a pass of a larger transform (see `factor`); a search tries other limits up to
