@@ -144,7 +144,8 @@ def test_symbolic_m_split_means_the_matmul():
 
 def test_copy_lanes_rule():
     assert [ms.copy_lanes(n) for n in (4096, 4000, 129, 255, 40, 6, 17)] == [8, 8, 1, 1, 8, 2, 1]
-    assert ms.BLOCK_TILE == (128, 128) and ms.BLOCK_K == 32
+    assert [ms.copy_lanes(4096, per_thread) for per_thread in (32, 8, 4, 2)] == [8, 8, 4, 2]
+    assert ms.DEFAULT_TILING.block_tile == (128, 128) and ms.DEFAULT_TILING.block_k == 32
 
 
 @pytest.fixture(scope="module")
