@@ -340,16 +340,15 @@ def markdown(report: dict) -> str:
         lines.append(f"| {shape} | {row['tiling']['name']} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
                      f"{max(row['errors'].values()):.1e} |")
     if report["tilings"]:
-        lines += ["", "(d) with every candidate tiling (`--tilings`), µs (each checked; `!` failed the check); "
-                  "**bold**: the fastest; the rule's tiling is the table's.", "",
-                  "| shape | rule's tiling | fastest | " + " | ".join(report["rows"][0]["sweep"]) + " |",
-                  "|" + "---|" * (3 + len(report["rows"][0]["sweep"]))]
+        lines += ["", "(d) with every candidate tiling (`--tilings`), timed side by side per shape, each checked like "
+                  "the columns.", "", "| shape | tiling | µs | TFLOP/s | ok | |", "|" + "---|" * 6]
         for row in report["rows"]:
             m, n, k = row["shape"]
-            cells = " | ".join(("**{:.1f}**" if name == row["sweep_best"] else "{:.1f}").format(result["us"])
-                               + ("" if result["ok"] else " !") for name, result in row["sweep"].items())
-            lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {row['tiling']['name']} | "
-                         f"{row['sweep_best']} | {cells} |")
+            for name, result in row["sweep"].items():
+                notes = [note for note, holds in (("rule", name == row["tiling"]["name"]),
+                                                  ("fastest", name == row["sweep_best"])) if holds]
+                lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {name} | {result['us']:.1f} | "
+                             f"{result['tflops']:.1f} | {'yes' if result['ok'] else 'NO'} | {', '.join(notes)} |")
     outputs = sorted({row["cublas_output"] for row in report["rows"]})
     lines += ["", f"cuBLAS output dtype: {', '.join(outputs)}. Compile seconds (tvm.compile on the GPU machine): "
               + ", ".join(f"{name} {s:.1f}" for name, s in report["compile_seconds"].items()) + "."]
