@@ -6,8 +6,9 @@ global); so do the accumulator stores once tensorized (main tiles with TVM's ele
 mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M; after
 TailSplit every mark is a main tile or a store tail and is mapped; the CUDA source holds mma.sync, ldmatrix and
 cp.async with a src-size operand (zero fill), no padded global buffer and one kernel, and compiles with nvcc for
-sm_80 and sm_90 without spills or local memory. On a GPU: the issue's shapes (unpadded and padded output) and a
-sweep of small ones against numpy."""
+sm_80 and sm_90 without spills or local memory. Every tiling of ``TILINGS`` (thin tiles of the tiling rule) does
+the same on llvm and nvcc; the rule's choices are pinned. On a GPU: the issue's shapes (unpadded and padded output),
+each tiling, the rule's tilings of decode-like M, and sweeps of small shapes against numpy."""
 
 import re
 
@@ -404,10 +405,10 @@ def test_guarded_device_tensor_catches_a_store_outside():
     assert (c.whole.numpy()[c.guard_elements:][:3] == 2).all()
 
 
-def gpu_executable(m, n, k, padded_output=False):
+def gpu_executable(m, n, k, padded_output=False, tiling=ms.DEFAULT_TILING):
     device = tvm.cuda(0)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_" + device.compute_version.replace(".", "")})
-    return tvm.compile(ms.matmul_mma_cuda(m, n, k, padded_output=padded_output), target=target,
+    return tvm.compile(ms.matmul_mma_cuda(m, n, k, padded_output=padded_output, tiling=tiling), target=target,
                        tir_pipeline=MMA_PIPELINE)
 
 
@@ -445,6 +446,29 @@ def test_small_sweep_on_the_gpu():
     """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic)."""
     for n, k in sweep_pairs():
         executable = gpu_executable(None, n, k)
+        for m in range(1, 41):
+            run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(TILING_SOURCES))
+def test_tilings_on_the_gpu(name):
+    tiling, shape = TILING_SOURCES[name]
+    run_on_gpu(gpu_executable(*shape, tiling=tiling), *shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16, 33])
+def test_rule_tilings_of_decode_shapes_on_the_gpu(m):
+    """A static decode-like M with the rule's thin tiling (16 x 32 or 64 x 32 tiles, 128 thread blocks)."""
+    run_on_gpu(gpu_executable(m, 4096, 4096, tiling=ms.choose_tiling(m, 4096, 4096)), m, 4096, 4096)
+
+
+@pytest.mark.gpu
+def test_thin_tiling_small_sweep_on_the_gpu():
+    """The 16 x 32 tiling (M symbolic) over M in 1..40 and every fourth of ``sweep_pairs``."""
+    for n, k in sweep_pairs()[::4]:
+        executable = gpu_executable(None, n, k, tiling=TILINGS["16x32"])
         for m in range(1, 41):
             run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
 

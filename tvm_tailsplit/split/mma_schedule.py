@@ -87,8 +87,10 @@ MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.s
 WARP_SIZE = 32
 MAX_THREADS = 1024  # threads per thread block (CUDA's limit)
 SHARED_BYTES_LIMIT = 163 * 1024  # dynamic shared memory of one thread block on sm_80 (sm_90: 227 KB)
-# The tiling rule (``choose_tiling``), for a static M:
-SM_COUNT = 132  # streaming multiprocessors of an H100 SXM (the benchmark passes the GPU's own count)
+# The tiling rule (``choose_tiling``, ``tile_tiling``). TVM's cuda target has no multiprocessor count (arch, shared
+# memory, threads, registers, L2 size only): the rule takes it as an argument, SM_COUNT by default, and the benchmark
+# passes the GPU's own (``tvm.cuda(0).multi_processor_count``)
+SM_COUNT = 132  # streaming multiprocessors of an H100 SXM
 FILL_FRACTION = 0.9  # a grid of at least this x SM_COUNT thread blocks fills the GPU (128 blocks on 132 SMs do)
 M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
 N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
@@ -194,6 +196,9 @@ def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
     padding); ``THIN_STAGES`` stages for a tile of at most ``THIN_ROWS`` rows, else the default's."""
     warps_m = min(2, rows // MMA_TILE)
     warps_n = min(BLOCK_WARPS // warps_m, cols // MMA_TILE)
+    if rows % (warps_m * MMA_TILE) or cols % (warps_n * MMA_TILE):
+        raise ValueError(f"tile_tiling: a {rows} x {cols} block tile is not whole 16 x 16 tiles per warp "
+                         f"({warps_m} x {warps_n} warps)")
     padded_k = -(-k // (2 * MMA_TILE)) * 2 * MMA_TILE
     steps = 2
     while 2 * steps * MMA_TILE * (rows + cols) <= STAGE_HALVES and padded_k % (2 * steps * MMA_TILE) == 0:
