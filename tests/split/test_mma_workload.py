@@ -182,6 +182,9 @@ def test_tiling_rule():
         assert -(-m // rows) * (4096 // cols) >= ms.FILL_FRACTION * ms.SM_COUNT
     assert ms.choose_tiling(1, 4096, 4096, sm_count=16).block_tile == (16, 128)  # 32 blocks fill 16 SMs
     assert ms.choose_tiling(16, 4096, 129).block_k == 32  # 129 -> 160: a deeper slice would pad K further
+    # a symbolic M is tiled as M = SYMBOLIC_M; N = 24 fills no GPU: the tile with the most blocks, least padded
+    assert ms.choose_tiling(None, 24, 40) == ms.choose_tiling(ms.SYMBOLIC_M, 24, 40)
+    assert ms.choose_tiling(None, 24, 40).block_tile == (16, 32)
 
 
 def test_candidate_tilings_are_valid():

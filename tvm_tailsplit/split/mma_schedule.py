@@ -32,11 +32,12 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 5. Marks (``MARK_KEY``, on the outer loop of each 16 x 16 tile): ``MMA_MARKS`` names the TVM intrinsic of the
    fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
 
-Tiling rule (``choose_tiling``, tunables in "the rules" below): ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2 warps
-of 4 x 4 tiles, 3 stages) for a large or symbolic ``M``; for a static ``M`` the largest block tile (rows up to the
-smallest of ``M_TILES`` covering ``M``, columns from ``N_TILES``) whose grid still fills ``SM_COUNT`` SMs,
-or else the tile with the most blocks: narrower ``N`` tiles rather than split-K, so every block still owns whole
-outputs and the store stays the predicated accumulator store. Thin tiles (decode-like ``M``) stream ``B`` for few
+Tiling rule (``choose_tiling``, tunables in "the rules" below): the block tiles are 16 to 128 rows by 32 to 128
+columns; a static ``M`` gets the largest tile whose grid still fills ``SM_COUNT`` SMs, or else the tile with the
+most thread blocks; a symbolic ``M`` the tile of ``M = SYMBOLIC_M``. ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2
+warps of 4 x 4 tiles, 3 stages) is thus the tiling of a large ``M``, and a decode-like ``M`` gets thin tiles
+(16 x 32 at ``N = 4096``: 128 thread blocks, not 32): narrower ``N`` tiles rather than split-K, so every block
+still owns whole outputs and the store stays the predicated accumulator store. Thin tiles stream ``B`` for few
 rows: deeper ``K`` slices (about ``STAGE_HALVES`` per stage) and ``THIN_STAGES`` stages keep more bytes in flight.
 
 A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
@@ -91,6 +92,7 @@ SHARED_BYTES_LIMIT = 163 * 1024  # dynamic shared memory of one thread block on 
 # memory, threads, registers, L2 size only): the rule takes it as an argument, SM_COUNT by default, and the benchmark
 # passes the GPU's own (``tvm.cuda(0).multi_processor_count``)
 SM_COUNT = 132  # streaming multiprocessors of an H100 SXM
+SYMBOLIC_M = 1024  # a symbolic M is tiled as this static M: one kernel serves every M, the large ones carry the work
 FILL_FRACTION = 0.9  # a grid of at least this x SM_COUNT thread blocks fills the GPU (128 blocks on 132 SMs do)
 M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
 N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
@@ -215,16 +217,17 @@ def candidate_tiles(m: int | None) -> list[tuple[int, int]]:
 
 
 def choose_tiling(m: int | None, n: int, k: int, sm_count: int = SM_COUNT) -> MmaTiling:
-    """The tiling rule. ``M`` symbolic: ``DEFAULT_TILING`` (one kernel serves every ``M``, and a large ``M`` needs
-    the 128 x 128 tile's reuse; TVM's dlight pads a symbolic ``M`` to its 128 x 128 tile too). ``M`` static: of the
+    """The tiling rule. ``M`` symbolic: the tiling of ``M = SYMBOLIC_M`` (one kernel serves every ``M``, and the
+    large ones carry the work and need the 128 x 128 tile's reuse: ``DEFAULT_TILING`` for ``N = 4096``; TVM's dlight
+    pads a symbolic ``M`` to its 128 x 128 tile too; a decode-like ``M`` then runs ``N / 128`` thread blocks). Of the
     ``candidate_tiles`` whose grid fills the GPU (at least ``FILL_FRACTION x sm_count`` thread blocks) the largest
     tile (most reuse of each loaded element; ties: the squarer, then the one with more rows, so that ``B`` is
-    streamed by fewer block rows), else the one with the most thread blocks (ties: the largest). A decode-like
+    streamed by fewer block rows), else the one with the most thread blocks (ties: the least padded). A decode-like
     ``M <= 16`` with ``N = 4096`` thus gets 16 x 32 tiles (128 blocks) instead of 32 blocks of 128 x 128, where
     three quarters of an H100 would idle, and ``M = 33`` one row of 64 x 32 tiles; ``tile_tiling`` sets the warps,
     slice depth and stages of the tile."""
     if m is None:
-        return DEFAULT_TILING
+        return choose_tiling(SYMBOLIC_M, n, k, sm_count)
 
     def blocks(tile: tuple[int, int]) -> int:
         return -(-m // tile[0]) * -(-n // tile[1])
@@ -234,7 +237,7 @@ def choose_tiling(m: int | None, n: int, k: int, sm_count: int = SM_COUNT) -> Mm
     if filling:
         rows, cols = max(filling, key=lambda tile: (tile[0] * tile[1], -tile[0] - tile[1], tile[0]))
     else:
-        rows, cols = max(tiles, key=lambda tile: (blocks(tile), tile[0] * tile[1]))
+        rows, cols = max(tiles, key=lambda tile: (blocks(tile), -blocks(tile) * tile[0] * tile[1]))
     return tile_tiling(rows, cols, k)
 
 
