@@ -375,6 +375,18 @@ def test_tilings_compile_to_mma_without_spills(tiling_sources, name, arch):
     assert (main.spill_store_bytes, main.spill_load_bytes, main.stack_frame_bytes) == (0, 0, 0)
 
 
+@pytest.mark.parametrize(("tiling", "shape"), [(ms.DEFAULT_TILING, (33, 17, 20)), (TILINGS["16x32"], (None, 45, 20)),
+                                              (TILINGS["16x32"], (5, 45, 200))], ids=["default-K20", "16x32-K20",
+                                                                                      "16x32-K200"])
+def test_fewer_slices_than_stages_compile(tiling, shape):
+    """K of fewer slices than the pipeline has stages (1 of 3; 1 and 2 of 4): the pipeline is cut to one stage
+    more than the slices, so TVM's cp.async.wait_group counts stay constants and CUDA code generation accepts it."""
+    k = shape[2]
+    assert ms.pipeline_stages(tiling, k) == -(-k // tiling.block_k) + 1 < tiling.stages
+    source = cuda_source(ms.matmul_mma_cuda(*shape, tiling=tiling), "sm_80", tir_pipeline=MMA_PIPELINE)
+    assert "cp.async.wait_group" in source and "mma.sync" in source
+
+
 # ------------------------------------------------------------------------------------------------- on a GPU
 
 ISSUE_SHAPES = [(4000, 4000, 4000), (1000, 4096, 4096), (127, 255, 129)]

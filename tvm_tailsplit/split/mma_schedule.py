@@ -28,7 +28,9 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
    ``k1``) each warp loads its ``A`` and ``B`` fragments with ``ldmatrix`` and issues the ``mma.sync`` pairs.
 4. Software pipeline: ``k1`` double-buffers the fragments (loads one step ahead); ``k0`` runs
    ``stages`` deep (the copies in stage 0, asynchronous; the pipelined ``k1`` in the last two), the
-   annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies.
+   annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies; at most one stage more
+   than there are slices (``pipeline_stages``: a deeper pipeline over fewer slices leaves TVM 0.27's
+   ``cp.async.wait_group`` count an expression, which CUDA code generation refuses).
 5. Marks (``MARK_KEY``, on the outer loop of each 16 x 16 tile): ``MMA_MARKS`` names the TVM intrinsic of the
    fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
 
@@ -80,6 +82,7 @@ __all__ = [
     "copy_lanes",
     "matmul_fp16_func",
     "matmul_mma_cuda",
+    "pipeline_stages",
     "tile_tiling",
 ]
 
@@ -188,6 +191,12 @@ class MmaTiling:
 
 
 DEFAULT_TILING = MmaTiling()  # 128 x 128 x 32, 2 x 2 warps of 64 x 64, 3 stages: the tiling for a large M
+
+
+def pipeline_stages(tiling: MmaTiling, k: int) -> int:
+    """The pipeline depth of ``tiling`` for a reduction of ``k``: its ``stages``, at most one more than the number
+    of ``block_k`` slices (see the module docstring)."""
+    return min(tiling.stages, -(-k // tiling.block_k) + 1)
 
 
 def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
@@ -358,7 +367,7 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         # mma): the annotations of TVM's MultiLevelTilingTensorCore for mma with async copies.
         sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
         sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
-        last = tiling.stages - 1
+        last = pipeline_stages(tiling, k) - 1
         sch.annotate(k0, "software_pipeline_stage", [0, 0, last - 1, last, last])
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
