@@ -269,11 +269,11 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
                  else TOLERANCE for column in COLUMNS}
     row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
     if sweep:
-        checked = {name: checked_runner(executable["main"], a, b, reference) for name, executable in sweep.items()}
-        sweep_seconds = gpu.median_seconds({name: runner for name, (runner, _, _) in checked.items()}, rounds)
+        swept = {name: checked_runner(executable["main"], a, b, reference) for name, executable in sweep.items()}
+        sweep_seconds = gpu.median_seconds({name: runner for name, (runner, _, _) in swept.items()}, rounds)
         row["sweep"] = {name: {"us": sweep_seconds[name] * 1e6, "tflops": 2 * m * n * k / sweep_seconds[name] / 1e12,
                                "ok": written and error <= TOLERANCE, "error": error}
-                        for name, (_, error, written) in checked.items()}
+                        for name, (_, error, written) in swept.items()}
         row["sweep_best"] = min((name for name in row["sweep"] if row["sweep"][name]["ok"]),
                                 key=lambda name: row["sweep"][name]["us"], default=None)
     return row
