@@ -9,16 +9,22 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
   ``SIMT_THREAD_TILE`` outputs per thread, shared-memory slices of A and B, fp32 accumulators in registers),
   with the ``T.where`` guards of its non-dividing splits; TVM's default pipeline;
 - (b) ``pad_einsum``: ``mma_schedule.matmul_mma_cuda(pad_to_blocks=True, padded_output=True)``: ``sch.pad_einsum``
-  to whole 128 x 128 x 32 thread-block tiles, so no mark carries a guard, the marked tensor-core schedule
-  (mma.sync, ldmatrix, cp.async) tensorized, the result through the padded ``C_pad`` and a copy back; compiled
-  by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard to split: it is ``tensorize_marked`` +
-  TVM's default pipeline with the warp-memory lowering;
+  to whole thread-block tiles (``block_tile`` x ``block_k`` of the shape's tiling), so no mark carries a guard,
+  the marked tensor-core schedule (mma.sync, ldmatrix, cp.async) tensorized, the result through the padded
+  ``C_pad`` and a copy back; compiled by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard to
+  split: it is ``tensorize_marked`` + TVM's default pipeline with the warp-memory lowering;
 - (d) ``tailsplit``: ``matmul_mma_cuda`` (padding to whole 16 x 16 instruction tiles, partial thread blocks
   guarded) through the ``"tailsplit_mma"`` pipeline (TailSplit, merge of equal cases, tensorize);
 - (e) ``divisible``: the (d) kernel on the nearest divisible shape (``divisible_shape``), its time multiplied by
   the useful work (points of the shape / points of the divisible shape); with M symbolic, the same kernel as (d);
 - (f) ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule (its tensor-core path: wmma) on the irregular shape;
 - (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded).
+
+(b), (d) and (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
+the GPU's multiprocessor count; ``--dry-run``: ``mma_schedule.SM_COUNT``), recorded in each row. ``--tilings``
+also times (d) with every tiling of ``mma_schedule.candidate_tiles`` (``tile_tiling`` of each block tile) side by
+side, each checked like the columns, and records them per row (``sweep``) with the fastest, so a GPU run confirms
+or corrects the rule; with ``--dry-run`` it builds them.
 
 Timing as ``bench.gpu`` says (side by side, medians of the rounds). TFLOP/s = 2·M·N·K / time. Every column's
 output is checked on fresh random inputs against torch's fp32 product of the fp16 inputs (TF32 off), the output
@@ -34,6 +40,7 @@ nothing) or ``python -m bench.bench_tails_cuda [--quick]``; results: bench/resul
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -102,25 +109,38 @@ def dlight_matmul(m: int | None, n: int, k: int, arch: str) -> tvm.IRModule:
             tvm.IRModule({"main": ms.matmul_fp16_func(m, n, k)}))
 
 
-def divisible_shape(m: int, n: int, k: int) -> tuple[int, int, int]:
-    """The nearest shape of whole thread-block tiles of the tensor-core kernel (M and N multiples of
-    ``BLOCK_TILE``, K of ``BLOCK_K``; ties round up, at least one tile)."""
-    tiles = (*ms.BLOCK_TILE, ms.BLOCK_K)
+def divisible_shape(m: int, n: int, k: int, tiling: ms.MmaTiling) -> tuple[int, int, int]:
+    """The nearest shape of whole thread-block tiles of the tensor-core kernel with ``tiling`` (M and N multiples of
+    its ``block_tile``, K of its ``block_k``; ties round up, at least one tile)."""
+    tiles = (*tiling.block_tile, tiling.block_k)
     return tuple(max(t, t * math.floor(x / t + 0.5)) for x, t in zip((m, n, k), tiles, strict=True))
 
 
-def kernels(m: int | None, n: int, k: int, arch: str) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
-    """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape (``m=None``: M symbolic; (e) is
-    then the (d) kernel and has no entry)."""
+def kernels(m: int | None, n: int, k: int, arch: str,
+            tiling: ms.MmaTiling) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
+    """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape, (b), (d) and (e) with ``tiling``
+    (``m=None``: M symbolic; (e) is then the (d) kernel and has no entry)."""
     result = {"guarded": (lambda: simt_matmul(m, n, k), "default"),
-              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True),
-                             MMA_PIPELINE),
-              "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k), MMA_PIPELINE),
-              "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k)), MMA_PIPELINE),
+              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True,
+                                                        tiling=tiling), MMA_PIPELINE),
+              "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k, tiling=tiling), MMA_PIPELINE),
+              "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k, tiling), tiling=tiling),
+                            MMA_PIPELINE),
               "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
     if m is None:
         del result["divisible"]
     return result
+
+
+def sweep_tilings(m: int | None, n: int, k: int) -> list[ms.MmaTiling]:
+    """The tilings ``--tilings`` times (d) with: ``tile_tiling`` of each of the rule's ``candidate_tiles``."""
+    return [ms.tile_tiling(rows, cols, k) for rows, cols in ms.candidate_tiles(m)]
+
+
+def tiling_record(tiling: ms.MmaTiling) -> dict:
+    """The tiling as the JSON records it: its fields, block tile, slice depth and name."""
+    return {**dataclasses.asdict(tiling), "block_tile": list(tiling.block_tile), "block_k": tiling.block_k,
+            "name": tiling.name()}
 
 
 def cases(quick: bool) -> list[tuple[int | None, int, int]]:
@@ -135,25 +155,51 @@ def shape_text(m: int | None, n: int, k: int) -> str:
 # ------------------------------------------------------------------------------------------------ dry run
 
 
-def dry_run(quick: bool, arch: str) -> dict:
-    """Every TVM kernel of the shapes built for ``arch`` (TVM source + nvcc), no GPU."""
+TILED_COLUMNS = ("pad_einsum", "tailsplit", "divisible")  # the columns built with the shape's MmaTiling
+
+
+def command(quick: bool, tilings: bool, dry_run_arch: str | None = None) -> str:
+    """The command line of a run with these options."""
+    return ("python -m bench.bench_tails_cuda" + (" --dry-run" if dry_run_arch else "") + (" --quick" if quick else "")
+            + (" --tilings" if tilings else "") + (f" --arch {dry_run_arch}" if dry_run_arch else ""))
+
+
+def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
+    """Every TVM kernel of the shapes built for ``arch`` (TVM source + nvcc), no GPU; ``tilings``: also (d) with
+    every tiling of ``sweep_tilings`` (rows marked ``sweep``)."""
     from tvm_tailsplit.cuda import cuda_source
 
     rows = []
+
+    def build_row(shape, column, build, pipeline, tiling, sweep=False):
+        built = gpu.nvcc_build(lambda: cuda_source(build(), arch, pipeline), arch)
+        name = tiling.name() if column in TILED_COLUMNS else None
+        rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, "sweep": sweep,
+                     "tiling": name, **built})
+        print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}{f' [{name}]' if name else ''}: "
+              f"{gpu.build_outcome(built)}", flush=True)
+
     for shape in cases(quick):
-        for column, (build, pipeline) in kernels(*shape, arch).items():
-            built = gpu.nvcc_build(lambda build=build, pipeline=pipeline: cuda_source(build(), arch, pipeline), arch)
-            rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, **built})
-            print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}: {gpu.build_outcome(built)}", flush=True)
-    return {"arch": arch, "quick": quick, "date": gpu.now(), "rows": rows,
-            "command": f"python -m bench.bench_tails_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
+        tiling = ms.choose_tiling(*shape)
+        for column, (build, pipeline) in kernels(*shape, arch, tiling).items():
+            build_row(shape, column, build, pipeline, tiling)
+        for other in sweep_tilings(*shape) if tilings else ():
+            if other != tiling:
+                build_row(shape, "tailsplit", lambda shape=shape, other=other: ms.matmul_mma_cuda(*shape,
+                                                                                                  tiling=other),
+                          MMA_PIPELINE, other, sweep=True)
+    return {"arch": arch, "quick": quick, "tilings": tilings, "sm_count": ms.SM_COUNT, "date": gpu.now(),
+            "rows": rows, "command": command(quick, tilings, arch)}
 
 
 def dry_run_markdown(report: dict) -> str:
     lines = [*gpu.dry_run_heading("CUDA tail-benchmark kernels", report),
-             "| shape | column | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 8]
+             f"Tilings of (b), (d), (e): the rule's (`choose_tiling`, {report['sm_count']} SMs); rows marked sweep: "
+             "(d) with another candidate tiling (`--tilings`).", "",
+             "| shape | column | tiling | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 9]
     for row in report["rows"]:
-        head = f"| {row['shape']} | ({LETTERS[row['column']]}) {row['column']} | {row['pipeline']} |"
+        tiling = f"{row['tiling']}{' (sweep)' if row['sweep'] else ''}" if row["tiling"] else "-"
+        head = f"| {row['shape']} | ({LETTERS[row['column']]}) {row['column']} | {tiling} | {row['pipeline']} |"
         if row["compiled"]:
             lines.append(f"{head} yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | "
                          f"{'; '.join(row['ptxas'])} |")
@@ -174,17 +220,30 @@ def operands(m: int, n: int, k: int, seed: int) -> tuple:
                  for rows, cols in ((m, k), (k, n)))
 
 
-def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool) -> dict:
-    """Every column on one shape: checked against torch's fp32 product, then timed side by side."""
+def checked_runner(function, left, right, want) -> tuple[Callable[[], object], float, bool]:
+    """A TVM kernel ``function(A, B, C)`` on ``left`` and ``right``, run once into a NaN-poisoned ``C``: the
+    runner timing it, ``C``'s relative error against ``want`` and whether every element was written."""
     import torch
     import tvm_ffi
 
+    out = torch.full((left.shape[0], right.shape[1]), math.nan, device="cuda")
+    views = [tvm_ffi.from_dlpack(t) for t in (left, right, out)]
+    function(*views)
+    torch.cuda.synchronize()
+    return (lambda: function(*views)), gpu.relative_error(out, want), bool(torch.isfinite(out).all().item())
+
+
+def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool,
+                  tiling: ms.MmaTiling, sweep: dict[str, object]) -> dict:
+    """Every column on one shape (``tiling``: that of (b), (d), (e)): checked against torch's fp32 product, then
+    timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side."""
     a, b = operands(m, n, k, seed)
     reference = a.float() @ b.float()
-    divisible = divisible_shape(m, n, k)
+    divisible = divisible_shape(m, n, k, tiling)
     a_div, b_div = operands(*divisible, seed + 1)
-    row: dict = {"shape": [m, n, k], "m_symbolic": symbolic, "divisible_shape": list(divisible),
-                 "useful_work": m * n * k / math.prod(divisible), "errors": {}, "all_written": {}}
+    row: dict = {"shape": [m, n, k], "m_symbolic": symbolic, "tiling": tiling_record(tiling),
+                 "divisible_shape": list(divisible), "useful_work": m * n * k / math.prod(divisible), "errors": {},
+                 "all_written": {}}
     runners = {}
     for column in COLUMNS:
         if column == "cuBLAS":
@@ -194,15 +253,11 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
             row["errors"][column], row["all_written"][column] = gpu.relative_error(out, reference), True
             continue
         function = executables["tailsplit" if column == "divisible" and symbolic else column]["main"]
-        left, right = (a_div, b_div) if column == "divisible" else (a, b)
-        out = torch.full((left.shape[0], right.shape[1]), math.nan, device="cuda")
-        views = [tvm_ffi.from_dlpack(t) for t in (left, right, out)]
-        function(*views)
-        torch.cuda.synchronize()
-        want = reference if column != "divisible" else left.float() @ right.float()
-        row["errors"][column] = gpu.relative_error(out, want)
-        row["all_written"][column] = bool(torch.isfinite(out).all().item())
-        runners[column] = lambda function=function, views=views: function(*views)
+        if column == "divisible":
+            checked = checked_runner(function, a_div, b_div, a_div.float() @ b_div.float())
+        else:
+            checked = checked_runner(function, a, b, reference)
+        runners[column], row["errors"][column], row["all_written"][column] = checked
     seconds = gpu.median_seconds(runners, rounds)
     seconds["divisible"] *= row["useful_work"]
     row["us"] = {column: s * 1e6 for column, s in seconds.items()}
@@ -213,34 +268,53 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
                  else TOLERANCE for column in COLUMNS}
     row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
+    if sweep:
+        swept = {name: checked_runner(executable["main"], a, b, reference) for name, executable in sweep.items()}
+        sweep_seconds = gpu.median_seconds({name: runner for name, (runner, _, _) in swept.items()}, rounds)
+        row["sweep"] = {name: {"us": sweep_seconds[name] * 1e6, "tflops": 2 * m * n * k / sweep_seconds[name] / 1e12,
+                               "ok": written and error <= TOLERANCE, "error": error}
+                        for name, (_, error, written) in swept.items()}
+        row["sweep_best"] = min((name for name in row["sweep"] if row["sweep"][name]["ok"]),
+                                key=lambda name: row["sweep"][name]["us"], default=None)
     return row
 
 
-def run(quick: bool) -> dict:
+def run(quick: bool, tilings: bool) -> dict:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference: fp32 products and sums
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
     arch = gpu.device_arch()
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
+    sm_count = tvm.cuda(0).multi_processor_count or ms.SM_COUNT
     info = gpu.gpu_machine()
-    print(f"machine: {info}", flush=True)
+    print(f"machine: {info}, {sm_count} SMs", flush=True)
     rows, compile_seconds = [], {}
+
+    def compiled(name: str, module: tvm.IRModule, pipeline: str):
+        start = time.perf_counter()
+        executable = tvm.compile(module, target=target, tir_pipeline=pipeline)
+        compile_seconds[name] = time.perf_counter() - start
+        return executable
+
     for seed, shape in enumerate(cases(quick)):
-        executables = {}
-        for column, (build, pipeline) in kernels(*shape, arch).items():
-            start = time.perf_counter()
-            executables[column] = tvm.compile(build(), target=target, tir_pipeline=pipeline)
-            compile_seconds[f"{shape_text(*shape)} {column}"] = time.perf_counter() - start
+        tiling = ms.choose_tiling(*shape, sm_count=sm_count)
+        executables = {column: compiled(f"{shape_text(*shape)} {column}", build(), pipeline)
+                       for column, (build, pipeline) in kernels(*shape, arch, tiling).items()}
+        sweep = {other.name(): compiled(f"{shape_text(*shape)} tailsplit [{other.name()}]",
+                                        ms.matmul_mma_cuda(*shape, tiling=other), MMA_PIPELINE)
+                 for other in (sweep_tilings(*shape) if tilings else ())}
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
-            row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None)
+            row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,
+                                tiling=tiling, sweep=sweep)
             rows.append(row)
-            print(f"{shape_text(*shape)} M={m_value}: " + " ".join(f"({LETTERS[c]}) {row['us'][c]:.1f}us "
-                  f"{row['tflops'][c]:.1f}TF" for c in COLUMNS) + f" ratios {row['ratios']} ok={row['ok']}",
-                  flush=True)
-    return {"machine": info, "rounds": rounds, "quick": quick, "rows": rows, "compile_seconds": compile_seconds,
-            "command": f"python -m bench.bench_tails_cuda{' --quick' if quick else ''}"}
+            print(f"{shape_text(*shape)} M={m_value} [{tiling.name()}]: " + " ".join(
+                  f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in COLUMNS)
+                  + f" ratios {row['ratios']} ok={row['ok']}"
+                  + (f" sweep best {row['sweep_best']}" if sweep else ""), flush=True)
+    return {"machine": info, "sm_count": sm_count, "rounds": rounds, "quick": quick, "tilings": tilings,
+            "rows": rows, "compile_seconds": compile_seconds, "command": command(quick, tilings)}
 
 
 def markdown(report: dict) -> str:
@@ -252,17 +326,29 @@ def markdown(report: dict) -> str:
         "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
         "to whole thread-block tiles + the tensor-core schedule; (d) TailSplit + tensorize (tailsplit_mma); (e) "
         "the (d) kernel on the nearest divisible shape, time x useful work; (f) dlight gpu.Matmul; (g) cuBLAS "
-        "(torch.mm). Rows `M=..` with M symbolic: one kernel per column for every M. Ratios: d/x = time(x) / "
+        "(torch.mm). Rows `M=..` with M symbolic: one kernel per column for every M. (b), (d) and (e) use the "
+        f"tiling `choose_tiling` gives the shape ({report['sm_count']} SMs; block tile x K slice / stages, warps, "
+        "warp tiles). Ratios: d/x = time(x) / "
         f"time(d), d/e = time(d) / time(e). Command: `{report['command']}`.", "",
-        "| shape | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in COLUMNS)
-        + " | d/a | d/b | d/e | d/f | d/g | ok | max error |", "|" + "---|" * (len(COLUMNS) + 8)]
+        "| shape | tiling | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in COLUMNS)
+        + " | d/a | d/b | d/e | d/f | d/g | ok | max error |", "|" + "---|" * (len(COLUMNS) + 9)]
     for row in report["rows"]:
         m, n, k = row["shape"]
         shape = f"{'M=' if row['m_symbolic'] else ''}{m}x{n}x{k}"
         cells = " | ".join(f"{row['us'][c]:.1f} / {row['tflops'][c]:.1f}" for c in COLUMNS)
         ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("d/a", "d/b", "d/e", "d/f", "d/g"))
-        lines.append(f"| {shape} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
+        lines.append(f"| {shape} | {row['tiling']['name']} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
                      f"{max(row['errors'].values()):.1e} |")
+    if report["tilings"]:
+        lines += ["", "(d) with every candidate tiling (`--tilings`), timed side by side per shape, each checked like "
+                  "the columns.", "", "| shape | tiling | µs | TFLOP/s | ok | |", "|" + "---|" * 6]
+        for row in report["rows"]:
+            m, n, k = row["shape"]
+            for name, result in row["sweep"].items():
+                notes = [note for note, holds in (("rule", name == row["tiling"]["name"]),
+                                                  ("fastest", name == row["sweep_best"])) if holds]
+                lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {name} | {result['us']:.1f} | "
+                             f"{result['tflops']:.1f} | {'yes' if result['ok'] else 'NO'} | {', '.join(notes)} |")
     outputs = sorted({row["cublas_output"] for row in report["rows"]})
     lines += ["", f"cuBLAS output dtype: {', '.join(outputs)}. Compile seconds (tvm.compile on the GPU machine): "
               + ", ".join(f"{name} {s:.1f}" for name, s in report["compile_seconds"].items()) + "."]
@@ -271,9 +357,13 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark with the options ``argv`` (None: none, the full run, as ``bench.run_all`` calls it)."""
-    args = gpu.parser("bench_tails_cuda", (__doc__ or "").split("\n\n")[0]).parse_args([] if argv is None else argv)
-    gpu.dispatch("tails_cuda", args, dry_run=lambda: dry_run(args.quick, args.arch), dry_run_markdown=dry_run_markdown,
-                 modules=("torch",), run=lambda: run(args.quick), markdown=markdown)
+    parser = gpu.parser("bench_tails_cuda", (__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--tilings", action="store_true",
+                        help="also time (d) with every candidate tiling of each shape (build them with --dry-run)")
+    args = parser.parse_args([] if argv is None else argv)
+    gpu.dispatch("tails_cuda", args, dry_run=lambda: dry_run(args.quick, args.arch, args.tilings),
+                 dry_run_markdown=dry_run_markdown, modules=("torch",), run=lambda: run(args.quick, args.tilings),
+                 markdown=markdown)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import tvm
 
 from bench import bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda, cli
 from tvm_tailsplit import cuda
+from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -59,10 +60,14 @@ def test_run_all_runs_them_without_a_gpu_and_writes_nothing():
 
 
 def test_divisible_shape_rule():
-    assert bench_tails_cuda.divisible_shape(4000, 4000, 4000) == (3968, 3968, 4000)
-    assert bench_tails_cuda.divisible_shape(127, 255, 129) == (128, 256, 128)
-    assert bench_tails_cuda.divisible_shape(1, 4096, 4096) == (128, 4096, 4096)
-    assert bench_tails_cuda.divisible_shape(1000, 4096, 4096) == (1024, 4096, 4096)
+    """Whole thread-block tiles of the tiling: the default 128 x 128 x 32, and the rule's thin 16 x 32 tiles."""
+    default = ms.DEFAULT_TILING
+    assert bench_tails_cuda.divisible_shape(4000, 4000, 4000, default) == (3968, 3968, 4000)
+    assert bench_tails_cuda.divisible_shape(127, 255, 129, default) == (128, 256, 128)
+    assert bench_tails_cuda.divisible_shape(1, 4096, 4096, default) == (128, 4096, 4096)
+    assert bench_tails_cuda.divisible_shape(1000, 4096, 4096, default) == (1024, 4096, 4096)
+    assert bench_tails_cuda.divisible_shape(1, 4096, 4096, ms.choose_tiling(1, 4096, 4096)) == (16, 4096, 4096)
+    assert bench_tails_cuda.divisible_shape(127, 255, 129, ms.choose_tiling(127, 255, 129)) == (128, 256, 128)
 
 
 def test_sanitized_plans_have_the_breakdowns_they_are_named_after():
@@ -100,16 +105,22 @@ def test_fft_dry_run_builds_every_quick_plan(results):
 
 @pytest.mark.nvcc
 def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
-    """One static shape (the M-symbolic kernels compile the same schedules, and take longer)."""
-    monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [(127, 255, 129)])
-    bench_tails_cuda.main(["--dry-run", "--quick"])
+    """One static shape (the M-symbolic kernels compile the same schedules, and take longer), ``--tilings`` with
+    one other tiling: (b), (d), (e) built with the rule's tiling, then (d) with the other."""
+    shape = (127, 255, 129)
+    rule, other = ms.choose_tiling(*shape), ms.DEFAULT_TILING
+    monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [shape])
+    monkeypatch.setattr(bench_tails_cuda, "sweep_tilings", lambda m, n, k: [rule, other])
+    bench_tails_cuda.main(["--dry-run", "--quick", "--tilings"])
     report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
-    assert [row["column"] for row in report["rows"]] == ["guarded", "pad_einsum", "tailsplit", "divisible", "dlight"]
+    assert [row["column"] for row in report["rows"]] == ["guarded", "pad_einsum", "tailsplit", "divisible", "dlight",
+                                                         "tailsplit"]
     for row in report["rows"]:
         assert row["compiled"] and row["spills"] == 0, row
     mma = [row for row in report["rows"] if row["pipeline"] == "tailsplit_mma"]
     # the tensor-core kernels: (b) the matmul and the copy of the padded C back; (d) and (e) the matmul alone
-    assert [row["kernels"] for row in mma] == [2, 1, 1]
+    assert [row["kernels"] for row in mma] == [2, 1, 1, 1]
+    assert [(row["tiling"], row["sweep"]) for row in mma] == [(rule.name(), False)] * 3 + [(other.name(), True)]
 
 
 @pytest.mark.nvcc
@@ -141,7 +152,7 @@ def test_fft_quick_run_on_the_gpu(results):
 @pytest.mark.gpu
 def test_tails_quick_run_on_the_gpu(results):
     pytest.importorskip("torch")
-    bench_tails_cuda.main(["--quick"])
+    bench_tails_cuda.main(["--quick", "--tilings"])
     report = json.loads((results / "quick" / "tails_cuda.json").read_text())
     shapes = [tuple(row["shape"]) for row in report["rows"]]
     assert shapes == [*bench_tails_cuda.QUICK_STATIC_SHAPES, *((m, *bench_tails_cuda.SYMBOLIC_NK)
@@ -149,6 +160,10 @@ def test_tails_quick_run_on_the_gpu(results):
     for row in report["rows"]:
         assert row["ok"], row
         assert set(row["us"]) == set(bench_tails_cuda.COLUMNS)
+        m, n, k = row["shape"]
+        rule = ms.choose_tiling(None if row["m_symbolic"] else m, n, k, sm_count=report["sm_count"])
+        assert row["tiling"]["name"] == rule.name()
+        assert rule.name() in row["sweep"] and all(result["ok"] for result in row["sweep"].values()), row["sweep"]
 
 
 @pytest.mark.gpu

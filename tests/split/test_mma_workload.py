@@ -6,8 +6,9 @@ global); so do the accumulator stores once tensorized (main tiles with TVM's ele
 mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M; after
 TailSplit every mark is a main tile or a store tail and is mapped; the CUDA source holds mma.sync, ldmatrix and
 cp.async with a src-size operand (zero fill), no padded global buffer and one kernel, and compiles with nvcc for
-sm_80 and sm_90 without spills or local memory. On a GPU: the issue's shapes (unpadded and padded output) and a
-sweep of small ones against numpy."""
+sm_80 and sm_90 without spills or local memory. Every tiling of ``TILINGS`` (thin tiles of the tiling rule) does
+the same on llvm and nvcc; the rule's choices are pinned. On a GPU: the issue's shapes (unpadded and padded output),
+each tiling, the rule's tilings of decode-like M, and sweeps of small shapes against numpy."""
 
 import re
 
@@ -44,10 +45,18 @@ def inputs(m, n, k, seed=0):
     return rng.uniform(-1, 1, (m, k)).astype("float16"), rng.uniform(-1, 1, (k, n)).astype("float16")
 
 
-def run_on_llvm(mod, m, n, k):
+def compiled_for_llvm(mod):
+    """``(executable, function)`` of ``mod`` compiled for llvm, threads as serial loops."""
     llvm = drop_loop_annotation(cuda_schedule_for_llvm(mod, scopes=LLVM_SCOPES), EMIT_INSN_PRAGMA)
+    return tvm.compile(llvm, target="llvm"), llvm["main"]
+
+
+def run_on_llvm(mod, m, n, k, compiled=None):
+    """``mod`` (or its ``compiled_for_llvm`` form) on random inputs of ``m x k`` and ``k x n``, ``C`` guarded by
+    canaries, against numpy."""
+    executable, func = compiled or compiled_for_llvm(mod)
     a, b = inputs(m, n, k)
-    got = run_guarded(tvm.compile(llvm, target="llvm"), llvm["main"], [a, b, np.zeros((m, n), "float32")], {})[-1]
+    got = run_guarded(executable, func, [a, b, np.zeros((m, n), "float32")], {})[-1]
     np.testing.assert_allclose(got, a.astype("float32") @ b.astype("float32"), rtol=1e-4, atol=1e-4)
 
 
@@ -144,7 +153,89 @@ def test_symbolic_m_split_means_the_matmul():
 
 def test_copy_lanes_rule():
     assert [ms.copy_lanes(n) for n in (4096, 4000, 129, 255, 40, 6, 17)] == [8, 8, 1, 1, 8, 2, 1]
-    assert ms.BLOCK_TILE == (128, 128) and ms.BLOCK_K == 32
+    assert [ms.copy_lanes(4096, per_thread) for per_thread in (32, 8, 4, 2)] == [8, 8, 4, 2]
+    assert ms.DEFAULT_TILING.block_tile == (128, 128) and ms.DEFAULT_TILING.block_k == 32
+
+
+# ------------------------------------------------------------------------------------------------ the tilings
+
+# tilings of the rule's candidates besides the default (``tile_tiling`` for a deep K): the decode-like 16 x 32 (one
+# warp row of two warps, 128-deep slices, 4 stages), a 16-row tile of two tiles per warp in N, and two-warp-row
+# tiles with unequal warp tiles (2 x 1, 4 x 2)
+TILINGS = {f"{rows}x{cols}": ms.tile_tiling(rows, cols, 4096) for rows, cols in ((16, 32), (16, 128), (64, 32),
+                                                                                    (128, 64))}
+ISSUE_TILINGS = {(4000, 4000, 4000): "128x128x32/3 w2x2 t4x4", (1000, 4096, 4096): "128x128x32/3 w2x2 t4x4",
+                 (None, 4096, 4096): "128x128x32/3 w2x2 t4x4", (127, 255, 129): "16x32x32/4 w1x2 t1x1",
+                 (1, 4096, 4096): "16x32x128/4 w1x2 t1x1", (16, 4096, 4096): "16x32x128/4 w1x2 t1x1",
+                 (33, 4096, 4096): "64x32x64/4 w2x2 t2x1", (200, 4096, 4096): "128x64x32/3 w2x2 t4x2"}
+
+
+def test_tiling_rule():
+    """The rule's tiling of the issue's shapes and of a static decode-like M: large and symbolic M keep the default
+    128 x 128; M <= 16 at N = 4096 gets 16 x 32 tiles, 128 thread blocks (of 132 SMs) instead of 32; M = 33 one row
+    of 64 x 32 tiles (B streamed once); the small 127 x 255 x 129 the tile with the most blocks and no K padding
+    beyond whole 32-deep slices."""
+    assert {shape: ms.choose_tiling(*shape).name() for shape in ISSUE_TILINGS} == ISSUE_TILINGS
+    assert ms.choose_tiling(1000, 4096, 4096) == ms.DEFAULT_TILING == ms.tile_tiling(128, 128, 4096)
+    for m in (1, 16, 33):
+        rows, cols = ms.choose_tiling(m, 4096, 4096).block_tile
+        assert -(-m // rows) * (4096 // cols) >= ms.FILL_FRACTION * ms.SM_COUNT
+    assert ms.choose_tiling(1, 4096, 4096, sm_count=16).block_tile == (16, 128)  # 32 blocks fill 16 SMs
+    assert ms.choose_tiling(16, 4096, 129).block_k == 32  # 129 -> 160: a deeper slice would pad K further
+    # a symbolic M is tiled as M = SYMBOLIC_M; N = 24 fills no GPU: the tile with the most blocks, least padded
+    assert ms.choose_tiling(None, 24, 40) == ms.choose_tiling(ms.SYMBOLIC_M, 24, 40)
+    assert ms.choose_tiling(None, 24, 40).block_tile == (16, 32)
+
+
+def test_candidate_tilings_are_valid():
+    for m in (1, 16, 17, 33, 64, 127, 1000, None):
+        for rows, cols in ms.candidate_tiles(m):
+            tiling = ms.tile_tiling(rows, cols, 4096)
+            assert tiling.block_tile == (rows, cols) and tiling.threads <= 128
+            assert tiling.shared_bytes <= ms.SHARED_BYTES_LIMIT
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"warps": (0, 2)}, "MmaTiling.warps must be a pair of positive ints"),
+    ({"warp_tiles": (4,)}, "MmaTiling.warp_tiles must be a pair"),
+    ({"block_k_steps": 1}, "MmaTiling.block_k_steps must be an int >= 2"),
+    ({"stages": 1}, "MmaTiling.stages must be an int >= 2"),
+    ({"warps": (8, 8)}, "MmaTiling.warps .*2048 threads"),
+    ({"warps": (1, 3), "warp_tiles": (1, 1)}, "MmaTiling.warps .*96 threads do not split the 512-element slice of A"),
+    ({"stages": 9}, "MmaTiling.stages 9: .* bytes of shared memory"),
+])
+def test_tiling_checks_name_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ms.MmaTiling(**fields)
+
+
+@pytest.mark.parametrize("name", list(TILINGS))
+def test_tilings_split_tensorize_and_mean_the_matmul(name):
+    """Each tiling on shapes with tails in M, N and K (partial thread blocks, dropped tiles, store tails): every
+    guard decided above the marks, every store a tensorized main tile or a predicated tail, the kernel (threads as
+    serial loops) the matmul; padded to whole blocks ((b)) no guard under a mark, the same result."""
+    tiling = TILINGS[name]
+    rows, cols = tiling.block_tile
+    for m, n, k in ((33, 17, 40), (rows + 5, cols + 19, 3), (1, 2 * cols - 7, tiling.block_k + 1)):
+        mod = ms.matmul_mma_cuda(m, n, k, pipeline=False, tiling=tiling)
+        assert analysis.conditions_under_marks(split_and_merge(mod)) == 0
+        report = []
+        mapped = stores_mapped(mod, report)
+        assert {r.action for r in report} <= {"tensorized", "variable_length"}, [str(r) for r in report]
+        run_on_llvm(mapped, m, n, k)
+    padded = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, pad_to_blocks=True, padded_output=True, tiling=tiling)
+    assert analysis.conditions_under_marks(padded) == 0
+    run_on_llvm(padded, 33, 17, 40)
+
+
+def test_thin_tiling_every_small_m():
+    """The decode-like 16 x 32 tiling, one symbolic-M kernel split, its stores mapped and compiled once (its
+    allocations stay within int32, unlike the default tiling's: those tests specialize M), run for every M in 1..20
+    (each residue of the 16-row tile, one and two thread-block rows) with N and K tails."""
+    compiled = compiled_for_llvm(stores_mapped(ms.matmul_mma_cuda(None, 45, 20, pipeline=False,
+                                                                  tiling=TILINGS["16x32"])))
+    for m in range(1, 21):
+        run_on_llvm(None, m, 45, 20, compiled=compiled)
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +330,63 @@ def test_compiles_without_spills_or_local_memory(sources, name, arch):
     assert (main.spill_store_bytes, main.spill_load_bytes, main.stack_frame_bytes) == (0, 0, 0)
 
 
+# each of TILINGS on a shape with tails in M, N and K, and the rule's tiling of the benchmark's small shape
+TILING_SOURCES = {**{name: (tiling, (33, 1000, 1000)) for name, tiling in TILINGS.items()},
+                  "rule-127x255x129": (ms.choose_tiling(127, 255, 129), (127, 255, 129))}
+
+
+@pytest.fixture(scope="module")
+def tiling_sources():
+    """The CUDA source of each of ``TILING_SOURCES`` (TailSplit, tensorize, pipelined), generated on first use."""
+    cache = {}
+
+    def source(name):
+        if name not in cache:
+            tiling, shape = TILING_SOURCES[name]
+            cache[name] = cuda_source(ms.matmul_mma_cuda(*shape, tiling=tiling), "sm_80", tir_pipeline=MMA_PIPELINE)
+        return cache[name]
+
+    return source
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", list(TILING_SOURCES))
+def test_tilings_compile_to_mma_without_spills(tiling_sources, name, arch):
+    """Every tiling: mma.sync, ldmatrix and cp.async, the warp's accumulators and fragments in registers (8 per
+    16 x 16 tile, the fragments double-buffered), predicated tail stores, one kernel; nvcc without spills (the
+    registers are printed: ``pytest -s``)."""
+    tiling = TILING_SOURCES[name][0]
+    source = tiling_sources(name)
+    for instruction in ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "ldmatrix.sync.aligned",
+                        "cp.async.commit_group"):
+        assert instruction in source, instruction
+    rows, cols = tiling.warp_tiles
+    registers = dict(re.findall(r"alignas\(64\) \w+ (C_pad_warp|A_pad_shared_dyn_warp)_ptr\[(\d+)\];", source))
+    # at most the warp tile's (buffer compaction keeps the tiles a warp can reach inside the padded M)
+    assert 0 < int(registers["C_pad_warp"]) <= 8 * rows * cols
+    assert 0 < int(registers["A_pad_shared_dyn_warp"]) <= 16 * rows
+    assert PREDICATED_STORE.search(source)
+    usages = {u.kernel: u for u in compile_cuda_source(source, arch, ("-diag-suppress", "177"))}
+    print(tiling.name(), *usages.values())
+    assert set(usages) == {"main_kernel"}
+    main = usages["main_kernel"]
+    assert 0 < main.registers <= 255
+    assert (main.spill_store_bytes, main.spill_load_bytes, main.stack_frame_bytes) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(("tiling", "shape"), [(ms.DEFAULT_TILING, (33, 17, 20)), (TILINGS["16x32"], (None, 45, 20)),
+                                              (TILINGS["16x32"], (5, 45, 200))], ids=["default-K20", "16x32-K20",
+                                                                                      "16x32-K200"])
+def test_fewer_slices_than_stages_compile(tiling, shape):
+    """K of fewer slices than the pipeline has stages (1 of 3; 1 and 2 of 4): the pipeline is cut to one stage
+    more than the slices, so TVM's cp.async.wait_group counts stay constants and CUDA code generation accepts it."""
+    k = shape[2]
+    assert ms.pipeline_stages(tiling, k) == -(-k // tiling.block_k) + 1 < tiling.stages
+    source = cuda_source(ms.matmul_mma_cuda(*shape, tiling=tiling), "sm_80", tir_pipeline=MMA_PIPELINE)
+    assert "cp.async.wait_group" in source and "mma.sync" in source
+
+
 # ------------------------------------------------------------------------------------------------- on a GPU
 
 ISSUE_SHAPES = [(4000, 4000, 4000), (1000, 4096, 4096), (127, 255, 129)]
@@ -272,10 +420,10 @@ def test_guarded_device_tensor_catches_a_store_outside():
     assert (c.whole.numpy()[c.guard_elements:][:3] == 2).all()
 
 
-def gpu_executable(m, n, k, padded_output=False):
+def gpu_executable(m, n, k, padded_output=False, tiling=ms.DEFAULT_TILING):
     device = tvm.cuda(0)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_" + device.compute_version.replace(".", "")})
-    return tvm.compile(ms.matmul_mma_cuda(m, n, k, padded_output=padded_output), target=target,
+    return tvm.compile(ms.matmul_mma_cuda(m, n, k, padded_output=padded_output, tiling=tiling), target=target,
                        tir_pipeline=MMA_PIPELINE)
 
 
@@ -313,6 +461,29 @@ def test_small_sweep_on_the_gpu():
     """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic)."""
     for n, k in sweep_pairs():
         executable = gpu_executable(None, n, k)
+        for m in range(1, 41):
+            run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(TILING_SOURCES))
+def test_tilings_on_the_gpu(name):
+    tiling, shape = TILING_SOURCES[name]
+    run_on_gpu(gpu_executable(*shape, tiling=tiling), *shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16, 33])
+def test_rule_tilings_of_decode_shapes_on_the_gpu(m):
+    """A static decode-like M with the rule's thin tiling (16 x 32 or 64 x 32 tiles, 128 thread blocks)."""
+    run_on_gpu(gpu_executable(m, 4096, 4096, tiling=ms.choose_tiling(m, 4096, 4096)), m, 4096, 4096)
+
+
+@pytest.mark.gpu
+def test_thin_tiling_small_sweep_on_the_gpu():
+    """The 16 x 32 tiling (M symbolic) over M in 1..40 and every fourth of ``sweep_pairs``."""
+    for n, k in sweep_pairs()[::4]:
+        executable = gpu_executable(None, n, k, tiling=TILINGS["16x32"])
         for m in range(1, 41):
             run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
 

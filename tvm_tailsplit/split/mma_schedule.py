@@ -9,28 +9,38 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 ``software_pipeline_*`` annotations of TVM's tensor-core rules):
 
 1. The iteration space is padded (``sch.pad_einsum``) to whole 16 x 16 instruction tiles in ``M`` and ``N`` and
-   to whole ``BLOCK_K`` slices in ``K``, but nothing padded is stored in global memory: the padding is inlined
+   to whole ``block_k`` slices in ``K``, but nothing padded is stored in global memory: the padding is inlined
    into the global -> shared copies, so elements outside ``A`` and ``B`` load as zeros (``cp.async`` zero fill,
    see ``mma_tails``), and the copy of the padded result back to ``C`` is folded into the accumulator store
    (``reverse_compute_inline``), which writes ``C`` under ``T.where(i < M and j < N)``. Padding ``K`` to the
    block's slice keeps the reduction loops condition-free, so the pipelined loops never change shape.
    ``padded_output=True`` keeps the earlier form: the result goes through the padded global ``C_pad``, copied
    back to ``C`` by a second kernel, one element per thread.
-2. Grid: ``blockIdx.y/x`` cover ``BLOCK_TILE`` = (``WARPS`` x ``WARP_TILES`` x 16) tiles of ``C``; ceil-div
-   many, so the last thread blocks are partial. ``threadIdx.z/y`` are the ``WARPS`` warps (not fused: a fused
-   warp index would put ``//`` and ``%`` into the guards, which TailSplit cannot split on), each owning
-   ``WARP_TILES`` 16 x 16 accumulator tiles (``warp`` scope, laid out by ``shared_16x16_to_ldmatrix_32x8_layout``
+2. Grid: ``blockIdx.y/x`` cover the ``MmaTiling``'s ``block_tile`` = (``warps`` x ``warp_tiles`` x 16) tiles of
+   ``C``; ceil-div many, so the last thread blocks are partial. ``threadIdx.z/y`` are the ``warps`` (not fused: a
+   fused warp index would put ``//`` and ``%`` into the guards, which TailSplit cannot split on), each owning
+   ``warp_tiles`` 16 x 16 accumulator tiles (``warp`` scope, laid out by ``shared_16x16_to_ldmatrix_32x8_layout``
    as TVM's intrinsics expect).
-3. Per ``BLOCK_K`` slice (loop ``k0``) all threads copy the ``A`` and ``B`` slices to ``SHARED_SCOPE`` memory,
+3. Per ``block_k`` slice (loop ``k0``) all threads copy the ``A`` and ``B`` slices to ``SHARED_SCOPE`` memory,
    ``copy_lanes`` elements per thread and copy (``cp.async`` once lowered with ``MMA_PASS_CONFIG``, as the
    ``"tailsplit_mma"`` pipeline of ``mma_pipeline`` does); rows are
    padded by ``SHARED_ROW_PAD`` halves against bank conflicts (``storage_align``). Per 16-wide step (loop
    ``k1``) each warp loads its ``A`` and ``B`` fragments with ``ldmatrix`` and issues the ``mma.sync`` pairs.
 4. Software pipeline: ``k1`` double-buffers the fragments (loads one step ahead); ``k0`` runs
-   ``PIPELINE_STAGES`` deep (the copies in stage 0, asynchronous; the pipelined ``k1`` in the last two), the
-   annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies.
+   ``stages`` deep (the copies in stage 0, asynchronous; the pipelined ``k1`` in the last two), the
+   annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies; at most one stage more
+   than there are slices (``pipeline_stages``: a deeper pipeline over fewer slices leaves TVM 0.27's
+   ``cp.async.wait_group`` count an expression, which CUDA code generation refuses).
 5. Marks (``MARK_KEY``, on the outer loop of each 16 x 16 tile): ``MMA_MARKS`` names the TVM intrinsic of the
    fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
+
+Tiling rule (``choose_tiling``, tunables in "the rules" below): the block tiles are 16 to 128 rows by 32 to 128
+columns; a static ``M`` gets the largest tile whose grid still fills ``SM_COUNT`` SMs, or else the tile with the
+most thread blocks; a symbolic ``M`` the tile of ``M = SYMBOLIC_M``. ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2
+warps of 4 x 4 tiles, 3 stages) is thus the tiling of a large ``M``, and a decode-like ``M`` gets thin tiles
+(16 x 32 at ``N = 4096``: 128 thread blocks, not 32): narrower ``N`` tiles rather than split-K, so every block
+still owns whole outputs and the store stays the predicated accumulator store. Thin tiles stream ``B`` for few
+rows: deeper ``K`` slices (about ``STAGE_HALVES`` per stage) and ``THIN_STAGES`` stages keep more bytes in flight.
 
 A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
 decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
@@ -46,6 +56,8 @@ loads, compute), as the annotations need: every guard chain sits inside a child.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, te, tirx
@@ -55,31 +67,42 @@ from tvm.s_tir import SBlock, SBlockRealize
 from .conditions import MARK_KEY
 
 __all__ = [
-    "BLOCK_K",
-    "BLOCK_TILE",
+    "DEFAULT_TILING",
     "MMA_MARKS",
     "MMA_PASS_CONFIG",
     "MMA_TILE",
-    "PIPELINE_STAGES",
     "SHARED_ROW_PAD",
     "SHARED_SCOPE",
+    "SM_COUNT",
     "TAILSPLIT_STRATEGY",
-    "WARPS",
-    "WARP_TILES",
+    "MmaTiling",
     "bind_padded_copy_out",
+    "candidate_tiles",
+    "choose_tiling",
     "copy_lanes",
     "matmul_fp16_func",
     "matmul_mma_cuda",
+    "pipeline_stages",
+    "tile_tiling",
 ]
 
 # --------------------------------------------------------------------------------------------- the rules
 MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.sync per tile)
-WARPS = (2, 2)  # warps per thread block in (M, N): 128 threads
-WARP_TILES = (4, 4)  # 16 x 16 tiles per warp in (M, N): a 64 x 64 warp tile, 128 fp32 accumulators per thread
-BLOCK_TILE = (WARPS[0] * WARP_TILES[0] * MMA_TILE, WARPS[1] * WARP_TILES[1] * MMA_TILE)  # 128 x 128 of C
-K_STEPS = 2  # 16-deep mma steps per shared-memory slice
-BLOCK_K = K_STEPS * MMA_TILE  # 32: one slice of A (128 x 32) and B (32 x 128) per pipeline stage
-PIPELINE_STAGES = 3  # slices in flight (cp.async); 3 x 18944 bytes of shared memory with the row padding
+WARP_SIZE = 32
+MAX_THREADS = 1024  # threads per thread block (CUDA's limit)
+SHARED_BYTES_LIMIT = 163 * 1024  # dynamic shared memory of one thread block on sm_80 (sm_90: 227 KB)
+# The tiling rule (``choose_tiling``, ``tile_tiling``). TVM's cuda target has no multiprocessor count (arch, shared
+# memory, threads, registers, L2 size only): the rule takes it as an argument, SM_COUNT by default, and the benchmark
+# passes the GPU's own (``tvm.cuda(0).multi_processor_count``)
+SM_COUNT = 132  # streaming multiprocessors of an H100 SXM
+SYMBOLIC_M = 1024  # a symbolic M is tiled as this static M: one kernel serves every M, the large ones carry the work
+FILL_FRACTION = 0.9  # a grid of at least this x SM_COUNT thread blocks fills the GPU (128 blocks on 132 SMs do)
+M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
+N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
+BLOCK_WARPS = 4  # warps per thread block where the tile has room: 2 in M (1 for a 16-row tile), the rest in N
+STAGE_HALVES = 8192  # one pipeline stage copies about this many halves of A and B (the default's 128x32 + 32x128)
+THIN_ROWS = 64  # tiles of at most this many rows stream B for few rows (memory-bound): THIN_STAGES deep
+THIN_STAGES = 4
 SHARED_SCOPE = "shared.dyn"  # over 48 KB: dynamic shared memory (TVM's runtime raises the kernel's limit)
 SHARED_ROW_PAD = 8  # halves added to every shared row (16 bytes: ldmatrix rows fall in different banks)
 COPY_LANES = (8, 4, 2, 1)  # candidate vector widths of a global -> shared copy, widest first (8 halves = 16 B)
@@ -99,11 +122,132 @@ MMA_MARKS = {
 }
 
 
-def copy_lanes(row_length: int) -> int:
-    """The vector width of a copy from a row-major matrix whose rows hold ``row_length`` halves: the widest of
-    ``COPY_LANES`` that divides it, so every vector is aligned to its own size and lies wholly inside or wholly
-    outside the matrix (cp.async moves 4, 8 or 16 bytes; a width of 1 stays a synchronous copy)."""
-    return next(lanes for lanes in COPY_LANES if row_length % lanes == 0)
+def copy_lanes(row_length: int, per_thread: int = COPY_LANES[0]) -> int:
+    """The vector width of a copy from a row-major matrix whose rows hold ``row_length`` halves, each thread
+    copying ``per_thread`` halves of the slice: the widest of ``COPY_LANES`` that divides both, so every vector is
+    aligned to its own size and lies wholly inside or wholly outside the matrix, and the threads split the slice
+    without a remainder (cp.async moves 4, 8 or 16 bytes; a width of 1 stays a synchronous copy)."""
+    return next(lanes for lanes in COPY_LANES if row_length % lanes == 0 and per_thread % lanes == 0)
+
+
+@dataclass(frozen=True)
+class MmaTiling:
+    """The thread-block tiling of the tensor-core matmul: ``warps`` (M, N) per thread block, each owning
+    ``warp_tiles`` (M, N) 16 x 16 accumulator tiles, so the block tile of ``C`` is ``warps * warp_tiles * 16``;
+    ``block_k_steps`` 16-deep mma steps per shared-memory slice (``block_k`` deep); ``stages`` slices in flight
+    in the ``cp.async`` software pipeline. Checked on construction (``ValueError`` naming the field)."""
+
+    warps: tuple[int, int] = (2, 2)  # 128 threads
+    warp_tiles: tuple[int, int] = (4, 4)  # a 64 x 64 warp tile: 128 fp32 accumulators per thread
+    block_k_steps: int = 2  # a 32-deep slice: A 128 x 32 and B 32 x 128 per stage
+    stages: int = 3  # 3 x 18944 bytes of shared memory with the row padding
+
+    def __post_init__(self) -> None:
+        for name in ("warps", "warp_tiles"):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple) and len(value) == 2
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+                raise ValueError(f"MmaTiling.{name} must be a pair of positive ints (M, N), got {value!r}")
+        for name, least in (("block_k_steps", 2), ("stages", 2)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"MmaTiling.{name} must be an int >= {least} (the software pipeline needs it), "
+                                 f"got {value!r}")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"MmaTiling.warps {self.warps}: {self.threads} threads, more than {MAX_THREADS}")
+        for operand, elements in (("A", self.block_tile[0] * self.block_k), ("B", self.block_k * self.block_tile[1])):
+            if elements % self.threads:
+                raise ValueError(f"MmaTiling.warps {self.warps}: the {self.threads} threads do not split the "
+                                 f"{elements}-element slice of {operand} evenly (block tile {self.block_tile}, "
+                                 f"block_k {self.block_k})")
+        if self.shared_bytes > SHARED_BYTES_LIMIT:
+            raise ValueError(f"MmaTiling.stages {self.stages}: {self.shared_bytes} bytes of shared memory, more "
+                             f"than {SHARED_BYTES_LIMIT}")
+
+    @property
+    def block_tile(self) -> tuple[int, int]:
+        """Rows and columns of ``C`` per thread block."""
+        return (self.warps[0] * self.warp_tiles[0] * MMA_TILE, self.warps[1] * self.warp_tiles[1] * MMA_TILE)
+
+    @property
+    def block_k(self) -> int:
+        """Depth of one shared-memory slice."""
+        return self.block_k_steps * MMA_TILE
+
+    @property
+    def threads(self) -> int:
+        return self.warps[0] * self.warps[1] * WARP_SIZE
+
+    @property
+    def shared_bytes(self) -> int:
+        """Shared memory of the pipeline: ``stages`` slices of ``A`` and ``B``, rows padded by ``SHARED_ROW_PAD``."""
+        rows, cols = self.block_tile
+        return self.stages * 2 * (rows * (self.block_k + SHARED_ROW_PAD) + self.block_k * (cols + SHARED_ROW_PAD))
+
+    def name(self) -> str:
+        """``BMxBNxBK/s`` with the warps and warp tiles, e.g. ``128x128x32/3 w2x2 t4x4``."""
+        return (f"{self.block_tile[0]}x{self.block_tile[1]}x{self.block_k}/{self.stages} "
+                f"w{self.warps[0]}x{self.warps[1]} t{self.warp_tiles[0]}x{self.warp_tiles[1]}")
+
+
+DEFAULT_TILING = MmaTiling()  # 128 x 128 x 32, 2 x 2 warps of 64 x 64, 3 stages: the tiling for a large M
+
+
+def pipeline_stages(tiling: MmaTiling, k: int) -> int:
+    """The pipeline depth of ``tiling`` for a reduction of ``k``: its ``stages``, at most one more than the number
+    of ``block_k`` slices (see the module docstring)."""
+    return min(tiling.stages, -(-k // tiling.block_k) + 1)
+
+
+def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
+    """The ``MmaTiling`` of a ``rows x cols`` block tile (multiples of 16) for a reduction of ``k``, by the rules:
+    ``BLOCK_WARPS`` warps (2 in M where the tile has 32 rows or more, else 1; the rest in N, at most one per
+    16 columns); the slice depth ``STAGE_HALVES / (rows + cols)`` rounded down to a power-of-two number of 16-deep
+    steps, at least 2, at most what divides ``k`` rounded up to whole 32-deep slices (a deeper slice then adds no
+    padding); ``THIN_STAGES`` stages for a tile of at most ``THIN_ROWS`` rows, else the default's."""
+    warps_m = min(2, rows // MMA_TILE)
+    warps_n = min(BLOCK_WARPS // warps_m, cols // MMA_TILE)
+    if rows % (warps_m * MMA_TILE) or cols % (warps_n * MMA_TILE):
+        raise ValueError(f"tile_tiling: a {rows} x {cols} block tile is not whole 16 x 16 tiles per warp "
+                         f"({warps_m} x {warps_n} warps)")
+    padded_k = -(-k // (2 * MMA_TILE)) * 2 * MMA_TILE
+    steps = 2
+    while 2 * steps * MMA_TILE * (rows + cols) <= STAGE_HALVES and padded_k % (2 * steps * MMA_TILE) == 0:
+        steps *= 2
+    return MmaTiling(warps=(warps_m, warps_n), warp_tiles=(rows // (warps_m * MMA_TILE), cols // (warps_n * MMA_TILE)),
+                     block_k_steps=steps, stages=THIN_STAGES if rows <= THIN_ROWS else DEFAULT_TILING.stages)
+
+
+def candidate_tiles(m: int | None) -> list[tuple[int, int]]:
+    """The block tiles ``(rows, cols)`` the rule chooses among: ``rows`` from ``M_TILES`` up to the smallest that
+    covers ``M`` (every one for a symbolic ``M``), ``cols`` from ``N_TILES``."""
+    covering = M_TILES[-1] if m is None else next((rows for rows in M_TILES if rows >= m), M_TILES[-1])
+    return [(rows, cols) for rows in M_TILES if rows <= covering for cols in N_TILES]
+
+
+def choose_tiling(m: int | None, n: int, k: int, sm_count: int = SM_COUNT) -> MmaTiling:
+    """The tiling rule. ``M`` symbolic: the tiling of ``M = SYMBOLIC_M`` (one kernel serves every ``M``, and the
+    large ones carry the work and need the 128 x 128 tile's reuse: ``DEFAULT_TILING`` for ``N = 4096``; TVM's dlight
+    pads a symbolic ``M`` to its 128 x 128 tile too; a decode-like ``M`` then runs ``N / 128`` thread blocks). Of the
+    ``candidate_tiles`` whose grid fills the GPU (at least ``FILL_FRACTION x sm_count`` thread blocks) the largest
+    tile (most reuse of each loaded element; ties: the squarer, then the one with more rows, so that ``B`` is
+    streamed by fewer block rows), else the one with the most thread blocks (ties: the least padded). A decode-like
+    ``M <= 16`` with ``N = 4096`` thus gets 16 x 32 tiles (128 blocks) instead of 32 blocks of 128 x 128, where
+    three quarters of an H100 would idle, and ``M = 33`` one row of 64 x 32 tiles; ``tile_tiling`` sets the warps,
+    slice depth and stages of the tile."""
+    if m is None:
+        return choose_tiling(SYMBOLIC_M, n, k, sm_count)
+
+    def blocks(tile: tuple[int, int]) -> int:
+        return -(-m // tile[0]) * -(-n // tile[1])
+
+    tiles = candidate_tiles(m)
+    filling = [tile for tile in tiles if blocks(tile) >= FILL_FRACTION * sm_count]
+    if filling:
+        rows, cols = max(filling, key=lambda tile: (tile[0] * tile[1], -tile[0] - tile[1], tile[0]))
+    else:
+        rows, cols = max(tiles, key=lambda tile: (blocks(tile), -blocks(tile) * tile[0] * tile[1]))
+    return tile_tiling(rows, cols, k)
 
 
 # ------------------------------------------------------------------------------------------ the computation
@@ -142,18 +286,20 @@ def _has_block(sch: s_tir.Schedule, name: str) -> bool:
 
 
 def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True,
-                    pad_to_blocks: bool = False, padded_output: bool = False) -> tvm.IRModule:
-    """The marked tensor-core matmul (see the module docstring); ``pipeline=False`` leaves out the
-    ``software_pipeline_*`` annotations (same meaning, one stage); ``padded_output=True`` writes the result through
-    the padded global ``C_pad`` and a copy-back kernel instead of the predicated accumulator store.
-    ``pad_to_blocks``: ``sch.pad_einsum`` pads ``M`` and ``N`` to whole ``BLOCK_TILE`` thread-block tiles instead of
-    whole instruction tiles, so no thread block is partial and no mark carries a guard (with ``padded_output``,
-    TVM's way to a tail-free kernel: the tail benchmark's (b))."""
+                    pad_to_blocks: bool = False, padded_output: bool = False,
+                    tiling: MmaTiling = DEFAULT_TILING) -> tvm.IRModule:
+    """The marked tensor-core matmul (see the module docstring) tiled by ``tiling`` (``choose_tiling(m, n, k)``
+    is the rule's choice for the shape); ``pipeline=False`` leaves out the ``software_pipeline_*`` annotations
+    (same meaning, one stage); ``padded_output=True`` writes the result through the padded global ``C_pad`` and a
+    copy-back kernel instead of the predicated accumulator store. ``pad_to_blocks``: ``sch.pad_einsum`` pads ``M``
+    and ``N`` to whole ``tiling.block_tile`` thread-block tiles instead of whole instruction tiles, so no thread
+    block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
+    benchmark's (b))."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
 
     sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
     block = sch.get_sblock("C")
-    pad = [*BLOCK_TILE, BLOCK_K] if pad_to_blocks else [MMA_TILE, MMA_TILE, BLOCK_K]
+    pad = [*tiling.block_tile, tiling.block_k] if pad_to_blocks else [MMA_TILE, MMA_TILE, tiling.block_k]
     padded = m is None or m % pad[0] != 0 or n % pad[1] != 0 or k % pad[2] != 0
     if padded:
         sch.pad_einsum(block, pad)
@@ -161,9 +307,9 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     i, i_tile = sch.split(i, [None, MMA_TILE])
     j, j_tile = sch.split(j, [None, MMA_TILE])
     r, r_tile = sch.split(r, [None, MMA_TILE])
-    i_block, i_warp, i_warp_tile = sch.split(i, [None, WARPS[0], WARP_TILES[0]])
-    j_block, j_warp, j_warp_tile = sch.split(j, [None, WARPS[1], WARP_TILES[1]])
-    k0, k1 = sch.split(r, [None, K_STEPS])
+    i_block, i_warp, i_warp_tile = sch.split(i, [None, tiling.warps[0], tiling.warp_tiles[0]])
+    j_block, j_warp, j_warp_tile = sch.split(j, [None, tiling.warps[1], tiling.warp_tiles[1]])
+    k0, k1 = sch.split(r, [None, tiling.block_k_steps])
     sch.reorder(i_block, j_block, i_warp, j_warp, k0, k1, i_warp_tile, j_warp_tile, i_tile, j_tile, r_tile)
     sch.bind(i_block, "blockIdx.y")
     sch.bind(j_block, "blockIdx.x")
@@ -182,10 +328,11 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         if _has_block(sch, pad):
             sch.compute_inline(sch.get_sblock(pad))
 
-    for stage, row_length in zip(shared, (k, n), strict=True):
-        lanes = copy_lanes(row_length)
+    slices = (tiling.block_tile[0] * tiling.block_k, tiling.block_k * tiling.block_tile[1])  # elements of A, B
+    for stage, row_length, elements in zip(shared, (k, n), slices, strict=True):
+        lanes = copy_lanes(row_length, elements // tiling.threads)
         fused = sch.fuse(*sch.get_loops(stage)[-2:])
-        _, t_z, t_y, t_x, vector = sch.split(fused, [None, WARPS[0], WARPS[1], 32, lanes])
+        _, t_z, t_y, t_x, vector = sch.split(fused, [None, *tiling.warps, WARP_SIZE, lanes])
         sch.bind(t_z, "threadIdx.z")
         sch.bind(t_y, "threadIdx.y")
         sch.bind(t_x, "threadIdx.x")
@@ -220,7 +367,7 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
         # mma): the annotations of TVM's MultiLevelTilingTensorCore for mma with async copies.
         sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
         sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
-        last = PIPELINE_STAGES - 1
+        last = pipeline_stages(tiling, k) - 1
         sch.annotate(k0, "software_pipeline_stage", [0, 0, last - 1, last, last])
         sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
         sch.annotate(k0, "software_pipeline_async_stages", [0])

@@ -13,7 +13,7 @@ The kernel keeps every tile of the mma loop a whole 16 x 16 (x 16 deep) instruct
    zeros: two instructions). No chunk straddles the edge, so ``src_size`` is never a partial count. A row length
    that is odd (``K`` or ``N`` odd) gives rows that are only 2-byte aligned, and cp.async moves at least 4 aligned
    bytes, so those copies stay element-wise synchronous loads with ``if_then_else`` (the same zero-padded tiles).
-   The ``K`` tail is the last ``BLOCK_K`` slice, zero-filled like the others: no separate scalar loop (when
+   The ``K`` tail is the last ``block_k`` slice, zero-filled like the others: no separate scalar loop (when
    ``K mod 32`` is at most 16, its second 16-deep mma step multiplies zeros).
 2. **Compute** (fill, ``ldmatrix``, ``mma.sync``): tiles that overlap ``[0, M) x [0, N)`` run whole on the
    zero-padded shared tiles (the rows and columns past the edge compute zeros, at most 15 per dimension); tiles

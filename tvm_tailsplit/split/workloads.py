@@ -14,7 +14,8 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
   ``blockIdx``/``threadIdx`` binding, shared-memory and wmma-fragment stages), the mark on the mma loop;
 - ``matmul_mma_cuda`` (module ``mma_schedule``): the same matmul through ``mma.sync`` m16n8k16, ``ldmatrix`` and a
-  ``cp.async`` software pipeline, 128 x 128 x 32 thread-block tiles, ``M`` static or symbolic; compiled with the
+  ``cp.async`` software pipeline, thread-block tiles by ``MmaTiling`` (128 x 128 x 32 by default; the rule
+  ``choose_tiling`` thins them for a small ``M``), ``M`` static or symbolic; compiled with the
   ``"tailsplit_mma"`` pipeline (``mma_pipeline``).
 
 ``WORKLOADS`` describes the CPU workloads as data (``Workload``): the tiled axes and the tile, the computation,
