@@ -7,7 +7,8 @@
 #
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test (about 5 min)
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (quick), sanitizer runs
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table, sanitizer runs
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
 #
 # Each part stops itself before the tool's 10-minute limit (`PART_SECONDS`) and leaves its logs and result files
 # flat under $OUT (at most 8 files come back), so a part that runs out of time still returns what it finished.
@@ -65,8 +66,12 @@ fft)
     collect fft_cuda fft_cuda
     collect quick/fft_cuda fft_cuda_sanitize
     ;;
+tilings)
+    run tilings 560 python3 -m bench.bench_tails_cuda --tilings
+    collect tails_cuda tails_cuda_tilings
+    ;;
 *)
-    echo "usage: bash bench/gpu_session.sh {tests|gemm|fft}   (see the top of this file)" >&2
+    echo "usage: bash bench/gpu_session.sh {tests|gemm|fft|tilings}   (see the top of this file)" >&2
     exit 2
     ;;
 esac
