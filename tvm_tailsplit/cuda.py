@@ -19,6 +19,7 @@ the default pipeline (and its `enter_pass_ctx` / `exit_pass_ctx` run once more, 
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 import re
 import shutil
@@ -110,8 +111,10 @@ def nvcc_available() -> bool:
     return shutil.which("nvcc") is not None
 
 
+@functools.cache
 def gpu_available() -> bool:
-    """True when a CUDA driver is present and TVM sees a device (tests marked `gpu` need this)."""
+    """True when a CUDA driver is present and TVM sees a device (tests marked `gpu` need this; asked once per
+    process)."""
     if ctypes.util.find_library("cuda") is None:
         return False
     try:
