@@ -16,6 +16,11 @@
   two compute roles (each owning a band of rows of the output tile) accumulate into a shared fp32 tile and store it.
 * `symbolic_k_gemm_kernel(...)`: the same GEMM with a symbolic reduction length `K` (a buffer dimension, a
   multiple of `block_k`): `K // block_k` pipeline steps. `gemm_kernel` is this kernel specialized to a constant `K`.
+  With `ctas`, its persistent form: `ctas` CTAs, each looping over the output tiles `bx, bx + ctas, ...` around
+  the fill, the K loop and the stores, its rings indexed by the running step `tt * K_steps + ko` (a persistent
+  nest, `warpspec.symbolic`).
+* `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups);
+  `ctas=persistent_ctas(tiles)` gives its persistent form with at most `PERSISTENT_SMS` CTAs.
 """
 
 from __future__ import annotations
