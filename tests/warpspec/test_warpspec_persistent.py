@@ -68,9 +68,10 @@ def test_the_nest_is_one_pipeline_over_the_running_step(k):
     assert "cta" in count and ("K" in count) == (k is None)
 
 
-@pytest.mark.parametrize("k", [64 * 3, 64 * 5, None], ids=["tiles_shorter_than_the_ring", "5_steps", "symbolic_k"])
-def test_hopper_protocol_of_the_persistent_gemm_is_safe(k):
-    analysis = analyze(examples.hopper_gemm_kernel(256, 512, k, ctas=3))
+@pytest.mark.parametrize("k,zero_fill", [(64 * 3, False), (64 * 5, False), (None, False), (None, True)],
+                         ids=["tiles_shorter_than_the_ring", "5_steps", "symbolic_k", "symbolic_k_zero_fill"])
+def test_hopper_protocol_of_the_persistent_gemm_is_safe(k, zero_fill):
+    analysis = analyze(examples.hopper_gemm_kernel(256, 512, k, ctas=3, zero_fill_k=zero_fill))
     protocol = hopper_protocol(analysis.small_protocol(), tile_plan(analysis.tree))
     assert protocol.in_flight == {task: WGMMA_IN_FLIGHT for task in MMAS}
     report = check(protocol)
@@ -148,11 +149,12 @@ def _gemm_inputs(m, n, k, seed):
     return a, b, a.astype("float32") @ b.astype("float32").T
 
 
-@pytest.mark.parametrize("kernel_k,k", [(192, 192), (None, 320)], ids=["static_k", "symbolic_k"])
-def test_persistent_hopper_gemm_example_means_a_times_b_transposed(kernel_k, k):
+@pytest.mark.parametrize("kernel_k,k,zero_fill", [(192, 192, False), (None, 320, False), (None, 200, True)],
+                         ids=["static_k", "symbolic_k", "symbolic_k_zero_fill"])
+def test_persistent_hopper_gemm_example_means_a_times_b_transposed(kernel_k, k, zero_fill):
     """6 tiles (384 x 512 in 128 x 256 tiles) over 4 CTAs: CTAs 0 and 1 run two tiles, 2 and 3 one."""
     m, n = 384, 512
-    func = examples.hopper_gemm_kernel(m, n, kernel_k, ctas=4)
+    func = examples.hopper_gemm_kernel(m, n, kernel_k, ctas=4, zero_fill_k=zero_fill)
     executable = tvm.compile(threads_as_serial_loops(tvm.IRModule({"main": func})), target="llvm")
     a, b, reference = _gemm_inputs(m, n, k, seed=4)
     out = run_with_guarded_output(executable, [a, b], (m, n))
@@ -179,17 +181,19 @@ def test_persistent_gemm_runs_warp_specialized_on_cpu_threads(kernel_k, k, stage
             np.testing.assert_allclose(out, reference, rtol=1e-3, atol=1e-3)
 
 
-def _persistent_source(m, n, k, ctas):
+def _persistent_source(m, n, k, ctas, zero_fill):
     specialize = WarpSpecialize("cuda", hopper=True, debug_check=True)
-    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, ctas=ctas)}))
+    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas)}))
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("m,n,k", [(4096, 4096, None), (8192, 8192, 2048)], ids=["4096_symbolic_k", "8192_k2048"])
-def test_nvcc_compiles_the_persistent_hopper_gemm_for_sm_90a(m, n, k):
+@pytest.mark.parametrize("m,n,k,zero_fill", [(4096, 4096, None, False), (8192, 8192, 2048, False),
+                                             (4096, 4096, None, True)],
+                         ids=["4096_symbolic_k", "8192_k2048", "4096_symbolic_k_zero_fill"])
+def test_nvcc_compiles_the_persistent_hopper_gemm_for_sm_90a(m, n, k, zero_fill):
     ctas = examples.persistent_ctas(m // 128 * (n // 256))
-    source = _persistent_source(m, n, k, ctas)
+    source = _persistent_source(m, n, k, ctas, zero_fill)
     kernel = source[source.index('extern "C" __global__'):]
     # Every role loops over its CTA's tiles: ceildiv(tiles - blockIdx.x, ctas) iterations.
     assert kernel.count("for (int tt_r") == 3

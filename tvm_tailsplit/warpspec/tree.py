@@ -178,16 +178,19 @@ class ScheduleTree:
 
 
 def _with_extents(task: TaskNode, replaced: list[tuple[tirx.Expr, int]]) -> TaskNode:
-    """`task` with every sub-expression of its regions equal to a replaced trip count expression replaced."""
+    """`task` with every sub-expression of its regions equal to a replaced trip count expression (after
+    simplification by `tvm.sym`) replaced."""
+    analyzer = sym.Analyzer()
+    simplified = [(analyzer.simplify(extent), count) for extent, count in replaced]
 
     def replace(expr):
-        for extent, count in replaced:
-            if tvm_ffi.structural_equal(expr, extent):
+        for extent, count in simplified:
+            if type(expr) is type(extent) and tvm_ffi.structural_equal(analyzer.simplify(expr), extent):
                 return tirx.IntImm(extent.ty.dtype, count)
         return expr
 
     def region(r: Region) -> Region:
-        bounds = tuple(tuple(tvm_ffi.structural_map(e, [(type(x), replace) for x, _ in replaced], order="pre")
+        bounds = tuple(tuple(tvm_ffi.structural_map(e, [(type(x), replace) for x, _ in simplified], order="pre")
                              for e in bound) for bound in r.bounds)
         return Region(r.buffer, bounds)
 
