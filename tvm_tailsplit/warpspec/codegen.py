@@ -10,10 +10,10 @@ operations. For instance `index` of a task (the linear index of its enclosing pi
 uses (`SyncOp.edge_number`, `ChannelGroup.channel`, `SyncOp.parity`) on TIR expressions. Guards that are always
 true are dropped, and so are operations whose guard is never true. A task in flight (`Protocol.in_flight`, Hopper
 only, see `warpspec.retirement`) is followed after its loop by the target's drain and its lagged releases at the
-indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased); in a nested loop
-(a persistent nest) after every run of it, the lagged releases inside the loop then guarded by
-`iteration >= lag`. A
-symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
+indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased); for a nested
+loop (a persistent nest) after every run of it, the lagged releases inside it then guarded by `iteration >= lag`.
+A symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid
+loops.
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool. A parallel
 launch splits the loop over the pool's threads, so with fewer threads than roles some roles would run one after

@@ -181,7 +181,7 @@ class PersistentNest:
     """The loop over the running step `j = tt * N_k + ko` (`N_t * N_k` iterations) holding the inner tasks."""
 
     def flat_counts(self, counts: dict[str, int]) -> dict[str, int]:
-        """The trip count of the flat loop for trip counts of the nest (constant trip counts fill in)."""
+        """The trip count of the flat loop for trip counts of the nest (a constant one may be left out)."""
         outer, inner = (counts.get(loop.var.name, loop.extent) for loop in (self.outer, self.inner))
         return {self.flat.var.name: outer * inner}
 
@@ -212,16 +212,14 @@ class SymbolicPlan:
 
     def channel_plan(self) -> ChannelPlan:
         """The plan for the kernel's own trip counts (symbolic fields where the trip counts are symbolic)."""
-        extents = {loop.name: loop.node.extent for loop in self.loops}
-        if self.nest is not None:
-            extents = self.nest.flat_counts({})
+        extents = {loop.name: loop.node.extent for loop in self.loops}  # a persistent nest's: its flat loop
         groups = tuple(
             ChannelGroup(g.kind, g.src_task, g.dst_task, g.src_role, g.dst_role, g.distance.expr(extents),
                          g.first.expr(extents), g.count.expr(extents), g.stages, g.base,
                          g.phase_offset.expr(extents), ())
             for g in self.groups)
         minimums = tuple((loop.name, loop.min_trip_count) for loop in self.loops
-                         if not loop.node.constant and loop.min_trip_count > 0 and self.nest is None)
+                         if not loop.node.constant and loop.min_trip_count > 0)
         return ChannelPlan(self.tree, groups, self.channel_count, min_trip_counts=minimums)
 
     def instantiate(self, counts: dict[str, int]) -> ChannelPlan:
