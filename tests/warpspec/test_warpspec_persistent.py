@@ -30,6 +30,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     tile_plan,
 )
 from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE  # noqa: E402
+from tvm_tailsplit.warpspec.graphs import ancestor_bitsets  # noqa: E402
 from tvm_tailsplit.warpspec.hopper import hopper_protocol  # noqa: E402
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases  # noqa: E402
 from tvm_tailsplit.warpspec.symbolic import NEST_WINDOW_TILES, SymbolicAnalysisError  # noqa: E402
@@ -66,6 +67,22 @@ def test_the_nest_is_one_pipeline_over_the_running_step(k):
     # The count of the kernel's plan is the running steps of the CTA: ceildiv(4 - cta, 3) tiles of K // 64 steps.
     (count,) = {str(g.count) for g in analysis.plan.groups if g.kind == "data"}
     assert "cta" in count and ("K" in count) == (k is None)
+
+
+def test_the_producer_loads_the_next_tile_while_the_consumers_store():
+    """Happens-before over the small protocol (program order plus the channel edges), tiles of 5 steps in 4
+    stages: the producer's loads of tile 1's first 4 steps do not wait for tile 0's stores; its fifth reuses the
+    stage of tile 1's first step, released by a wgmma that the consumers run after their stores."""
+    analysis = analyze(examples.hopper_gemm_kernel(256, 512, 64 * 5, ctas=3))
+    graph = analysis.small_protocol().plan.graph
+    ancestors = ancestor_bitsets(len(graph.instances), graph.program_order_predecessors(), graph.edges)
+    position = {inst.name: inst.position for inst in graph.instances}
+    stores = [position[f"store_{half}[0]"] for half in ("top", "bottom")]
+
+    def after_the_stores(name):
+        return [bool(ancestors[position[name]] >> store & 1) for store in stores]
+
+    assert [after_the_stores(f"load_A[1,{ko}]") for ko in range(5)] == [[False, False]] * 4 + [[True, True]]
 
 
 @pytest.mark.parametrize("k,zero_fill", [(64 * 3, False), (64 * 5, False), (None, False), (None, True)],
