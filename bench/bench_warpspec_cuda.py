@@ -6,8 +6,9 @@ same tiles without warp specialization, TVM's dlight and cuBLAS.
 - ``warp_specialized``: ``examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA producer warpgroup
   and two wgmma consumer warpgroups) through ``WarpSpecialize("cuda", hopper=True)``;
 - ``persistent``: the same kernel in its persistent form (``hopper_gemm_kernel(..., ctas=...)``,
-  ``examples.persistent_ctas`` CTAs, at most one per SM, each looping over its output tiles): the producer fills
-  the next tile's stages while the consumers store the current one;
+  ``examples.persistent_ctas`` CTAs, at most one per SM of the GPU (``PERSISTENT_SMS`` in the dry run), each
+  looping over its output tiles): the producer fills the next tile's stages while the consumers store the current
+  one;
 - ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
   warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
 - ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation;
@@ -50,9 +51,9 @@ TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 produ
 FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
 
-def hopper_modules(m: int, n: int, k: int) -> dict[str, Callable[[], tvm.IRModule]]:
-    """Column -> builder of the three Hopper kernels of one shape."""
-    ctas = examples.persistent_ctas((m // 128) * (n // 256))  # the example's 128 x 256 output tiles
+def hopper_modules(m: int, n: int, k: int, sms: int = examples.PERSISTENT_SMS) -> dict[str, Callable[[], tvm.IRModule]]:
+    """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs)."""
+    ctas = examples.persistent_ctas((m // 128) * (n // 256), sms)  # the example's 128 x 256 output tiles
     return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(
                 tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)})),
             "persistent": lambda: WarpSpecialize("cuda", hopper=True)(
@@ -142,10 +143,11 @@ def run(quick: bool) -> dict:
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
     target = tvm.target.Target({"kind": "cuda", "arch": HOPPER_ARCH})
     info = gpu.gpu_machine()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows, compile_seconds = [], {}
     for seed, shape in enumerate(QUICK_SHAPES if quick else SHAPES):
         executables = {}
-        builders = {**hopper_modules(*shape), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
+        builders = {**hopper_modules(*shape, sms), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
         for column, build in builders.items():
             start = time.perf_counter()
             pipeline = "default" if column == "dlight" else WARP_SPECIALIZED_PIPELINE
@@ -155,7 +157,8 @@ def run(quick: bool) -> dict:
         rows.append(row)
         print(f"{shape}: " + " ".join(f"{c} {row['tflops'][c]:.0f} TF" for c in COLUMNS)
               + f" {row['ratios']} ok={row['ok']}", flush=True)
-    return {"machine": info, "rounds": rounds, "quick": quick, "rows": rows, "compile_seconds": compile_seconds,
+    return {"machine": info, "sms": sms, "rounds": rounds, "quick": quick, "rows": rows,
+            "compile_seconds": compile_seconds,
             "command": f"python -m bench.bench_warpspec_cuda{' --quick' if quick else ''}"}
 
 
@@ -163,8 +166,8 @@ def markdown(report: dict) -> str:
     info = report["machine"]
     lines = ["# Hopper GEMM: WarpSpecialize (TMA + wgmma) against its ablation, TVM dlight and cuBLAS", "",
              f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
-             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds. "
-             f"Command: `{report['command']}`.", "",
+             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds; "
+             f"persistent kernels for {report['sms']} SMs. Command: `{report['command']}`.", "",
              "| shape | " + " | ".join(f"{c} TFLOP/s" for c in COLUMNS)
              + " | " + " | ".join(r.replace("_", " ") for r in RATIOS) + " | ok | max error |",
              "|" + "---|" * (len(COLUMNS) + len(RATIOS) + 3)]
