@@ -5,6 +5,10 @@ same tiles without warp specialization, TVM's dlight and cuBLAS.
 
 - ``warp_specialized``: ``examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA producer warpgroup
   and two wgmma consumer warpgroups) through ``WarpSpecialize("cuda", hopper=True)``;
+- ``persistent``: the same kernel in its persistent form (``hopper_gemm_kernel(..., ctas=...)``,
+  ``examples.persistent_ctas`` CTAs, at most one per SM of the GPU (``PERSISTENT_SMS`` in the dry run), each
+  looping over its output tiles): the producer fills the next tile's stages while the consumers store the current
+  one;
 - ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
   warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
 - ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation;
@@ -14,7 +18,7 @@ Timing as ``bench.gpu`` says (side by side, medians of the rounds); TFLOP/s = 2�
 is checked against torch's fp32 product (TF32 off), the output poisoned with NaN first. Targets of the issue:
 warp-specialized >= 0.8x cuBLAS at 4096^3 and 8192^3, >= 1.1x the ablation, no shape below 0.6x cuBLAS.
 
-``--dry-run`` needs no GPU: it builds the two Hopper kernels of every shape (TVM + nvcc for sm_90a) and records
+``--dry-run`` needs no GPU: it builds the three Hopper kernels of every shape (TVM + nvcc for sm_90a) and records
 ptxas' figures. Run: ``make bench`` (without a GPU or torch it prints why and writes nothing) or
 ``python -m bench.bench_warpspec_cuda [--quick]``; results: bench/results/warpspec_cuda.json and .md.
 """
@@ -40,16 +44,20 @@ from tvm_tailsplit.warpspec import (
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (8192, 8192, 2048)]
 QUICK_SHAPES = [(1024, 1024, 1024)]
-COLUMNS = ("warp_specialized", "ablation", "dlight", "cuBLAS")
+COLUMNS = ("warp_specialized", "persistent", "ablation", "dlight", "cuBLAS")
+RATIOS = ("vs_cublas", "vs_ablation", "vs_dlight", "persistent_vs_cublas", "persistent_vs_warp_specialized")
 HOPPER_ARCH = "sm_90a"  # wgmma and setmaxnreg need the architecture-specific target
 TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 products
 FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
 
-def hopper_modules(m: int, n: int, k: int) -> dict[str, Callable[[], tvm.IRModule]]:
-    """Column -> builder of the two Hopper kernels of one shape."""
+def hopper_modules(m: int, n: int, k: int, sms: int = examples.PERSISTENT_SMS) -> dict[str, Callable[[], tvm.IRModule]]:
+    """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs)."""
+    ctas = examples.persistent_ctas((m // 128) * (n // 256), sms)  # the example's 128 x 256 output tiles
     return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(
                 tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)})),
+            "persistent": lambda: WarpSpecialize("cuda", hopper=True)(
+                tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, ctas=ctas)})),
             "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(
                 examples.hopper_gemm_kernel(m, n, k))})}
 
@@ -117,8 +125,11 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     row["us"] = {column: s * 1e6 for column, s in seconds.items()}
     row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}
     specialized = seconds["warp_specialized"]
+    persistent = seconds["persistent"]
     row["ratios"] = {"vs_cublas": seconds["cuBLAS"] / specialized, "vs_ablation": seconds["ablation"] / specialized,
-                     "vs_dlight": seconds["dlight"] / specialized}
+                     "vs_dlight": seconds["dlight"] / specialized,
+                     "persistent_vs_cublas": seconds["cuBLAS"] / persistent,
+                     "persistent_vs_warp_specialized": specialized / persistent}
     tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
                  else TOLERANCE for column in COLUMNS}
     row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
@@ -132,10 +143,11 @@ def run(quick: bool) -> dict:
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
     target = tvm.target.Target({"kind": "cuda", "arch": HOPPER_ARCH})
     info = gpu.gpu_machine()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows, compile_seconds = [], {}
     for seed, shape in enumerate(QUICK_SHAPES if quick else SHAPES):
         executables = {}
-        builders = {**hopper_modules(*shape), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
+        builders = {**hopper_modules(*shape, sms), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
         for column, build in builders.items():
             start = time.perf_counter()
             pipeline = "default" if column == "dlight" else WARP_SPECIALIZED_PIPELINE
@@ -145,7 +157,8 @@ def run(quick: bool) -> dict:
         rows.append(row)
         print(f"{shape}: " + " ".join(f"{c} {row['tflops'][c]:.0f} TF" for c in COLUMNS)
               + f" {row['ratios']} ok={row['ok']}", flush=True)
-    return {"machine": info, "rounds": rounds, "quick": quick, "rows": rows, "compile_seconds": compile_seconds,
+    return {"machine": info, "sms": sms, "rounds": rounds, "quick": quick, "rows": rows,
+            "compile_seconds": compile_seconds,
             "command": f"python -m bench.bench_warpspec_cuda{' --quick' if quick else ''}"}
 
 
@@ -153,13 +166,14 @@ def markdown(report: dict) -> str:
     info = report["machine"]
     lines = ["# Hopper GEMM: WarpSpecialize (TMA + wgmma) against its ablation, TVM dlight and cuBLAS", "",
              f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
-             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds. "
-             f"Command: `{report['command']}`.", "",
+             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds; "
+             f"persistent kernels for {report['sms']} SMs. Command: `{report['command']}`.", "",
              "| shape | " + " | ".join(f"{c} TFLOP/s" for c in COLUMNS)
-             + " | vs cuBLAS | vs ablation | vs dlight | ok | max error |", "|" + "---|" * (len(COLUMNS) + 6)]
+             + " | " + " | ".join(r.replace("_", " ") for r in RATIOS) + " | ok | max error |",
+             "|" + "---|" * (len(COLUMNS) + len(RATIOS) + 3)]
     for row in report["rows"]:
         cells = " | ".join(f"{row['tflops'][c]:.1f}" for c in COLUMNS)
-        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("vs_cublas", "vs_ablation", "vs_dlight"))
+        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in RATIOS)
         lines.append(f"| {'x'.join(map(str, row['shape']))} | {cells} | {ratios} | "
                      f"{'yes' if row['ok'] else 'NO'} | {max(row['errors'].values()):.1e} |")
     return "\n".join(lines) + "\n"

@@ -366,9 +366,27 @@ def _nested_symbolic(x: T.handle, y: T.handle):
                     Y[o * n * 4 + t * 4 + i] = X[o * n * 4 + t * 4 + i]
 
 
-def test_nested_symbolic_loop_is_rejected_naming_the_loop():
+@T.prim_func(s_tir=True)
+def _doubly_nested_symbolic(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 8,), "float32")
+    Y = T.match_buffer(y, (n * 8,), "float32")
+    for p in range(2):
+        for o in range(1):
+            for t in range(n):
+                with T.sblock("copy"):
+                    T.reads(X[p * n * 4 + t * 4:p * n * 4 + t * 4 + 4])
+                    T.writes(Y[p * n * 4 + t * 4:p * n * 4 + t * 4 + 4])
+                    T.sblock_attr({"warp_role": 0})
+                    for i in range(4):
+                        Y[p * n * 4 + t * 4 + i] = X[p * n * 4 + t * 4 + i]
+
+
+def test_a_symbolic_loop_in_a_loop_is_a_persistent_nest_deeper_ones_are_rejected():
+    analysis = analyze(_nested_symbolic)
+    assert analysis.symbolic.nest is not None and "persistent nest o x t" in analysis.describe()
     with pytest.raises(WarpSpecializeInputError, match="loop 't' inside loop 'o' has the symbolic extent"):
-        analyze(_nested_symbolic)
+        analyze(_doubly_nested_symbolic)
 
 
 def test_fallback_to_unrolling_is_logged(caplog):

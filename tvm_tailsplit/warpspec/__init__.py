@@ -4,12 +4,13 @@ programs synchronized by channels derived from the data and resource dependences
 Stages, in the order data flows: `tree` (schedule tree) → `graphs` (CDFG, CDRFG, redundancy elimination over
 explicit instances, for small trip counts) or `symbolic` (the same dependences as rules per producer task,
 consumer task and iteration distance, derived from bounded windows and proved with `tvm.sym`, for long or
-symbolic trip counts) → `channels` (channel ids, stages, phases) → `protocol` (per-warp programs with
-acquire/commit/wait/release) → `codegen` (llvm threads + atomics, CUDA mbarriers) and `check` (interleaving
-checker); `analysis` and `pass_` wire them. Hopper (`hopper=True`): `tiles` (TMA loads, wgmma tiles, register
-fragments) → `transactions` (TMA batches commit through one `expect_tx` transaction channel) → `retirement` (wgmma
-groups kept in flight, releases deferred) → `hopper` (sm_90a code: TMA, wgmma, setmaxnreg); `ablation` builds the
-same tiles and stages without warp specialization.
+symbolic trip counts; a persistent nest of tiles and K steps as one pipeline over the running step) → `channels`
+(channel ids, stages, phases) → `protocol` (per-warp programs with acquire/commit/wait/release) → `codegen`
+(llvm threads + atomics, CUDA mbarriers) and `check` (interleaving checker); `analysis` and `pass_` wire them.
+Hopper (`hopper=True`): `tiles` (TMA loads, wgmma tiles, register fragments) → `transactions` (TMA batches commit
+through one `expect_tx` transaction channel) → `retirement` (wgmma groups kept in flight, releases deferred) →
+`hopper` (sm_90a code: TMA, wgmma, setmaxnreg); `ablation` builds the same tiles and stages without warp
+specialization.
 """
 
 from .ablation import unspecialized_hopper_kernel

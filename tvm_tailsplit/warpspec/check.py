@@ -20,8 +20,10 @@ Algorithm.
    large never completes (a deadlock); a count different from the copies' bytes is also reported directly.
    A task **in flight** `D` deep (`Protocol.in_flight`, wgmma groups, see `warpspec.retirement`) is issued at its
    step and **retired** by a retirement step after it: the role's pending in-flight instances but the `D` issued
-   last (`wgmma.wait_group D`), and after the task's last instance all of them (the drain's `wait_group 0`),
-   followed by the drain's lagged releases (the operations after the task at the indices past its last instance).
+   last (`wgmma.wait_group D`), and after the last instance of each run of its loop all of them (the drain's
+   `wait_group 0`), followed by the drain's lagged releases (the operations after the task at the indices past
+   that instance; within a run, a lagged operation is active from the run's iteration `lag` on, as in the
+   generated code).
    An arrive that signals an instance still in flight (a stage released while a wgmma may still read it) is
    reported as a **release in flight**.
 4. **Races on buffer ranges.** When every wait passes in its own phase, happens-before is program order plus
@@ -109,12 +111,23 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
     programs: dict[int, list[_Step]] = {role: [] for role in protocol.tree.roles}
 
     instances = protocol.plan.graph.instances
-    last = {inst.task.name: inst.index for inst in instances}
+    extents = {loop.var.name: loop.extent for loop in protocol.tree.loops()}
+
+    def run_iteration(inst: Instance) -> int:
+        """The iteration of the loop directly around `inst` (a run of it ends at its last iteration)."""
+        return inst.iteration[-1] if inst.iteration else 0
+
+    def run_ends(inst: Instance) -> bool:
+        loops = inst.task.loops
+        return not loops or run_iteration(inst) == extents[loops[-1].loop_var.name] - 1
 
     def sync_steps(inst: Instance, ops: list[SyncOp], index: int | None = None) -> list[_Step]:
-        """The active operations of `ops` at instance `inst` (evaluated at `index`, default its own)."""
+        """The active operations of `ops` at instance `inst` (evaluated at `index`, default its own; a lagged
+        operation at its own index only from the run's iteration `lag` on)."""
         steps = []
         for op in ops:
+            if index is None and run_iteration(inst) < op.lag:
+                continue
             edge = op.edge(inst.index if index is None else index)
             if edge is not None:
                 source = instances[op.group.edges[edge][0]].name
@@ -150,7 +163,7 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
             if retired:
                 program.append(_Step(inst, retired=tuple(retired)))
         program += sync_steps(inst, protocol.after(inst.task.name))
-        if depth and inst.index == last[inst.task.name]:  # the drain: wait_group 0, then the lagged releases
+        if depth and run_ends(inst):  # the drain after each run: wait_group 0, then the lagged releases
             program.append(_Step(inst, retired=tuple(issued[inst.role])))
             issued[inst.role] = []
             for op in protocol.after(inst.task.name):

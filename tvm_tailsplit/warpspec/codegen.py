@@ -10,8 +10,10 @@ operations. For instance `index` of a task (the linear index of its enclosing pi
 uses (`SyncOp.edge_number`, `ChannelGroup.channel`, `SyncOp.parity`) on TIR expressions. Guards that are always
 true are dropped, and so are operations whose guard is never true. A task in flight (`Protocol.in_flight`, Hopper
 only, see `warpspec.retirement`) is followed after its loop by the target's drain and its lagged releases at the
-indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased). A
-symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid loops.
+indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased); for a nested
+loop (a persistent nest) after every run of it, the lagged releases inside it then guarded by `iteration >= lag`.
+A symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid
+loops.
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool. A parallel
 launch splits the loop over the pool's threads, so with fewer threads than roles some roles would run one after
@@ -195,14 +197,20 @@ class _RoleProgram:
         if tile is None:
             tile = self.lowering.task_body(self.role, task, _inline_inner_blocks(rename(block.body)))
         before = [self._sync(op, index) for op in self.protocol.before(task.name)]
-        after = [self._sync(op, index) for op in self.protocol.after(task.name)]
+        run = renamed[task.loops[-1].loop_var.name] if task.loops else index
+        after = [self._sync(op, index, None if self.analyzer.can_prove(run == index) else run)
+                 for op in self.protocol.after(task.name)]
         return _seq([*before, *tile, *after])
 
-    def _sync(self, op: SyncOp, index: tirx.PrimExpr) -> tirx.Stmt | None:
+    def _sync(self, op: SyncOp, index: tirx.PrimExpr, run: tirx.PrimExpr | None = None) -> tirx.Stmt | None:
+        """`op` at instance `index`; `run`: the iteration of the task's loop in its current run, when it is not
+        the instance index (a nested loop), which a lagged operation needs to be at least its lag."""
         g = op.group
         simplify = self.analyzer.simplify
         edge = simplify(op.edge_number(index))
         guard = tirx.And(edge >= 0, edge < g.count)
+        if op.lag and run is not None:
+            guard = tirx.And(guard, run >= op.lag)
         if self.analyzer.can_prove(tirx.Not(guard)):
             return None
         channel = simplify(g.channel(edge))

@@ -16,6 +16,11 @@
   two compute roles (each owning a band of rows of the output tile) accumulate into a shared fp32 tile and store it.
 * `symbolic_k_gemm_kernel(...)`: the same GEMM with a symbolic reduction length `K` (a buffer dimension, a
   multiple of `block_k`): `K // block_k` pipeline steps. `gemm_kernel` is this kernel specialized to a constant `K`.
+  With `ctas`, its persistent form: `ctas` CTAs, each looping over the output tiles `bx, bx + ctas, ...` around
+  the fill, the K loop and the stores, its rings indexed by the running step `tt * K_steps + ko` (a persistent
+  nest, `warpspec.symbolic`).
+* `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups);
+  `ctas=persistent_ctas(tiles)` gives its persistent form with at most `PERSISTENT_SMS` CTAs.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ from tvm.script import tirx as T
 from .tree import WARP_ROLE
 
 __all__ = [
+    "PERSISTENT_SMS",
     "SEED_RANGES",
     "gemm_kernel",
+    "hopper_gemm_kernel",
+    "persistent_ctas",
     "scheduled_scale_kernel",
     "seed_example",
     "streaming_kernel",
@@ -39,6 +47,9 @@ __all__ = [
     "symbolic_streaming_kernel",
 ]
 
+PERSISTENT_SMS = 132
+"""Rule: a persistent kernel launches at most one CTA per SM, 132 on an H100 SXM5 (NVIDIA's H100 datasheet); one
+CTA of the Hopper GEMM (4 stages of 48 KiB) fills an SM's shared memory, so more would only queue."""
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
 _GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
 
@@ -144,15 +155,16 @@ def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block
 
 
 def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
-                       block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False
-                       ) -> tirx.PrimFunc:
+                       block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
+                       ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
     `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each. `k=None`
     keeps the reduction length symbolic. `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
-    last K tile's loads filled with zeros past K (what TMA does out of bounds). Lower it with
+    last K tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
+    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
-                                  zero_fill_k=zero_fill_k)
+                                  zero_fill_k=zero_fill_k, ctas=ctas)
     if k is None:
         return func
     if k % block_k and not zero_fill_k:
@@ -160,15 +172,30 @@ def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block
     return _specialize_shape(func, 0, (m, k))
 
 
+def persistent_ctas(tiles: int, sms: int = PERSISTENT_SMS) -> int:
+    """The CTAs of a persistent kernel over `tiles` output tiles: as few as give the same number of waves as `sms`
+    CTAs, `ceildiv(tiles, ceildiv(tiles, sms))`, so that the CTAs' tile counts differ by at most one."""
+    waves = -(-tiles // sms)
+    return -(-tiles // waves)
+
+
 def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
                            stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
-                           zero_fill_k: bool = False) -> tirx.PrimFunc:
+                           zero_fill_k: bool = False, ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps.
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
     `zero_fill_k`: any `K`, in `ceildiv(K, block_k)` steps whose loads store zeros past `K`.
 
     One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
     half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
+
+    `ctas`: the persistent form. The grid is `ctas` CTAs (`blockIdx.x`, at most the number of tiles); CTA `bx`
+    runs the tiles `t = bx + tt * ctas` (row-major over the tile grid) in a serial loop
+    `for tt in range(ceildiv(tiles - bx, ctas))`, a trip count of its own, around the fill, the K loop and the
+    stores of tile `t`. The rings are indexed by the running step `tt * K_steps + ko` (stage
+    `(tt * K_steps + ko) % stages`), continuing from tile to tile: WarpSpecialize sees the nest as one pipeline
+    over the running step (`warpspec.symbolic`, persistent nests), so the producer fills the next tile's first
+    stages while the consumers store the current tile.
     """
     band = block_m // compute_roles  # the output rows of one compute role
     if m % block_m or n % block_n or block_m % compute_roles:
@@ -179,6 +206,9 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     top = "_top" if two_roles else ""
     b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
     b_ring_shape = (stages, b_rows, b_cols)
+    tiles_m, tiles_n = m // block_m, n // block_n
+    if ctas is not None and not 1 <= ctas <= tiles_m * tiles_n:
+        raise ValueError(f"ctas must be between 1 and the {tiles_m * tiles_n} output tiles, got {ctas}")
 
     def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
         return (stage, j, kk) if b_transposed else (stage, kk, j)
@@ -188,6 +218,80 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
 
     def k_guarded(k_index, length, value):  # the loaded element, or zero past the reduction length
         return tirx.if_then_else(k_index < length, value, tirx.const(0, "float16")) if zero_fill_k else value
+
+    def stage(step0, ko):  # the ring stage of K step `ko` of a tile whose running steps start at `step0`
+        return ko % stages if step0 is None else (step0 + ko) % stages
+
+    @T.macro
+    def output_tile(A, B, C, A_ring, B_ring, acc, K, by, bx, step0):
+        with T.sblock("init" + top):
+            T.reads()
+            T.writes(acc[0:band, 0:block_n])
+            T.sblock_attr({"warp_role": 1})
+            for i, j in T.grid(band, block_n):
+                acc[i, j] = T.float32(0)
+        if two_roles:
+            with T.sblock("init_bottom"):
+                T.reads()
+                T.writes(acc[band:block_m, 0:block_n])
+                T.sblock_attr({"warp_role": 2})
+                for i, j in T.grid(band, block_n):
+                    acc[band + i, j] = T.float32(0)
+        for ko in range(k_steps(K)):
+            with T.sblock("load_A"):
+                T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
+                T.writes(A_ring[stage(step0, ko), 0:block_m, 0:block_k])
+                T.sblock_attr({"warp_role": 0})
+                for i, j in T.grid(block_m, block_k):
+                    A_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + j, K,
+                                                               A[by * block_m + i, ko * block_k + j])
+            if b_transposed:
+                with T.sblock("load_B"):
+                    T.reads(B[bx * block_n:bx * block_n + block_n, ko * block_k:ko * block_k + block_k])
+                    T.writes(B_ring[stage(step0, ko), 0:block_n, 0:block_k])
+                    T.sblock_attr({"warp_role": 0})
+                    for i, j in T.grid(block_n, block_k):
+                        B_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + j, K,
+                                                                   B[bx * block_n + i, ko * block_k + j])
+            else:
+                with T.sblock("load_B"):
+                    T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
+                    T.writes(B_ring[stage(step0, ko), 0:block_k, 0:block_n])
+                    T.sblock_attr({"warp_role": 0})
+                    for i, j in T.grid(block_k, block_n):
+                        B_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + i, K,
+                                                                   B[ko * block_k + i, bx * block_n + j])
+            with T.sblock("mma" + top):
+                T.reads(A_ring[stage(step0, ko), 0:band, 0:block_k],
+                        B_ring[stage(step0, ko), 0:b_rows, 0:b_cols], acc[0:band, 0:block_n])
+                T.writes(acc[0:band, 0:block_n])
+                T.sblock_attr({"warp_role": 1})
+                for i, j, kk in T.grid(band, block_n, block_k):
+                    acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[stage(step0, ko), i, kk]) * T.Cast(
+                        "float32", B_ring[b_index(stage(step0, ko), kk, j)])
+            if two_roles:
+                with T.sblock("mma_bottom"):
+                    T.reads(A_ring[stage(step0, ko), band:block_m, 0:block_k],
+                            B_ring[stage(step0, ko), 0:b_rows, 0:b_cols], acc[band:block_m, 0:block_n])
+                    T.writes(acc[band:block_m, 0:block_n])
+                    T.sblock_attr({"warp_role": 2})
+                    for i, j, kk in T.grid(band, block_n, block_k):
+                        acc[band + i, j] = acc[band + i, j] + T.Cast(
+                            "float32", A_ring[stage(step0, ko), band + i, kk]) * T.Cast(
+                            "float32", B_ring[b_index(stage(step0, ko), kk, j)])
+        with T.sblock("store" + top):
+            T.reads(acc[0:band, 0:block_n])
+            T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
+            T.sblock_attr({"warp_role": 1})
+            for i, j in T.grid(band, block_n):
+                C[by * block_m + i, bx * block_n + j] = acc[i, j]
+        if two_roles:
+            with T.sblock("store_bottom"):
+                T.reads(acc[band:block_m, 0:block_n])
+                T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
+                T.sblock_attr({"warp_role": 2})
+                for i, j in T.grid(band, block_n):
+                    C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):
@@ -199,75 +303,14 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
         A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
         B_ring = T.sblock_alloc_buffer(b_ring_shape, "float16", scope="shared")
         acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
-        for by in T.thread_binding(m // block_m, thread="blockIdx.y"):
-            for bx in T.thread_binding(n // block_n, thread="blockIdx.x"):
-                with T.sblock("init" + top):
-                    T.reads()
-                    T.writes(acc[0:band, 0:block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(band, block_n):
-                        acc[i, j] = T.float32(0)
-                if two_roles:
-                    with T.sblock("init_bottom"):
-                        T.reads()
-                        T.writes(acc[band:block_m, 0:block_n])
-                        T.sblock_attr({"warp_role": 2})
-                        for i, j in T.grid(band, block_n):
-                            acc[band + i, j] = T.float32(0)
-                for ko in range(k_steps(K)):
-                    with T.sblock("load_A"):
-                        T.reads(A[by * block_m:by * block_m + block_m, ko * block_k:ko * block_k + block_k])
-                        T.writes(A_ring[ko % stages, 0:block_m, 0:block_k])
-                        T.sblock_attr({"warp_role": 0})
-                        for i, j in T.grid(block_m, block_k):
-                            A_ring[ko % stages, i, j] = k_guarded(ko * block_k + j, K,
-                                                                  A[by * block_m + i, ko * block_k + j])
-                    if b_transposed:
-                        with T.sblock("load_B"):
-                            T.reads(B[bx * block_n:bx * block_n + block_n, ko * block_k:ko * block_k + block_k])
-                            T.writes(B_ring[ko % stages, 0:block_n, 0:block_k])
-                            T.sblock_attr({"warp_role": 0})
-                            for i, j in T.grid(block_n, block_k):
-                                B_ring[ko % stages, i, j] = k_guarded(ko * block_k + j, K,
-                                                                      B[bx * block_n + i, ko * block_k + j])
-                    else:
-                        with T.sblock("load_B"):
-                            T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
-                            T.writes(B_ring[ko % stages, 0:block_k, 0:block_n])
-                            T.sblock_attr({"warp_role": 0})
-                            for i, j in T.grid(block_k, block_n):
-                                B_ring[ko % stages, i, j] = k_guarded(ko * block_k + i, K,
-                                                                      B[ko * block_k + i, bx * block_n + j])
-                    with T.sblock("mma" + top):
-                        T.reads(A_ring[ko % stages, 0:band, 0:block_k],
-                                B_ring[ko % stages, 0:b_rows, 0:b_cols], acc[0:band, 0:block_n])
-                        T.writes(acc[0:band, 0:block_n])
-                        T.sblock_attr({"warp_role": 1})
-                        for i, j, kk in T.grid(band, block_n, block_k):
-                            acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
-                                "float32", B_ring[b_index(ko % stages, kk, j)])
-                    if two_roles:
-                        with T.sblock("mma_bottom"):
-                            T.reads(A_ring[ko % stages, band:block_m, 0:block_k],
-                                    B_ring[ko % stages, 0:b_rows, 0:b_cols], acc[band:block_m, 0:block_n])
-                            T.writes(acc[band:block_m, 0:block_n])
-                            T.sblock_attr({"warp_role": 2})
-                            for i, j, kk in T.grid(band, block_n, block_k):
-                                acc[band + i, j] = acc[band + i, j] + T.Cast(
-                                    "float32", A_ring[ko % stages, band + i, kk]) * T.Cast(
-                                    "float32", B_ring[b_index(ko % stages, kk, j)])
-                with T.sblock("store" + top):
-                    T.reads(acc[0:band, 0:block_n])
-                    T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
-                    T.sblock_attr({"warp_role": 1})
-                    for i, j in T.grid(band, block_n):
-                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
-                if two_roles:
-                    with T.sblock("store_bottom"):
-                        T.reads(acc[band:block_m, 0:block_n])
-                        T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
-                        T.sblock_attr({"warp_role": 2})
-                        for i, j in T.grid(band, block_n):
-                            C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
+        if ctas is None:
+            for by in T.thread_binding(tiles_m, thread="blockIdx.y"):
+                for bx in T.thread_binding(tiles_n, thread="blockIdx.x"):
+                    output_tile(A, B, C, A_ring, B_ring, acc, K, by, bx, None)
+        else:
+            for cta in T.thread_binding(ctas, thread="blockIdx.x"):
+                for tt in range(tirx.ceildiv(tiles_m * tiles_n - cta, ctas)):
+                    output_tile(A, B, C, A_ring, B_ring, acc, K, (cta + tt * ctas) // tiles_n,
+                                (cta + tt * ctas) % tiles_n, tt * k_steps(K))
 
     return gemm

@@ -34,6 +34,13 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   barrier of the role when another task of the role reads what they write.
 * **Registers**: `setmaxnreg` lowers the producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
   what the register file leaves (see `consumer_registers`).
+* **Persistent kernels** (a persistent nest, `warpspec.symbolic`; `examples.hopper_gemm_kernel(..., ctas=...)`):
+  the grid is the kernel's grid loops (a fixed number of CTAs) and every role runs the loop over its CTA's tiles
+  around its part of the tile: the producer its K steps' acquires, `expect_tx` and copies, a consumer its fill
+  (zeroing the fragment), its K steps (one group in flight, each release lagging one step within the tile) and,
+  after each tile's K loop, the drain (`wgmma.wait_group 0` and the release of the tile's last stage) and the
+  stores. Channel, phase and guards follow the running step `tt * N_k + ko`, so the producer is not held at a
+  tile's end: it acquires the next tile's stages as the consumers release them, while they store.
 """
 
 from __future__ import annotations

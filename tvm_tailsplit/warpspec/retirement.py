@@ -9,8 +9,8 @@ sm90 warp-specialized mainloop keeps `K_PIPE_MMAS` groups in flight instead (`wa
 a pure function of the protocol and the tiles:
 
 * A wgmma tile task gets the **in-flight depth** `D = WGMMA_IN_FLIGHT` when
-  - its only enclosing pipeline loop holds no other task of its warp role (its instance index is the iteration,
-    and nothing else of the role runs between its instances),
+  - the pipeline loop directly around it holds no other task of its warp role (nothing else of the role runs
+    between its instances in one run of the loop),
   - every operation after it is a release (a resource arrive), and there is one;
   - the distance `d` of every such release group (instance `i + d` of the producer acquires what instance `i`
     releases; `d` is the ring's stages) is provably greater than `D`.
@@ -19,7 +19,10 @@ a pure function of the protocol and the tiles:
   guarded edge, channel formulas at index `i - D`). After the loop, the **drain**: `wgmma.wait_group 0` (before any
   later task of the role, e.g. the fragment stores), then the releases of the last `D` instances, i.e. the lagged
   operations at the indices `T .. T + D - 1` of a loop of `T` iterations (their guards drop the releases that no
-  producer acquires, which for a ring are all of them).
+  producer acquires). Lags and drains are per **run** of the loop: in a loop nested in another (the K loop of a
+  persistent nest, whose instance index `tt * T + ko` runs on from run to run), the lagged operations are active
+  from the run's iteration `D` on, and each run ends with its drain (the releases of its last `D` instances, which
+  the producer acquires for the next tile's first steps).
 
 **Why `d > D`.** The producer's instance `i + d` waits for the release of instance `i`, which now follows the issue
 of instance `i + D`, which waits for the producer's instance `i + D` (its data). The waits form a cycle exactly
@@ -52,16 +55,16 @@ WGMMA_IN_FLIGHT = 1
 `K_PIPE_MMAS`); its operands' stage is released one tile later, so a ring needs more than one stage."""
 
 
-def _loop_of(task: TaskNode, nodes, parent: LoopNode | None = None, depth: int = 0) -> tuple[LoopNode | None, int]:
-    """The pipeline loop directly around `task` and how many pipeline loops enclose it (0 when none)."""
+def _loop_of(task: TaskNode, nodes, parent: LoopNode | None = None) -> LoopNode | None:
+    """The pipeline loop directly around `task` (None when none)."""
     for node in nodes:
         if node is task:
-            return parent, depth
+            return parent
         if isinstance(node, LoopNode):
-            found = _loop_of(task, node.children, node, depth + 1)
-            if found[0] is not None:
+            found = _loop_of(task, node.children, node)
+            if found is not None:
                 return found
-    return None, 0
+    return None
 
 
 def _tasks_under(loop: LoopNode) -> list[TaskNode]:
@@ -79,9 +82,9 @@ def _proved_greater(value: int | tirx.PrimExpr, bound: int) -> bool:
 
 def _unsafe(protocol: Protocol, task: TaskNode, depth: int) -> str | None:
     """Why the releases of `task` cannot be deferred by `depth` instances (None when they can)."""
-    loop, enclosing = _loop_of(task, protocol.tree.children)
-    if loop is None or enclosing != 1:
-        return "it is not in exactly one pipeline loop"
+    loop = _loop_of(task, protocol.tree.children)
+    if loop is None:
+        return "it is in no pipeline loop"
     others = [t.name for t in _tasks_under(loop) if t.role == task.role and t is not task]
     if others:
         return f"its warp role runs {others} in the same loop"

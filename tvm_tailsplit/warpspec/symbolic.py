@@ -32,6 +32,26 @@ count. Algorithm, for every long loop `L` with variable `k` and trip count `N`:
    does not exist when `n = 0`): then it is one more than the largest failing `n`, which must be below `W`, and the
    generated kernel asserts `N >= n0` at run time.
 
+**Persistent nests.** A pipeline that is one loop `for tt in range(N_t)` (e.g. a persistent kernel's tiles; `N_t`
+may differ per CTA) holding tasks (per-tile *prologue/epilogue* tasks, e.g. a GEMM's accumulator fill and stores)
+and one loop `for ko in range(N_k)` of tasks (the K steps) is analyzed as one pipeline over the **running step**
+`j = tt * N_k + ko`, the instance index of the inner tasks (what the generated code computes):
+
+a. **Prologue and epilogue tasks take part in no dependence between warp roles.** For every such task and every
+   task of another role, each pair of their regions on a buffer one of them writes is proved disjoint by
+   `tvm.sym` for all iterations of both (independent loop variables): in one dimension one range ends before the
+   other begins, or both lie in aligned blocks of `B = e1 + e2` elements (their extents) at disjoint offsets,
+   `lo1 % B + e1 <= lo2 % B` (e.g. a GEMM's two bands of output rows in any two tiles). Their order with the
+   inner tasks of their own role is program order.
+b. **The flat pipeline.** The inner tasks become the tasks of one loop `j` of `N_t * N_k` iterations, their
+   regions rewritten by `tt -> j // N_k`, `ko -> j % N_k` (simplified by `tvm.sym`; a ring stage
+   `(tt * N_k + ko) % S` becomes `j % S`); regions of buffers that no task writes are dropped (they conflict with
+   nothing). Steps 1-5 derive and prove its rules; their counts are expressions of `N_t * N_k`, so the producer's
+   acquires run on into the next tile while the consumers run the epilogue.
+c. The rules must hold from 0 iterations on (no run-time assert: `N_t` may be per CTA), and the rules
+   instantiated at the small trip counts `(N_t, N_k)` of `window_counts` must give exactly the edges of the
+   exact analysis of the nest (a cross-check of a and b).
+
 Any failed step raises `SymbolicAnalysisError` naming the loop; `analyze` then unrolls the kernel if every trip
 count is constant and small enough, and reports the error otherwise.
 """
@@ -59,8 +79,10 @@ from .graphs import (
 from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = [
+    "NEST_WINDOW_TILES",
     "Affine",
     "LongLoop",
+    "PersistentNest",
     "SymbolicAnalysisError",
     "SymbolicGroup",
     "SymbolicPlan",
@@ -69,6 +91,9 @@ __all__ = [
 ]
 
 _FIELDS = ("distance", "first", "count", "phase_offset")
+NEST_WINDOW_TILES = 3
+"""Rule: the small instantiation of a persistent nest runs 3 outer iterations (a first, a middle and a last tile),
+each of `P + 2` inner steps when `N_k` is symbolic (`P` the ring's period: tiles start at different stages)."""
 _DIVISIONS = (tirx.FloorMod, tirx.FloorDiv, tirx.Mod, tirx.Div)
 
 
@@ -147,6 +172,21 @@ class SymbolicGroup:
 
 
 @dataclass(frozen=True)
+class PersistentNest:
+    """A persistent nest (module doc): the outer and inner loop, analyzed as one loop over the running step."""
+
+    outer: LoopNode
+    inner: LoopNode
+    flat: LoopNode
+    """The loop over the running step `j = tt * N_k + ko` (`N_t * N_k` iterations) holding the inner tasks."""
+
+    def flat_counts(self, counts: dict[str, int]) -> dict[str, int]:
+        """The trip count of the flat loop for trip counts of the nest (a constant one may be left out)."""
+        outer, inner = (counts.get(loop.var.name, loop.extent) for loop in (self.outer, self.inner))
+        return {self.flat.var.name: outer * inner}
+
+
+@dataclass(frozen=True)
 class SymbolicPlan:
     """The channel groups of a kernel as rules over its long loops, valid for every trip count."""
 
@@ -154,14 +194,25 @@ class SymbolicPlan:
     loops: tuple[LongLoop, ...]
     groups: tuple[SymbolicGroup, ...]
     channel_count: int
+    nest: PersistentNest | None = None
+    """For a persistent nest: `loops` are the flat loop's, `tree` the kernel's (see the module doc)."""
 
     def window_counts(self) -> dict[str, int]:
-        """The window trip count of every long loop (a small instantiation for `check` and `to_dot`)."""
-        return {loop.name: loop.window for loop in self.loops}
+        """The window trip count of every long loop (a small instantiation for `check` and `to_dot`); for a
+        persistent nest, `NEST_WINDOW_TILES` outer iterations of a few inner steps."""
+        if self.nest is None:
+            return {loop.name: loop.window for loop in self.loops}
+        inner = self.nest.inner
+        period = self.loops[0].period if self.loops else 1
+        return {self.nest.outer.var.name: NEST_WINDOW_TILES,
+                inner.var.name: inner.extent if inner.constant else period + 2}
+
+    def _rule_counts(self, counts: dict[str, int]) -> dict[str, int]:
+        return counts if self.nest is None else self.nest.flat_counts(counts)
 
     def channel_plan(self) -> ChannelPlan:
         """The plan for the kernel's own trip counts (symbolic fields where the trip counts are symbolic)."""
-        extents = {loop.name: loop.node.extent for loop in self.loops}
+        extents = {loop.name: loop.node.extent for loop in self.loops}  # a persistent nest's: its flat loop
         groups = tuple(
             ChannelGroup(g.kind, g.src_task, g.dst_task, g.src_role, g.dst_role, g.distance.expr(extents),
                          g.first.expr(extents), g.count.expr(extents), g.stages, g.base,
@@ -172,8 +223,10 @@ class SymbolicPlan:
         return ChannelPlan(self.tree, groups, self.channel_count, min_trip_counts=minimums)
 
     def instantiate(self, counts: dict[str, int]) -> ChannelPlan:
-        """The plan over explicit instances for the given trip counts of the long loops (all of them)."""
+        """The plan over explicit instances for the given trip counts of the long loops (all of them; of both
+        loops of a persistent nest)."""
         tree = self.tree.with_trip_counts(counts)
+        counts = self._rule_counts(counts)
         instances = unroll_instances(tree)
         position = {(inst.task.name, inst.index): inst.position for inst in instances}
         groups: list[ChannelGroup] = []
@@ -197,8 +250,14 @@ class SymbolicPlan:
         return ChannelPlan(tree, tuple(groups), self.channel_count, graph)
 
     def describe(self) -> str:
-        lines = [f"long loop {loop.name} (trip count N_{loop.name} = {loop.node.extent}): period {loop.period}, "
-                 f"window {loop.window}, rules hold from {loop.min_trip_count} iterations" for loop in self.loops]
+        lines = []
+        if self.nest is not None:
+            outer, inner = self.nest.outer, self.nest.inner
+            lines.append(f"persistent nest {outer.var.name} x {inner.var.name}: one pipeline over the running step "
+                         f"{self.nest.flat.var.name} = {outer.var.name} * N_{inner.var.name} + {inner.var.name}, "
+                         f"N_{self.nest.flat.var.name} = ({outer.extent}) * ({inner.extent})")
+        lines += [f"long loop {loop.name} (trip count N_{loop.name} = {loop.node.extent}): period {loop.period}, "
+                  f"window {loop.window}, rules hold from {loop.min_trip_count} iterations" for loop in self.loops]
         for g in self.groups:
             lines.append(f"  {g.kind} {g.src_task} -> {g.dst_task}: distance {g.distance.describe()}, first "
                          f"{g.first.describe()}, count {g.count.describe()}, {g.stages} stage(s) from channel "
@@ -468,8 +527,111 @@ def _validate_small(plan: SymbolicPlan) -> tuple[LongLoop, ...]:
     return tuple(checked)
 
 
+def _persistent_nest(tree: ScheduleTree) -> PersistentNest | None:
+    """The persistent nest that is the whole pipeline of `tree`, or None (module doc)."""
+    if len(tree.children) != 1 or not isinstance(tree.children[0], LoopNode):
+        return None
+    outer = tree.children[0]
+    inner = [child for child in outer.children if isinstance(child, LoopNode)]
+    if len(inner) != 1 or any(isinstance(child, LoopNode) for child in inner[0].children):
+        return None
+    inner = inner[0]
+    analyzer = sym.Analyzer()
+    step = tirx.Var(f"{outer.var.name}_{inner.var.name}", outer.var.ty)
+    analyzer.bind(step, tvm.ir.Range(0, 1 << 30))
+    outer_var, inner_var = outer.var, inner.var
+    running = {outer_var: tirx.floordiv(step, inner.extent), inner_var: tirx.floormod(step, inner.extent)}
+    written = {w.buffer.name for task in tree.tasks() for w in task.writes}
+
+    def flat_regions(regions: tuple[Region, ...]) -> tuple[Region, ...]:
+        return tuple(Region(r.buffer, tuple((analyzer.simplify(substitute(lo, running)),
+                                             analyzer.simplify(substitute(ext, running))) for lo, ext in r.bounds))
+                     for r in regions if r.buffer.name in written)
+
+    extent = outer.extent * inner.extent
+    if not isinstance(extent, int):
+        extent = analyzer.simplify(extent)
+    loop = tirx.For(step, 0, extent, tirx.ForKind.SERIAL, tirx.Evaluate(0))
+    tasks = tuple(TaskNode(task.name, task.role, task.realize, flat_regions(task.reads), flat_regions(task.writes),
+                           (loop,)) for task in inner.children)
+    return PersistentNest(outer, inner, LoopNode(loop, extent, tasks))
+
+
+def _disjoint(a: Region, b: Region, analyzer: sym.Analyzer) -> bool:
+    """True when `tvm.sym` proves the two ranges of one buffer disjoint (step a of persistent nests)."""
+    for (alo, aext), (blo, bext) in zip(a.bounds, b.bounds, strict=True):
+        if analyzer.can_prove(alo + aext <= blo) or analyzer.can_prove(blo + bext <= alo):
+            return True
+        if isinstance(aext, tirx.IntImm) and isinstance(bext, tirx.IntImm):
+            block = int(aext) + int(bext)
+            aoff, boff = tirx.floormod(alo, block), tirx.floormod(blo, block)
+            if (analyzer.can_prove(aoff + aext <= boff) and analyzer.can_prove(boff + bext <= block)) or (
+                    analyzer.can_prove(boff + bext <= aoff) and analyzer.can_prove(aoff + aext <= block)):
+                return True
+    return False
+
+
+def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
+    """Step a: the prologue and epilogue tasks of the nest conflict with no task of another warp role."""
+    analyzer = sym.Analyzer()
+    for loop in tree.grid_loops:
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+    loops = {}
+    for name, node in (("a", nest.outer), ("a", nest.inner), ("b", nest.outer), ("b", nest.inner)):
+        var = tirx.Var(f"{node.var.name}_{name}", node.var.ty)
+        analyzer.bind(var, tvm.ir.Range(0, 1 << 30))
+        loops.setdefault(name, {})[node.var] = var
+    for task in nest.outer.children:
+        if not isinstance(task, TaskNode):
+            continue
+        for other in tree.tasks():
+            if other.role == task.role:
+                continue
+            pairs = [(w, r) for w in task.writes for r in _regions(other)]
+            pairs += [(r, w) for r in task.reads for w in other.writes]
+            for x, y in pairs:
+                if x.buffer.name != y.buffer.name:
+                    continue
+                x_any = Region(x.buffer, tuple((substitute(lo, loops["a"]), substitute(ext, loops["a"]))
+                                               for lo, ext in x.bounds))
+                y_any = Region(y.buffer, tuple((substitute(lo, loops["b"]), substitute(ext, loops["b"]))
+                                               for lo, ext in y.bounds))
+                if not _disjoint(x_any, y_any, analyzer):
+                    raise SymbolicAnalysisError(
+                        f"loop '{nest.outer.var.name}': cannot prove that block '{task.name}' (outside the loop "
+                        f"'{nest.inner.var.name}') touches {x.buffer.name} apart from block '{other.name}' of warp "
+                        f"role {other.role} in every iteration; a persistent nest synchronizes only the tasks of "
+                        "its inner loop")
+
+
+def _persistent_plan(tree: ScheduleTree, nest: PersistentNest) -> SymbolicPlan:
+    """Steps a-c for a persistent nest."""
+    _prove_private_tile_tasks(tree, nest)
+    flat_tree = ScheduleTree(tree.func, tree.root_block, tree.grid_loops, (nest.flat,))
+    flat = _loop_plan(flat_tree)
+    if any(loop.min_trip_count for loop in flat.loops):
+        raise SymbolicAnalysisError(
+            f"loop '{nest.outer.var.name}': the rules of the persistent nest hold only from "
+            f"{flat.loops[0].min_trip_count} running steps on; a trip count per CTA cannot be asserted")
+    plan = SymbolicPlan(tree, flat.loops, flat.groups, flat.channel_count, nest)
+    counts = plan.window_counts()
+    exact = sorted(pair for g in _exact_plan(tree, counts).groups for pair in g.edges)
+    if sorted(pair for g in plan.instantiate(counts).groups for pair in g.edges) != exact:
+        raise SymbolicAnalysisError(f"loop '{nest.outer.var.name}': the rules of the running step give other "
+                                    f"dependences than the exact analysis of the nest at trip counts {counts}")
+    return plan
+
+
 def symbolic_plan(tree: ScheduleTree) -> SymbolicPlan:
     """The channel groups of `tree` as rules over its long loops (module doc); raises `SymbolicAnalysisError`."""
+    nest = _persistent_nest(tree)
+    if nest is not None:
+        return _persistent_plan(tree, nest)
+    return _loop_plan(tree)
+
+
+def _loop_plan(tree: ScheduleTree) -> SymbolicPlan:
+    """Steps 1-5 for the long loops at the top of the pipeline."""
     loops = _long_loops(tree)
     result = _extrapolate(tree, loops)
     if isinstance(result, int):

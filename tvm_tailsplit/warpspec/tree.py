@@ -16,8 +16,10 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
 * the root block's body is zero or more nested loops bound to `blockIdx.x/y/z` (each the only statement of its
   parent), then the pipeline;
 * the pipeline is a sequence of serial `for` loops with constant start 0, and block realizes; an extent is a
-  constant or, for a loop at the top of the pipeline (not nested in another pipeline loop), an expression of the
-  kernel's scalar parameters and buffer dimensions (a symbolic trip count, analyzed by `warpspec.symbolic`);
+  constant or, for a loop at the top of the pipeline or directly in one (a persistent nest, see
+  `warpspec.symbolic`), an expression of the kernel's scalar parameters and buffer dimensions (a symbolic trip
+  count, analyzed by `warpspec.symbolic`); a loop at the top may also use the grid loop variables (a trip count
+  per CTA, e.g. the tiles of one CTA of a persistent kernel);
 * every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
   `init`, no buffer allocation and no match buffers, and is not nested in another annotated block; its read and
   write regions bound everything it touches (the analysis derives the synchronization from them; each access
@@ -148,11 +150,15 @@ class ScheduleTree:
 
     def with_trip_counts(self, counts: dict[str, int]) -> ScheduleTree:
         """The same tree with the trip counts of the loops named in `counts` (by loop variable) replaced: the
-        windows of `warpspec.symbolic` and the small instantiations that `check` explores."""
+        windows of `warpspec.symbolic` and the small instantiations that `check` explores. A replaced symbolic trip
+        count is replaced in the task regions too (e.g. the running step `tt * (K // 64) + ko` of a persistent
+        nest)."""
+        replaced = [(loop.extent, counts[loop.var.name]) for loop in self.loops()
+                    if not loop.constant and loop.var.name in counts]
 
         def rebuild(node: TreeNode) -> TreeNode:
             if isinstance(node, TaskNode):
-                return node
+                return _with_extents(node, replaced) if replaced else node
             children = tuple(rebuild(child) for child in node.children)
             return LoopNode(node.loop, counts.get(node.var.name, node.extent), children)
 
@@ -169,6 +175,27 @@ class ScheduleTree:
                  for loop in self.grid_loops]
         lines += [child.describe() for child in self.children]
         return "\n".join(lines)
+
+
+def _with_extents(task: TaskNode, replaced: list[tuple[tirx.Expr, int]]) -> TaskNode:
+    """`task` with every sub-expression of its regions equal to a replaced trip count expression (after
+    simplification by `tvm.sym`) replaced."""
+    analyzer = sym.Analyzer()
+    simplified = [(analyzer.simplify(extent), count) for extent, count in replaced]
+
+    def replace(expr):
+        for extent, count in simplified:
+            if type(expr) is type(extent) and tvm_ffi.structural_equal(analyzer.simplify(expr), extent):
+                return tirx.IntImm(extent.ty.dtype, count)
+        return expr
+
+    def region(r: Region) -> Region:
+        bounds = tuple(tuple(tvm_ffi.structural_map(e, [(type(x), replace) for x, _ in simplified], order="pre")
+                             for e in bound) for bound in r.bounds)
+        return Region(r.buffer, bounds)
+
+    return TaskNode(task.name, task.role, task.realize, tuple(region(r) for r in task.reads),
+                    tuple(region(w) for w in task.writes), task.loops)
 
 
 def _region_text(region: Region) -> str:
@@ -256,7 +283,8 @@ def _statements(stmt) -> list:
 
 
 def _require_kernel_scalars(extent: tirx.Expr, name: str, outer: tuple[tirx.Var, ...]) -> None:
-    """A symbolic extent may use the kernel's scalar parameters and buffer dimensions, not the grid loops."""
+    """The symbolic extent of a nested loop may use the kernel's scalar parameters and buffer dimensions, not the
+    grid loops."""
 
     def grid_var(v):
         if any(v.same_as(g) for g in outer):
@@ -266,7 +294,8 @@ def _require_kernel_scalars(extent: tirx.Expr, name: str, outer: tuple[tirx.Var,
     hit = tvm_ffi.structural_walk(extent, (tirx.Var, grid_var))
     if hit is not None:
         raise WarpSpecializeInputError(f"the extent {extent} of loop '{name}' uses the grid loop variable "
-                                       f"'{hit.value}'; trip counts must be the same in every CTA")
+                                       f"'{hit.value}'; only a loop at the top of the pipeline may have a trip "
+                                       "count per CTA")
 
 
 def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: str,
@@ -282,11 +311,12 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
             if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0):
                 raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0")
             if not isinstance(s.extent, tirx.IntImm):
-                if loops:
+                if len(loops) > 1:
                     raise WarpSpecializeInputError(
                         f"loop '{name}' {where} has the symbolic extent {s.extent}; only loops at the top of the "
-                        "pipeline may have a symbolic trip count")
-                _require_kernel_scalars(s.extent, name, outer)
+                        "pipeline or directly in one may have a symbolic trip count")
+                if loops:
+                    _require_kernel_scalars(s.extent, name, outer)
             if name in loop_names:
                 raise WarpSpecializeInputError(f"loop variable name '{name}' {where} is used twice; rename it")
             loop_names.add(name)
