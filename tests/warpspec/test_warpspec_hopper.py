@@ -214,6 +214,30 @@ def _hopper_source(m, n, k, zero_fill=False):
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
+FENCE = re.compile(r"\s*tvm_tailsplit_fence_operand\((\w+)\[(\d+)\]\);")
+
+
+def _assert_fragments_fenced(kernel: str) -> None:
+    """CUTLASS's operand fences: every register of the fragment is fenced right before each `wgmma.fence` (the
+    first wgmma of a tile) and right after each `wgmma.wait_group`."""
+    lines = kernel.splitlines()
+
+    def fenced(index: int, step: int) -> set:
+        registers, index = set(), index + step
+        while 0 <= index < len(lines) and (match := FENCE.fullmatch(lines[index])):
+            registers.add((match.group(1), int(match.group(2))))
+            index += step
+        return registers
+
+    sites = [(i, -1) for i, line in enumerate(lines) if "wgmma_fence_fence_sync_aligned();" in line]
+    sites += [(i, 1) for i, line in enumerate(lines) if re.search(r"wgmma_wait_group\w+\(\);", line)]
+    assert len(sites) >= 2
+    for index, step in sites:
+        registers = fenced(index, step)
+        (name,) = {register[0] for register in registers}
+        assert sorted(r for _, r in registers) == list(range(128)), (lines[index], name)  # m64n256: 128 floats
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("k,zero_fill", [(256, False), (None, False), (None, True)],
                          ids=["k256", "symbolic_k", "symbolic_k_zero_fill"])
@@ -235,6 +259,7 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     assert before_stores == {"wgmma_wait_group_wait_group_sync_aligned_0"}
     assert "setmaxnreg_dec_sync_aligned_u32_40" in kernel and "setmaxnreg_inc_sync_aligned_u32_232" in kernel
     assert "__shared__ alignas" not in kernel  # rings and barriers in one dynamic buffer (1024-byte atoms)
+    _assert_fragments_fenced(kernel)
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("hopper gemm", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
@@ -318,6 +343,7 @@ def test_ablation_without_warp_specialization_compiles_for_sm_90a(k, zero_fill):
     assert "__launch_bounds__(256)" in kernel and "setmaxnreg" not in kernel
     assert kernel.count("complete_tx__bytes(") == 4  # prologue and steady state, one copy per operand each
     assert "m64n256k16" in kernel and "float acc_r1_ptr" not in kernel  # one fragment for both warpgroups
+    _assert_fragments_fenced(kernel)
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("ablation", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0

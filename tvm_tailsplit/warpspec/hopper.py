@@ -24,11 +24,12 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   while the warpgroup waits for the next stage; after the loop `wgmma.wait_group 0` drains the groups (before the
   stores read the fragment) and the last `D` releases follow where a producer still acquires them (for a ring,
   none). Fills zero the fragment; stores write it through the store task's own index expressions.
-  The register fences CUTLASS puts around wgmma (`asm volatile("" : "+f"(r) :: "memory")`) are not emitted:
-  TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher reads `reg.dtype`, which no 0.27 expression has. The
-  fragment is still ordered: every wgmma takes it as `"+f"` operands of a volatile asm, and the stores that read it
-  are memory accesses, which the `"memory"` clobber of `wgmma.wait_group` keeps after the wait. A store task that
-  computes on the fragment before storing (a conversion to fp16, say) could be hoisted above the wait by nvcc.
+  Every register of the fragment is fenced as CUTLASS's `warpgroup_fence_operand` does, before the tile's
+  `wgmma.fence` and after each `wgmma.wait_group`: an empty volatile asm `"+f"(reg)` with a memory clobber on the
+  register by reference (`T.cuda.func_call` of our own helper: TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher
+  reads `reg.dtype`, which no 0.27 expression has, and its helper takes the register by value, which fences a
+  copy). So nvcc moves no access of the accumulator (a store task's conversion to fp16, say) across the
+  asynchronous wgmma instructions that update it.
 * **Generic tasks** (no tile form, touching neither a ring nor a fragment) run as on older GPUs: their independent
   loops strided over the role's threads (the producer's one warp, or a consumer's warpgroup), followed by a named
   barrier of the role when another task of the role reads what they write.
@@ -75,6 +76,12 @@ SWIZZLE_ATOM_BYTES = 1024
 """8 rows of 128 bytes: the descriptor's stride byte offset and the rings' alignment."""
 K_STEP_BYTES = 32
 """One wgmma K step of 16 fp16 elements advances a K-major descriptor's start address by 32 bytes."""
+_FENCE_OPERAND = "tvm_tailsplit_fence_operand"
+_FENCE_OPERAND_SOURCE = f"""
+__forceinline__ __device__ void {_FENCE_OPERAND}(float& reg) {{
+  asm volatile("" : "+f"(reg) :: "memory");
+}}
+"""
 
 
 def consumer_registers(consumers: int) -> int:
@@ -230,7 +237,7 @@ class _Hopper:
         stage_a, stage_b = rename(tile.stage_a), rename(tile.stage_b)
         instruction = T.ptx[f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{tile.n}k{WGMMA_K}.f32.f16.f16"]
         per_block = tile.n * WGMMA_M // WARPGROUP
-        stmts = [tirx.Evaluate(T.ptx.wgmma.fence.sync.aligned())]
+        stmts = [self.fence_fragment(fragment), tirx.Evaluate(T.ptx.wgmma.fence.sync.aligned())]
         for step in range(tile.k // WGMMA_K):
             for block in range(tile.m // WGMMA_M):
                 encode_a = T.cuda.wgmma.encode_matrix_descriptor(
@@ -244,13 +251,27 @@ class _Hopper:
                 mma = instruction(*registers, tirx.BufferLoad(desc_a, [0]), tirx.BufferLoad(desc_b, [0]),
                                   tirx.const(True, "bool"), 1, 1, 0, 0)
                 stmts += [tirx.Evaluate(encode_a), tirx.Evaluate(encode_b), tirx.Evaluate(mma)]
-        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()), self.retire(in_flight)]
+        stmts += [tirx.Evaluate(T.ptx.wgmma.commit_group.sync.aligned()), *self.retire(fragment, in_flight)]
         return stmts
 
+    def retire(self, fragment: tirx.Buffer, in_flight: int) -> list:
+        """`wgmma.wait_group in_flight` (all but the warpgroup's `in_flight` latest groups retired), then the
+        fragment's register fences."""
+        return [tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(in_flight)), self.fence_fragment(fragment)]
+
+    def drain(self, task: TaskNode) -> list:
+        """After the loop of an in-flight wgmma task: every group of its warpgroup retired (`wait_group 0`)."""
+        tile = self.tiles.mmas[task.name]
+        return self.retire(self.fragment(tile.accumulator, task.role, tile.m, tile.n), 0)
+
     @staticmethod
-    def retire(in_flight: int) -> tirx.Stmt:
-        """`wgmma.wait_group in_flight`: all but the warpgroup's `in_flight` latest groups retired."""
-        return tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(in_flight))
+    def fence_fragment(fragment: tirx.Buffer) -> tirx.Stmt:
+        """CUTLASS's `warpgroup_fence_operand` on every register of `fragment`: an empty volatile asm that reads and
+        writes the register (`"+f"`, by reference) with a memory clobber, so that nvcc neither moves an access of the
+        accumulator across the wgmma instructions that update it asynchronously nor keeps a copy of it."""
+        r = tirx.Var("r", "int32")
+        fence = T.cuda.func_call(_FENCE_OPERAND, tirx.BufferLoad(fragment, [r]), source_code=_FENCE_OPERAND_SOURCE)
+        return tirx.For(r, 0, int(fragment.shape[0]), tirx.ForKind.UNROLLED, tirx.Evaluate(fence))
 
     def fragment_task(self, task: TaskNode, op: FragmentTask, rename) -> tirx.Stmt:
         fragment = self.fragment(op.accumulator, task.role, op.m, op.n)
@@ -311,7 +332,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
         return stmts
 
     lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,
-                               drain=lambda task: [state.retire(0)])
+                               drain=state.drain)
     dispatch = None
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()
