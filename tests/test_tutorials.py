@@ -37,6 +37,8 @@ EXPECTED_OUTPUT = {
         "TMA load load_B: 256x64 B -> B_ring, 32768 bytes",
         "expect_tx 49152 bytes from load_A, load_B",
         "expect_tx -32768 bytes: ['race', 'transaction bytes']",
+        "release without lag: ['race', 'release in flight']",
+        "persistent nest tt x ko: one pipeline over the running step",
         "cp_async_bulk_tensor",
     ],
 }
