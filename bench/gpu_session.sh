@@ -5,7 +5,8 @@
 # first (../shared/device/stage-tvm.sh: two calls), then, while the machine is warm, one call per part, most
 # important first:
 #
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test (about 5 min)
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # the GEMM and TailSplit `gpu` tests
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft-tests  # the FFT `gpu` tests
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table, sanitizer runs
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
@@ -51,9 +52,12 @@ tests)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
     python3 -c "import tvm; d = tvm.cuda(0); print('TVM', tvm.__version__, d.device_name, d.compute_version)" \
         | tee -a "$out/device.txt"
-    # every test marked gpu (the tutorials' module needs nbformat, which the GPU image lacks)
+    # every test marked gpu but the FFT's (the tutorials' module needs nbformat, which the GPU image lacks)
     run tests 540 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/tests.xml" \
-        --ignore=tests/test_tutorials.py tests
+        --ignore=tests/test_tutorials.py --ignore=tests/fft tests
+    ;;
+fft-tests)
+    run fft-tests 560 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/fft-tests.xml" tests/fft
     ;;
 gemm)
     run warpspec 300 python3 -m bench.bench_warpspec_cuda
@@ -72,7 +76,7 @@ tilings)
     collect tails_cuda tails_cuda_tilings
     ;;
 *)
-    echo "usage: bash bench/gpu_session.sh {tests|gemm|fft|tilings}   (see the top of this file)" >&2
+    echo "usage: bash bench/gpu_session.sh {tests|fft-tests|gemm|fft|tilings}   (see the top of this file)" >&2
     exit 2
     ;;
 esac
