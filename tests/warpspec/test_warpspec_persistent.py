@@ -45,6 +45,10 @@ def test_persistent_ctas_rule():
     # As few CTAs as give the waves of 132: 512 tiles (4096^2 in 128x256 tiles) in 4 waves of 128.
     assert examples.persistent_ctas(512) == 128 and examples.persistent_ctas(2048) == 128
     assert examples.persistent_ctas(100) == 100 and examples.persistent_ctas(133) == 67
+    with pytest.raises(ValueError, match="persistent_ctas: tiles must be a positive int, got 0"):
+        examples.persistent_ctas(0)
+    with pytest.raises(ValueError, match="persistent_ctas: sms must be a positive int, got 0"):
+        examples.persistent_ctas(8, sms=0)
     with pytest.raises(ValueError, match="ctas must be between 1 and the 4 output tiles"):
         examples.hopper_gemm_kernel(256, 512, 128, ctas=5)
 
