@@ -411,6 +411,34 @@ def _doubly_nested_symbolic(x: T.handle, y: T.handle):
                         Y[p * n * 4 + t * 4 + i] = X[p * n * 4 + t * 4 + i]
 
 
+@T.prim_func(s_tir=True)
+def _two_symbolic_loops_in_a_loop(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 8,), "float32")
+    Y = T.match_buffer(y, (n * 8,), "float32")
+    for o in range(2):
+        for t in range(n):
+            with T.sblock("copy"):
+                T.reads(X[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.writes(Y[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Y[o * n * 4 + t * 4 + i] = X[o * n * 4 + t * 4 + i]
+        for u in range(n):
+            with T.sblock("scale"):
+                T.reads(Y[o * n * 4 + u * 4:o * n * 4 + u * 4 + 4])
+                T.writes(X[o * n * 4 + u * 4:o * n * 4 + u * 4 + 4])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(4):
+                    X[o * n * 4 + u * 4 + i] = Y[o * n * 4 + u * 4 + i] * T.float32(2)
+
+
+def test_symbolic_loops_in_a_loop_that_is_no_persistent_nest_are_rejected_naming_the_loop():
+    with pytest.raises(SymbolicAnalysisError, match="loop 't' inside loop 'o' has the symbolic trip count n; a "
+                                                    "symbolic loop in a loop is analyzed only as a persistent nest"):
+        analyze(_two_symbolic_loops_in_a_loop)
+
+
 def test_a_symbolic_loop_in_a_loop_is_a_persistent_nest_deeper_ones_are_rejected():
     analysis = analyze(_nested_symbolic)
     assert analysis.symbolic.nest is not None and "persistent nest o x t" in analysis.describe()

@@ -633,6 +633,13 @@ def symbolic_plan(tree: ScheduleTree) -> SymbolicPlan:
     nest = _persistent_nest(tree)
     if nest is not None:
         return _persistent_plan(tree, nest)
+    for top in tree.children:  # `tree` accepts a symbolic trip count only at the top or directly in a top loop
+        for node in top.children if isinstance(top, LoopNode) else ():
+            if isinstance(node, LoopNode) and not node.constant:
+                raise SymbolicAnalysisError(
+                    f"loop '{node.var.name}' inside loop '{top.var.name}' has the symbolic trip count {node.extent}; "
+                    "a symbolic loop in a loop is analyzed only as a persistent nest: the pipeline is one loop "
+                    "holding tasks and exactly one loop of tasks")
     return _loop_plan(tree)
 
 
