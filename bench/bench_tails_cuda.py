@@ -45,6 +45,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import tvm
 from tvm import s_tir
@@ -52,6 +53,9 @@ from tvm import s_tir
 from bench import gpu
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
+
+if TYPE_CHECKING:
+    import torch
 
 STATIC_SHAPES = [(4000, 4000, 4000), (1000, 4096, 4096), (127, 255, 129)]
 SYMBOLIC_NK = (4096, 4096)  # N and K of the shapes with M symbolic
@@ -220,7 +224,8 @@ def operands(m: int, n: int, k: int, seed: int) -> tuple:
                  for rows, cols in ((m, k), (k, n)))
 
 
-def checked_runner(function, left, right, want) -> tuple[Callable[[], object], float, bool]:
+def checked_runner(function: Callable[..., object], left: torch.Tensor, right: torch.Tensor,
+                   want: torch.Tensor) -> tuple[Callable[[], object], float, bool]:
     """A TVM kernel ``function(A, B, C)`` on ``left`` and ``right``, run once into a NaN-poisoned ``C``: the
     runner timing it, ``C``'s relative error against ``want`` and whether every element was written."""
     import torch

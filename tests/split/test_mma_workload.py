@@ -209,6 +209,14 @@ def test_tiling_checks_name_the_field(fields, message):
         ms.MmaTiling(**fields)
 
 
+@pytest.mark.parametrize(("args", "message"), [((8, 32, 64), "rows must be a positive multiple of 16, got 8"),
+                                               ((16, 40, 64), "cols must be a positive multiple of 16, got 40"),
+                                               ((16, 32, 0), "k must be a positive int, got 0")])
+def test_tile_tiling_names_a_bad_argument(args, message):
+    with pytest.raises(ValueError, match=f"tile_tiling: {message}"):
+        ms.tile_tiling(*args)
+
+
 @pytest.mark.parametrize("name", list(TILINGS))
 def test_tilings_split_tensorize_and_mean_the_matmul(name):
     """Each tiling on shapes with tails in M, N and K (partial thread blocks, dropped tiles, store tails): every

@@ -181,6 +181,14 @@ def test_checker_catches_a_release_of_a_stage_still_read_by_wgmma(depth, lag):
     assert "mma_top[0] while its reads are in flight" in report.describe()
 
 
+def test_defer_releases_names_a_bad_argument():
+    protocol = _transaction_protocol(6, 3)
+    with pytest.raises(ValueError, match="defer_releases: task must name a task of the protocol, got 'mma'"):
+        defer_releases(protocol, "mma", 1)
+    with pytest.raises(ValueError, match="defer_releases: depth must be a positive int, got 0"):
+        defer_releases(protocol, "mma_top", 0)
+
+
 def test_only_the_hopper_generator_lowers_tasks_in_flight():
     analysis = analyze(examples.hopper_gemm_kernel(128, 256, 64 * 6, stages=3))
     protocol = hopper_protocol(analysis.protocol, tile_plan(analysis.tree))

@@ -30,6 +30,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     tile_plan,
 )
 from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE  # noqa: E402
+from tvm_tailsplit.warpspec.check import _programs as check_programs  # noqa: E402
 from tvm_tailsplit.warpspec.graphs import ancestor_bitsets  # noqa: E402
 from tvm_tailsplit.warpspec.hopper import hopper_protocol  # noqa: E402
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases  # noqa: E402
@@ -44,6 +45,10 @@ def test_persistent_ctas_rule():
     # As few CTAs as give the waves of 132: 512 tiles (4096^2 in 128x256 tiles) in 4 waves of 128.
     assert examples.persistent_ctas(512) == 128 and examples.persistent_ctas(2048) == 128
     assert examples.persistent_ctas(100) == 100 and examples.persistent_ctas(133) == 67
+    with pytest.raises(ValueError, match="persistent_ctas: tiles must be a positive int, got 0"):
+        examples.persistent_ctas(0)
+    with pytest.raises(ValueError, match="persistent_ctas: sms must be a positive int, got 0"):
+        examples.persistent_ctas(8, sms=0)
     with pytest.raises(ValueError, match="ctas must be between 1 and the 4 output tiles"):
         examples.hopper_gemm_kernel(256, 512, 128, ctas=5)
 
@@ -93,9 +98,19 @@ def test_hopper_protocol_of_the_persistent_gemm_is_safe(k, zero_fill):
     assert protocol.in_flight == {task: WGMMA_IN_FLIGHT for task in MMAS}
     report = check(protocol)
     assert report.ok, report.describe()
-    # Each tile ends with a drain (wait_group 0) and the release of its last stage: as many retirements of every
-    # instance as there are instances, and the producer's acquires of the next tile's first stages follow them.
-    assert report.steps_per_role[1] == report.steps_per_role[2]
+    # Each tile ends with a drain (wait_group 0) before its stores: in each consumer's program (as the checker
+    # explores it) every wgmma instance is retired exactly once, and none is in flight when a store runs.
+    for role, program in check_programs(protocol).items():
+        issued, retired, flying = [], [], set()
+        for step in program:
+            retired += step.retired
+            flying -= set(step.retired)
+            if step.runs_task and step.instance.task.name in MMAS:
+                issued.append(step.instance.position)
+                flying.add(step.instance.position)
+            if step.runs_task and step.instance.task.name.startswith("store"):
+                assert not flying, (role, step.describe())
+        assert sorted(retired) == sorted(issued) and (len(issued) > 0) == (role != 0)
 
 
 @pytest.mark.parametrize("depth,deadlocks", [(3, False), (4, True)])

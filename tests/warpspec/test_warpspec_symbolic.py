@@ -30,6 +30,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
 )
 from tvm_tailsplit.warpspec.graphs import DATA, RESOURCE  # noqa: E402
+from tvm_tailsplit.warpspec.symbolic import SymbolicAnalysisError  # noqa: E402
 
 LARGE = {
     "streaming_2_stages": lambda: examples.streaming_kernel(tiles=200, tile=4, stages=2),
@@ -196,6 +197,34 @@ def test_minimum_trip_count_is_asserted_on_the_cuda_host_side():
     executable = tvm.compile(mod, target=cuda_target("sm_80"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
     assert "loop 't' must run at least 1 iterations" in executable.mod.inspect_source()  # the host module
     assert "for (int t_r0 = 0; t_r0 < n; ++t_r0)" in cuda_source(mod, "sm_80", WARP_SPECIALIZED_PIPELINE)
+
+
+@T.prim_func(s_tir=True)
+def _reduce_then_use_per_cta(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n, 4), "float32")
+    Y = T.match_buffer(y, (1,), "float32")
+    acc = T.sblock_alloc_buffer((2,), "float32", scope="shared")
+    for b in T.thread_binding(4, thread="blockIdx.x"):
+        for t in range(n - b):
+            with T.sblock("partial"):
+                T.reads(X[t, 0:4])
+                T.writes(acc[t % 2])
+                T.sblock_attr({"warp_role": 0})
+                acc[t % 2] = X[t, 0] + X[t, 3]
+        with T.sblock("total"):
+            T.reads(acc[0:2])
+            T.writes(Y[0])
+            T.sblock_attr({"warp_role": 1})
+            Y[0] = acc[0] + acc[1]
+
+
+def test_a_minimum_trip_count_per_cta_is_rejected():
+    """The assert of a minimum trip count runs before the grid loops: a trip count of `blockIdx.x` has none to
+    check, so the analysis refuses (the assert would use the unbound `b`)."""
+    with pytest.raises(SymbolicAnalysisError, match=r"loop 't': the rules hold only from 1 iterations on, but its "
+                                                     r"trip count n - b uses the grid loop variables \['b'\]"):
+        analyze(_reduce_then_use_per_cta)
 
 
 @T.prim_func(s_tir=True)
@@ -380,6 +409,34 @@ def _doubly_nested_symbolic(x: T.handle, y: T.handle):
                     T.sblock_attr({"warp_role": 0})
                     for i in range(4):
                         Y[p * n * 4 + t * 4 + i] = X[p * n * 4 + t * 4 + i]
+
+
+@T.prim_func(s_tir=True)
+def _two_symbolic_loops_in_a_loop(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n * 8,), "float32")
+    Y = T.match_buffer(y, (n * 8,), "float32")
+    for o in range(2):
+        for t in range(n):
+            with T.sblock("copy"):
+                T.reads(X[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.writes(Y[o * n * 4 + t * 4:o * n * 4 + t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Y[o * n * 4 + t * 4 + i] = X[o * n * 4 + t * 4 + i]
+        for u in range(n):
+            with T.sblock("scale"):
+                T.reads(Y[o * n * 4 + u * 4:o * n * 4 + u * 4 + 4])
+                T.writes(X[o * n * 4 + u * 4:o * n * 4 + u * 4 + 4])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(4):
+                    X[o * n * 4 + u * 4 + i] = Y[o * n * 4 + u * 4 + i] * T.float32(2)
+
+
+def test_symbolic_loops_in_a_loop_that_is_no_persistent_nest_are_rejected_naming_the_loop():
+    with pytest.raises(SymbolicAnalysisError, match="loop 't' inside loop 'o' has the symbolic trip count n; a "
+                                                    "symbolic loop in a loop is analyzed only as a persistent nest"):
+        analyze(_two_symbolic_loops_in_a_loop)
 
 
 def test_a_symbolic_loop_in_a_loop_is_a_persistent_nest_deeper_ones_are_rejected():

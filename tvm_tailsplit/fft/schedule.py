@@ -10,7 +10,11 @@
 * CUDA: one thread block per lane group (the group loop is bound to `blockIdx.x`); inside a block, each
   pass's loops and lanes are fused and spread over the same number of threads (`threadIdx.x`: the variant's
   threads, or fewer when no pass has that much work), the last round of a pass guarded where the threads do
-  not divide its work; scratch lives in shared memory (static up to 48 KiB, dynamic above). The whole
+  not divide its work; scratch lives in shared memory (static up to 48 KiB, dynamic above, up to the
+  architecture's `tuning.CudaLimits.shared`). The threads per block: `tuning.CUDA_THREADS` per 48 KiB span of the
+  block's shared memory, at most `CudaLimits.max_threads` (`cuda_block_threads`, also for `multikernel`'s kernels
+  over columns), for a one-kernel plan fewer where a pass would run exactly one round of them in dynamic shared
+  memory (`cuda_one_kernel_threads`). The whole
   transform is one kernel, whose passes the template's barriers separate (`template`, `pass_barriers`): one
   `__syncthreads()` between consecutive passes, none inside a pass, so that the kernel is compiled without
   TVM's `ThreadSync` (`planner`). TVM's `ThreadSync` cannot tell apart the passes' buffers in dynamic shared

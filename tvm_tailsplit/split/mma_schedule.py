@@ -205,6 +205,10 @@ def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
     16 columns); the slice depth ``STAGE_HALVES / (rows + cols)`` rounded down to a power-of-two number of 16-deep
     steps, at least 2, at most what divides ``k`` rounded up to whole 32-deep slices (a deeper slice then adds no
     padding); ``THIN_STAGES`` stages for a tile of at most ``THIN_ROWS`` rows, else the default's."""
+    for name, value, unit in (("rows", rows, MMA_TILE), ("cols", cols, MMA_TILE), ("k", k, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < unit or value % unit:
+            what = "a positive int" if unit == 1 else f"a positive multiple of {unit}"
+            raise ValueError(f"tile_tiling: {name} must be {what}, got {value!r}")
     warps_m = min(2, rows // MMA_TILE)
     warps_n = min(BLOCK_WARPS // warps_m, cols // MMA_TILE)
     if rows % (warps_m * MMA_TILE) or cols % (warps_n * MMA_TILE):

@@ -175,6 +175,9 @@ def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block
 def persistent_ctas(tiles: int, sms: int = PERSISTENT_SMS) -> int:
     """The CTAs of a persistent kernel over `tiles` output tiles: as few as give the same number of waves as `sms`
     CTAs, `ceildiv(tiles, ceildiv(tiles, sms))`, so that the CTAs' tile counts differ by at most one."""
+    for name, value in (("tiles", tiles), ("sms", sms)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"persistent_ctas: {name} must be a positive int, got {value!r}")
     waves = -(-tiles // sms)
     return -(-tiles // waves)
 

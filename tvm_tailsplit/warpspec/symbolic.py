@@ -30,7 +30,8 @@ count. Algorithm, for every long loop `L` with variable `k` and trip count `N`:
    (happens-before through program order and the edges), in consecutive phases from a single warp role. `n0` is
    0 unless a rule crosses the loop's boundary (e.g. a task after the loop waiting for its last iteration, which
    does not exist when `n = 0`): then it is one more than the largest failing `n`, which must be below `W`, and the
-   generated kernel asserts `N >= n0` at run time.
+   generated kernel asserts `N >= n0` at run time (before the grid loops, so `N` must not use them: a trip count
+   per CTA with `n0 > 0` fails the analysis).
 
 **Persistent nests.** A pipeline that is one loop `for tt in range(N_t)` (e.g. a persistent kernel's tiles; `N_t`
 may differ per CTA) holding tasks (per-tile *prologue/epilogue* tasks, e.g. a GEMM's accumulator fill and stores)
@@ -521,6 +522,11 @@ def _validate_small(plan: SymbolicPlan) -> tuple[LongLoop, ...]:
                 continue
             if n >= loop.window:
                 raise SymbolicAnalysisError(f"loop '{loop.name}', trip count {n}: {problem}")
+            grid = [g.loop_var.name for g in plan.tree.grid_loops if _uses(loop.node.extent, g.loop_var)]
+            if grid:
+                raise SymbolicAnalysisError(
+                    f"loop '{loop.name}': the rules hold only from {n + 1} iterations on, but its trip count "
+                    f"{loop.node.extent} uses the grid loop variables {grid}, so it cannot be asserted at run time")
             minimum = n + 1
             break
         checked.append(LongLoop(loop.node, loop.period, loop.window, minimum))
@@ -627,6 +633,13 @@ def symbolic_plan(tree: ScheduleTree) -> SymbolicPlan:
     nest = _persistent_nest(tree)
     if nest is not None:
         return _persistent_plan(tree, nest)
+    for top in tree.children:  # `tree` accepts a symbolic trip count only at the top or directly in a top loop
+        for node in top.children if isinstance(top, LoopNode) else ():
+            if isinstance(node, LoopNode) and not node.constant:
+                raise SymbolicAnalysisError(
+                    f"loop '{node.var.name}' inside loop '{top.var.name}' has the symbolic trip count {node.extent}; "
+                    "a symbolic loop in a loop is analyzed only as a persistent nest: the pipeline is one loop "
+                    "holding tasks and exactly one loop of tasks")
     return _loop_plan(tree)
 
 
