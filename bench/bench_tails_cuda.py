@@ -21,7 +21,7 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
 - (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded).
 
 (b), (d) and (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
-the GPU's multiprocessor count; ``--dry-run``: ``mma_schedule.SM_COUNT``), recorded in each row. ``--tilings``
+the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``), recorded in each row. ``--tilings``
 also times (d) with every tiling of ``mma_schedule.candidate_tiles`` (``tile_tiling`` of each block tile) side by
 side, each checked like the columns, and records them per row (``sweep``) with the fastest, so a GPU run confirms
 or corrects the rule; with ``--dry-run`` it builds them.
@@ -51,6 +51,7 @@ import tvm
 from tvm import s_tir
 
 from bench import gpu
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, multiprocessor_count
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
 
@@ -192,7 +193,7 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
                 build_row(shape, "tailsplit", lambda shape=shape, other=other: ms.matmul_mma_cuda(*shape,
                                                                                                   tiling=other),
                           MMA_PIPELINE, other, sweep=True)
-    return {"arch": arch, "quick": quick, "tilings": tilings, "sm_count": ms.SM_COUNT, "date": gpu.now(),
+    return {"arch": arch, "quick": quick, "tilings": tilings, "sm_count": DEFAULT_MULTIPROCESSORS, "date": gpu.now(),
             "rows": rows, "command": command(quick, tilings, arch)}
 
 
@@ -291,7 +292,7 @@ def run(quick: bool, tilings: bool) -> dict:
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
     arch = gpu.device_arch()
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
-    sm_count = tvm.cuda(0).multi_processor_count or ms.SM_COUNT
+    sm_count = multiprocessor_count()
     info = gpu.gpu_machine()
     print(f"machine: {info}, {sm_count} SMs", flush=True)
     rows, compile_seconds = [], {}

@@ -6,9 +6,9 @@ same tiles without warp specialization, TVM's dlight and cuBLAS.
 - ``warp_specialized``: ``examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA producer warpgroup
   and two wgmma consumer warpgroups) through ``WarpSpecialize("cuda", hopper=True)``;
 - ``persistent``: the same kernel in its persistent form (``hopper_gemm_kernel(..., ctas=...)``,
-  ``examples.persistent_ctas`` CTAs, at most one per SM of the GPU (``PERSISTENT_SMS`` in the dry run), each
-  looping over its output tiles): the producer fills the next tile's stages while the consumers store the current
-  one;
+  ``examples.persistent_ctas`` CTAs, at most one per SM of the GPU (``cuda.DEFAULT_MULTIPROCESSORS`` in the dry
+  run), each looping over its output tiles): the producer fills the next tile's stages while the consumers store
+  the current one;
 - ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
   warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
 - ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation;
@@ -33,7 +33,7 @@ from collections.abc import Callable
 import tvm
 
 from bench import gpu
-from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_source, multiprocessor_count
 from tvm_tailsplit.split.mma_schedule import matmul_fp16_func
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
@@ -51,7 +51,7 @@ TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 produ
 FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
 
-def hopper_modules(m: int, n: int, k: int, sms: int = examples.PERSISTENT_SMS) -> dict[str, Callable[[], tvm.IRModule]]:
+def hopper_modules(m: int, n: int, k: int, sms: int = DEFAULT_MULTIPROCESSORS) -> dict[str, Callable[[], tvm.IRModule]]:
     """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs)."""
     ctas = examples.persistent_ctas((m // 128) * (n // 256), sms)  # the example's 128 x 256 output tiles
     return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(
@@ -143,7 +143,7 @@ def run(quick: bool) -> dict:
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
     target = tvm.target.Target({"kind": "cuda", "arch": HOPPER_ARCH})
     info = gpu.gpu_machine()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = multiprocessor_count()
     rows, compile_seconds = [], {}
     for seed, shape in enumerate(QUICK_SHAPES if quick else SHAPES):
         executables = {}

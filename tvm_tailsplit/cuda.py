@@ -36,8 +36,10 @@ __all__ = [
     "cuda_source",
     "compile_cuda_source",
     "cuda_ptx",
+    "DEFAULT_MULTIPROCESSORS",
     "device_arch",
     "gpu_available",
+    "multiprocessor_count",
     "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
@@ -121,6 +123,19 @@ def gpu_available() -> bool:
         return bool(tvm.cuda(0).exist)
     except Exception:  # noqa: BLE001 - TVM raises various errors when the CUDA runtime is absent
         return False
+
+
+DEFAULT_MULTIPROCESSORS = 132
+"""Rule: the multiprocessor count that grid rules (thin mma tiles, persistent CTAs) assume when no GPU is at hand:
+an H100 SXM5 or an H200, 132 each (NVIDIA's H100 datasheet; both GPUs lent to this project's sessions). TVM's cuda
+target has no multiprocessor count (arch, shared memory, threads, registers, L2 size only)."""
+
+
+def multiprocessor_count() -> int:
+    """The multiprocessor count of GPU 0, `DEFAULT_MULTIPROCESSORS` without a GPU."""
+    if not gpu_available():
+        return DEFAULT_MULTIPROCESSORS
+    return int(tvm.cuda(0).multi_processor_count)
 
 
 def device_arch() -> str | None:

@@ -16,7 +16,12 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 import tvm_ffi  # noqa: E402
 
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
+from tvm_tailsplit.cuda import (  # noqa: E402
+    DEFAULT_MULTIPROCESSORS,
+    compile_cuda_source,
+    cuda_source,
+    cuda_target,
+)
 from tvm_tailsplit.testing import guarded_array, run_with_guarded_output, threads_as_serial_loops  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
@@ -41,7 +46,7 @@ MMAS = ("mma_top", "mma_bottom")
 
 
 def test_persistent_ctas_rule():
-    assert examples.PERSISTENT_SMS == 132
+    assert DEFAULT_MULTIPROCESSORS == 132
     # As few CTAs as give the waves of 132: 512 tiles (4096^2 in 128x256 tiles) in 4 waves of 128.
     assert examples.persistent_ctas(512) == 128 and examples.persistent_ctas(2048) == 128
     assert examples.persistent_ctas(100) == 100 and examples.persistent_ctas(133) == 67

@@ -35,7 +35,7 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
    fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
 
 Tiling rule (``choose_tiling``, tunables in "the rules" below): the block tiles are 16 to 128 rows by 32 to 128
-columns; a static ``M`` gets the largest tile whose grid still fills ``SM_COUNT`` SMs, or else the tile with the
+columns; a static ``M`` gets the largest tile whose grid still fills ``sm_count`` SMs, or else the tile with the
 most thread blocks; a symbolic ``M`` the tile of ``M = SYMBOLIC_M``. ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2
 warps of 4 x 4 tiles, 3 stages) is thus the tiling of a large ``M``, and a decode-like ``M`` gets thin tiles
 (16 x 32 at ``N = 4096``: 128 thread blocks, not 32): narrower ``N`` tiles rather than split-K, so every block
@@ -64,6 +64,7 @@ from tvm import s_tir, sym, te, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
+from ..cuda import DEFAULT_MULTIPROCESSORS
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -73,7 +74,6 @@ __all__ = [
     "MMA_TILE",
     "SHARED_ROW_PAD",
     "SHARED_SCOPE",
-    "SM_COUNT",
     "TAILSPLIT_STRATEGY",
     "MmaTiling",
     "bind_padded_copy_out",
@@ -91,12 +91,10 @@ MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.s
 WARP_SIZE = 32
 MAX_THREADS = 1024  # threads per thread block (CUDA's limit)
 SHARED_BYTES_LIMIT = 163 * 1024  # dynamic shared memory of one thread block on sm_80 (sm_90: 227 KB)
-# The tiling rule (``choose_tiling``, ``tile_tiling``). TVM's cuda target has no multiprocessor count (arch, shared
-# memory, threads, registers, L2 size only): the rule takes it as an argument, SM_COUNT by default, and the benchmark
-# passes the GPU's own (``tvm.cuda(0).multi_processor_count``)
-SM_COUNT = 132  # streaming multiprocessors of an H100 SXM
+# The tiling rule (``choose_tiling``, ``tile_tiling``) takes the multiprocessor count as an argument,
+# ``cuda.DEFAULT_MULTIPROCESSORS`` by default; the benchmark passes the GPU's own (``cuda.multiprocessor_count``)
 SYMBOLIC_M = 1024  # a symbolic M is tiled as this static M: one kernel serves every M, the large ones carry the work
-FILL_FRACTION = 0.9  # a grid of at least this x SM_COUNT thread blocks fills the GPU (128 blocks on 132 SMs do)
+FILL_FRACTION = 0.9  # a grid of at least this x sm_count thread blocks fills the GPU (128 blocks on 132 SMs do)
 M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
 N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
 BLOCK_WARPS = 4  # warps per thread block where the tile has room: 2 in M (1 for a 16-row tile), the rest in N
@@ -229,7 +227,7 @@ def candidate_tiles(m: int | None) -> list[tuple[int, int]]:
     return [(rows, cols) for rows in M_TILES if rows <= covering for cols in N_TILES]
 
 
-def choose_tiling(m: int | None, n: int, k: int, sm_count: int = SM_COUNT) -> MmaTiling:
+def choose_tiling(m: int | None, n: int, k: int, sm_count: int = DEFAULT_MULTIPROCESSORS) -> MmaTiling:
     """The tiling rule. ``M`` symbolic: the tiling of ``M = SYMBOLIC_M`` (one kernel serves every ``M``, and the
     large ones carry the work and need the 128 x 128 tile's reuse: ``DEFAULT_TILING`` for ``N = 4096``; TVM's dlight
     pads a symbolic ``M`` to its 128 x 128 tile too; a decode-like ``M`` then runs ``N / 128`` thread blocks). Of the

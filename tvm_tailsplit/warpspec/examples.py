@@ -20,7 +20,7 @@
   the fill, the K loop and the stores, its rings indexed by the running step `tt * K_steps + ko` (a persistent
   nest, `warpspec.symbolic`).
 * `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups);
-  `ctas=persistent_ctas(tiles)` gives its persistent form with at most `PERSISTENT_SMS` CTAs.
+  `ctas=persistent_ctas(tiles)` gives its persistent form with at most one CTA per multiprocessor.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
+from ..cuda import DEFAULT_MULTIPROCESSORS
 from .tree import WARP_ROLE
 
 __all__ = [
-    "PERSISTENT_SMS",
     "SEED_RANGES",
     "gemm_kernel",
     "hopper_gemm_kernel",
@@ -47,9 +47,6 @@ __all__ = [
     "symbolic_streaming_kernel",
 ]
 
-PERSISTENT_SMS = 132
-"""Rule: a persistent kernel launches at most one CTA per SM, 132 on an H100 SXM5 (NVIDIA's H100 datasheet); one
-CTA of the Hopper GEMM (4 stages of 48 KiB) fills an SM's shared memory, so more would only queue."""
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
 _GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
 
@@ -172,9 +169,11 @@ def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block
     return _specialize_shape(func, 0, (m, k))
 
 
-def persistent_ctas(tiles: int, sms: int = PERSISTENT_SMS) -> int:
+def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
     """The CTAs of a persistent kernel over `tiles` output tiles: as few as give the same number of waves as `sms`
-    CTAs, `ceildiv(tiles, ceildiv(tiles, sms))`, so that the CTAs' tile counts differ by at most one."""
+    CTAs, `ceildiv(tiles, ceildiv(tiles, sms))`, so that the CTAs' tile counts differ by at most one. Rule: at most
+    one CTA per multiprocessor (`sms`, `cuda.DEFAULT_MULTIPROCESSORS` by default): one CTA of the Hopper GEMM (4
+    stages of 48 KiB) fills a multiprocessor's shared memory, so more would only queue."""
     for name, value in (("tiles", tiles), ("sms", sms)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"persistent_ctas: {name} must be a positive int, got {value!r}")
