@@ -27,7 +27,13 @@ from tvm_tailsplit.warpspec import (
 from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
 from tvm_tailsplit.warpspec.check import DEADLOCK, IN_FLIGHT, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
 from tvm_tailsplit.warpspec.codegen import generate
-from tvm_tailsplit.warpspec.hopper import PRODUCER_REGISTERS, consumer_registers, hopper_protocol
+from tvm_tailsplit.warpspec.hopper import (
+    L2_PROMOTION_256B,
+    PRODUCER_REGISTERS,
+    SWIZZLE_128B,
+    consumer_registers,
+    hopper_protocol,
+)
 from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases
 
@@ -271,6 +277,8 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("hopper gemm", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
+    # setmaxnreg.inc blocks forever when the CTA's pool (what ptxas allocated per thread at launch) is short
+    assert usage.registers * 384 >= 128 * (PRODUCER_REGISTERS + 2 * consumer_registers(2))
     assert usage.performance_losses == ()  # ptxas keeps the wgmma pipeline (no serialized groups)
 
 
@@ -368,3 +376,18 @@ def test_ablation_on_the_gpu(m, n, k):
     zero_fill = k % 64 != 0
     func = unspecialized_hopper_kernel(examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill))
     _assert_gemm_on_the_gpu(func, m, n, k, seed=2)
+
+
+def test_tensor_maps_are_encoded_with_128_byte_swizzle_and_l2_promotion():
+    mod = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": examples.hopper_gemm_kernel(256, 512, None)}))
+    calls = []
+
+    def visit(call):
+        if call.args and getattr(call.args[0], "value", None) == "runtime.cuTensorMapEncodeTiled":
+            calls.append([getattr(a, "value", None) for a in call.args])
+
+    tvm_ffi.structural_walk(mod["main"].body, (tvm.ir.Call, visit))
+    # (name, map, dtype, rank 2, data, K, rows, K * 2 bytes, box 64 x rows, element strides 1, 1, no interleave,
+    # swizzle, L2 promotion, zero fill): one map per operand
+    assert sorted(call[8:] for call in calls) == [[64, 128, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0],
+                                                 [64, 256, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0]]

@@ -72,6 +72,9 @@ MAX_REGISTERS = 240
 """Rule: `setmaxnreg` accepts 24..256 in steps of 8; ptxas needs some headroom, 240 is CUTLASS's ceiling."""
 SWIZZLE_128B = 3
 """CUtensorMapSwizzle value of the 128-byte swizzle, and the descriptor encoder's code for it."""
+L2_PROMOTION_256B = 3
+"""Rule: TMA loads promote their L2 fetches to 256-byte granules (CUtensorMapL2promotion L2_256B, what CUTLASS's
+TMA copies use): a box row is 128 bytes, and the neighbouring CTAs read the neighbouring rows."""
 SWIZZLE_ATOM_BYTES = 1024
 """8 rows of 128 bytes: the descriptor's stride byte offset and the rings' alignment."""
 K_STEP_BYTES = 32
@@ -116,7 +119,7 @@ class _Hopper:
         barriers = protocol.plan.channel_count if barriers is None else barriers
         self.thread = tirx.Var("tx", "int32")
         self.bars = tirx.decl_buffer((max(1, barriers),), "uint64", "channels",
-                                     scope="shared.dyn")  # after the rings: no static shared memory shifts them
+                                     scope="shared.dyn")  # at byte 0 of the dynamic buffer, the rings from 1024
         self.rings: dict[str, tirx.Buffer] = {}
         for load in tiles.loads.values():
             if load.ring.name not in self.rings:
@@ -181,7 +184,8 @@ class _Hopper:
             host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
                      tirx.Evaluate(tirx.call_packed(
                          "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
-                         cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, 0, 0))]
+                         cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B,
+                         0))]
         replaced = set(self.rings) | set(self.tiles.fragments)
         kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
         root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
