@@ -22,9 +22,11 @@ while within a pass every codelet instance (and Rader/Bluestein/real-transform s
 instance of the same pass writes (a pass never reads and writes one scratch buffer, see `assign_buffers`; an
 in-place transform's input and output are the same memory, but only a single codelet pass reads the input and
 writes the output, each instance its own transform's elements), so one barrier between passes is all the
-synchronisation a kernel needs and none is inside a pass. A one-kernel plan of several transforms per block may
-stage its rows (`staged`, `stage_rows`): the group's contiguous input is copied to shared rows before the first
-pass and the output from shared rows after the last one, each copy separated from the passes by a barrier.
+synchronisation a kernel needs and none is inside a pass. A one-kernel plan may stage its rows (`staged`,
+`stage_rows`; `schedule.cuda_staging` chooses): the group's contiguous input is copied to shared rows before the
+first pass and (blocks of several transforms) the output from shared rows after the last one, each copy separated
+from the passes by a barrier; a block of one transform stages its input alone (its last pass's stores are
+already coalesced).
 
 On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) prefetches the input and
 output cache lines of a group a little ahead (`prefetch_distance` bytes), a share of the lines in each of
@@ -337,7 +339,7 @@ def build_primfunc(
     loop_orders: bool = False,
     parallel_tasks: int = PARALLEL_TASKS,
     pass_barriers: bool = False,
-    staged: bool = False,
+    staged: tuple[str, ...] = (),
     kernel_groups: list | None = None,
     shared_scopes: tuple[str, ...] = (),
 ) -> tirx.PrimFunc:
@@ -353,10 +355,10 @@ def build_primfunc(
     `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds;
     the groups of a symbolic batch run as at most `parallel_tasks` tasks.
     With `pass_barriers` (one CUDA kernel), a barrier block (`BARRIER_BLOCK`) separates consecutive passes.
-    With `staged` (one CUDA kernel, compact layouts), a lane group copies its input rows to shared memory before
-    its first pass and its output rows from there after its last pass, each behind a barrier (`stage_rows`): the
-    passes read and write these rows `[group, lane, float]` instead (the kernel must be compiled without TVM's
-    `StorageRewrite`, see `planner`).
+    With `staged` (one CUDA kernel: the external buffers "input" and/or "output", compact), a lane group copies its
+    input rows to shared memory before its first pass and its output rows from there after its last pass, each
+    behind a barrier (`stage_rows`): the passes read and write these rows `[group, lane, float]` instead, in the
+    scratch's scope (`scratch_scope`; the kernel must be compiled without TVM's `StorageRewrite`, see `planner`).
     With `kernel_groups` (`multikernel.KernelGroup`s, a CUDA plan of several kernels over columns, `batch` an int),
     each group is one kernel (`_emit_column_kernel`) with its own scratch in `shared_scopes[k]` and the scratch
     that crosses kernels in global memory, one buffer per logical buffer.
@@ -391,7 +393,7 @@ def build_primfunc(
                 }
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
                 rows = {name: T.sblock_alloc_buffer((groups, width, external[name][1].floats()), dtype,
-                                                    scope="shared") for name in (("input", "output") if staged else ())}
+                                                    scope=scratch_scope) for name in staged}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
                     with contextlib.ExitStack() as loops:
@@ -401,7 +403,7 @@ def build_primfunc(
                             per_task = tirx.floordiv(groups + parallel_tasks - 1, parallel_tasks)
                             task = loops.enter_context(T.serial(tirx.floordiv(groups + per_task - 1, per_task)))
                             group_loop = task * per_task + loops.enter_context(T.serial(per_task))
-                        if staged:
+                        if "input" in staged:
                             stage_rows(external["input"], rows["input"], True, variant, group_loop, groups, width,
                                        first)
                         for number, p in segment:
@@ -415,7 +417,7 @@ def build_primfunc(
                                                              prefetch_distance, number, len(segment))
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
                                        external, scratch, tables, indices, loop_orders, prefetch, rows)
-                        if staged:
+                        if "output" in staged:
                             stage_rows(external["output"], rows["output"], False, variant, group_loop, groups,
                                        width, first)
     return builder.get()

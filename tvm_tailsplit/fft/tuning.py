@@ -103,6 +103,17 @@ CUDA_DEFAULT_ARCH = "sm_80"
 # after the last one; while the block's scratch and staged rows fit in static shared memory
 # (`CUDA_STATIC_SHARED_LIMIT`), else the plan reads and writes its rows in place.
 CUDA_STAGE_MIN_LANES = 2
+# A one-kernel plan whose thread blocks hold one transform (fewer than CUDA_STAGE_MIN_LANES) stages its input row
+# alone (the estimate variant's `stage_input`; `effort="measure"` times the other choice on a GPU): in its first pass
+# the fastest-changing thread index is the pass's last loop digit, so that neighbouring threads read elements a
+# codelet stride apart (n = 1024: 16 sectors of 32 bytes per warp-wide load where 8 would do; 27 at n = 1000, 32 at
+# n = 4096 and 12000). The block copies its contiguous row to shared memory instead, consecutive threads on
+# consecutive vectors (CUDA_STAGE_VECTOR_FLOATS), behind one barrier, and the first pass reads it there; the last
+# pass's stores stay in global memory (their fastest thread index is the output's element: already consecutive
+# threads on consecutive complex elements). While the input is compact and the block's scratch and row fit in the
+# architecture's shared memory per block (`CudaLimits.shared`: staging never adds a kernel), else the first pass
+# reads the row in place. (cuFFT and VkFFT read their input coalesced; the issue requires it.)
+CUDA_STAGE_INPUT = True
 # ... in vectors of this many floats of the plan's real type (one complex element: 8 bytes for complex64, 16 for
 # complex128; one float for a row of an odd number of reals), each staged row padded to an odd number of vectors
 # (`storage_align`), so that the 32 rows that a warp's threads read at one column (one transform each) start in
