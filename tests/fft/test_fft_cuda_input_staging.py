@@ -22,10 +22,10 @@ import tvm
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
 from tvm_tailsplit.fft import planner
-from tvm_tailsplit.fft.schedule import stage_vector_floats
 from tvm_tailsplit.fft.search import axes
 from tvm_tailsplit.fft.spec import FFTSpec
-from tvm_tailsplit.fft.tuning import CudaLimits
+from tvm_tailsplit.fft.template import stage_vector_floats, staged_float
+from tvm_tailsplit.fft.tuning import CUDA_STAGE_SKEW_VECTORS, CudaLimits
 from tvm_tailsplit.fft.variants import Variant, estimate_variant
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
@@ -65,7 +65,7 @@ def _warp_sectors(index: str, itemsize: int, floats: int) -> int:
     return len(sectors)
 
 
-def _global_accesses(source: str, name: str) -> list[tuple[str, int]]:
+def _accesses(source: str, name: str) -> list[tuple[str, int]]:
     """(index, floats) of every access to `name` in the CUDA source: vectors `*(float2*)(name + index)` and scalars
     `name[index]`, in source order."""
     found = []
@@ -140,7 +140,7 @@ def test_first_loads_are_whole_sectors_per_warp_and_last_stores_stay_coalesced(p
     source = plan.cuda_source("sm_90")
     # every access to the input is the copy: vectors of one complex element (two reals), threadIdx.x-linear, so a
     # warp reads 32 consecutive vectors: 256 bytes (complex64) or 512 (complex128), 8 or 16 whole sectors
-    loads = _global_accesses(source, "input_ptr")
+    loads = _accesses(source, "input_ptr")
     vector = stage_vector_floats(plan.input_layout.floats())
     assert loads and all(floats == vector for _, floats in loads), loads
     assert all("((int)threadIdx.x) * 2)" in index for index, _ in loads), loads
@@ -151,15 +151,46 @@ def test_first_loads_are_whole_sectors_per_warp_and_last_stores_stay_coalesced(p
     # the read in place, for comparison: the first pass's first load of a warp touches sectors it uses only in part
     in_place = planner.Plan(plan.spec, plan.batch, plan.target, plan.input_layout, plan.output_layout,
                             dataclasses.replace(plan.variant, stage_input=False))
-    first, floats = next(access for access in _global_accesses(in_place.cuda_source("sm_90"), "input_ptr")
+    first, floats = next(access for access in _accesses(in_place.cuda_source("sm_90"), "input_ptr")
                          if "threadIdx" in access[0])
     assert _warp_sectors(first, itemsize, floats) * SECTOR > 32 * floats * itemsize
     if plan.kind == "c2c":
         # the last pass's stores: consecutive threads on consecutive complex elements, the real parts of a warp in
         # 8 (16) sectors and the imaginary parts in the same ones (two scalar stores, not one vector)
-        stores = _global_accesses(source, "output_ptr")
+        stores = _accesses(source, "output_ptr")
         assert stores and all("((int)threadIdx.x) * 2)" in index for index, _ in stores), stores
         assert {_warp_sectors(index, itemsize, 1) for index, _ in stores} == {32 * 2 * itemsize // SECTOR}
+
+
+@pytest.mark.parametrize("floats", [2048, 2002, 1009, 64, 66])
+def test_a_row_of_one_transform_is_skewed_by_whole_vectors(floats):
+    vector = stage_vector_floats(floats)
+    places = [staged_float(offset, floats, True) for offset in range(floats)]
+    assert len(set(places)) == floats and places == sorted(places)
+    assert all(places[i + 1] == places[i] + 1 for i in range(0, floats - 1, vector) if vector == 2)  # whole vectors
+    assert all(place % vector == offset % vector for offset, place in enumerate(places))  # aligned
+    assert places[-1] - (floats - 1) == vector * ((floats - 1) // (vector * CUDA_STAGE_SKEW_VECTORS))
+    assert [staged_float(offset, floats, False) for offset in range(floats)] == list(range(floats))
+
+
+def test_first_pass_reads_the_skewed_row_in_few_banks():
+    # n = 1024: the first pass reads a warp's elements 32 complex elements apart (16 floats between its threads'
+    # groups): in place in the row they met 8 to a bank; skewed, at most 4
+    plan = tfft.plan(1024, 8192, target=SM_90)
+    source = plan.cuda_source("sm_90")
+    row = re.search(rf"__shared__ alignas\(\d+\) float (\w+)\[{staged_float(2047, 2048, True) + 1}\];", source)
+    reads = [index for index, _ in _accesses(source, row.group(1)) if "threadIdx" in index]
+    assert len(reads) == 2 * 8 + 1  # the copy's vector store, the first pass's 8 complex elements per thread
+    ways = []
+    for index in reads:
+        expression = index.replace("((int)threadIdx.x)", "THREAD")
+        expression = re.sub(r"\b(?!THREAD\b)[A-Za-z_]\w*\b", "0", expression)
+        banks: dict[int, set] = {}
+        for thread in range(32):
+            word = eval(expression, {"THREAD": thread})  # noqa: S307 - an integer expression of the CUDA
+            banks.setdefault(word % 32, set()).add(word // 32)
+        ways.append(max(map(len, banks.values())))
+    assert max(ways) <= 4, ways
 
 
 @pytest.mark.parametrize("params", STAGED_PLANS, ids=plan_id)

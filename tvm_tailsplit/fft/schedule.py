@@ -24,6 +24,17 @@
   shared rows padded to an odd number of vectors (`storage_align`) so that the threads of a warp, one transform
   each, read and write them in distinct banks. The rules are `tuning.CUDA_STAGE_MIN_LANES` and
   `tuning.CUDA_STAGE_VECTOR_FLOATS`.
+  A block of one transform (n >= ~1000) reads its input uncoalesced the same way: in its first pass the fastest
+  thread index is the pass's last loop digit, neighbouring threads a codelet stride apart (16 sectors per warp-wide
+  load at n = 1024, 32 at n = 4096); its last pass's stores are consecutive threads on consecutive complex elements
+  already. With the variant's `stage_input` (`tuning.CUDA_STAGE_INPUT`) the same copy stages its input row alone
+  (`cuda_staging`), one barrier before the first pass, which reads the row in shared memory. Staging was chosen over
+  reordering the first pass's loops (the element's fastest digit on the fastest thread) and padding the scratch's
+  index maps: the first pass's loop order is also its scratch writes' order, which the next pass's reads follow, so
+  a reorder moves the stride to the scratch (bank conflicts, or a padded index map for every pass); a copy of the
+  contiguous row is the machinery blocks of several transforms have, costs one row of shared memory and a barrier,
+  and keeps the passes' index maps as `passes` builds them for llvm. Its cost is a choice the search times
+  (`search`: the `staging` axis).
 """
 
 from __future__ import annotations
@@ -34,10 +45,17 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .passes import PassList
-from .template import BARRIER_BLOCK, PREFETCH_BLOCK, STAGE_BLOCK, ExternalLayout, physical_scratch_elements
+from .template import (
+    BARRIER_BLOCK,
+    PREFETCH_BLOCK,
+    STAGE_BLOCK,
+    ExternalLayout,
+    physical_scratch_elements,
+    stage_vector_floats,
+    staged_float,
+)
 from .tuning import (
     CUDA_STAGE_MIN_LANES,
-    CUDA_STAGE_VECTOR_FLOATS,
     CUDA_STATIC_SHARED_LIMIT,
     CUDA_THREADS,
     GROUP_SCRATCH_LIMIT,
@@ -189,11 +207,6 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
     return sch
 
 
-def stage_vector_floats(floats: int) -> int:
-    """Floats per vector access of a staged row of `floats` floats: `CUDA_STAGE_VECTOR_FLOATS` when it divides."""
-    return CUDA_STAGE_VECTOR_FLOATS if floats % CUDA_STAGE_VECTOR_FLOATS == 0 else 1
-
-
 def staged_row_floats(floats: int) -> int:
     """Floats between consecutive shared rows of `floats` floats: an odd number of vectors (`storage_align`)."""
     vector = stage_vector_floats(floats)
@@ -220,9 +233,12 @@ def cuda_staging(layouts: tuple[ExternalLayout, ExternalLayout], lanes: int, rea
 
 def staged_bytes(layouts: tuple[ExternalLayout, ExternalLayout], staged: tuple[str, ...], lanes: int,
                  real_dtype: str) -> int:
-    """Bytes of shared memory of a block's `staged` rows (`cuda_staging`), each padded by `staged_row_floats`."""
-    rows = [layout for name, layout in zip(("input", "output"), layouts, strict=True) if name in staged]
-    return lanes * sum(staged_row_floats(layout.floats()) for layout in rows) * np.dtype(real_dtype).itemsize
+    """Bytes of shared memory of a block's `staged` rows (`cuda_staging`), each padded by `staged_row_floats`
+    (several transforms) or skewed (`template.staged_float`: one transform)."""
+    floats = [layout.floats() for name, layout in zip(("input", "output"), layouts, strict=True) if name in staged]
+    if lanes == 1:
+        return sum(staged_float(f - 1, f, True) + 1 for f in floats) * np.dtype(real_dtype).itemsize
+    return lanes * sum(staged_row_floats(f) for f in floats) * np.dtype(real_dtype).itemsize
 
 
 def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
@@ -255,8 +271,10 @@ def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
         sch.bind(inner, "threadIdx.x")
     for block, fused, floats in stages:
         vector = stage_vector_floats(floats)
-        if sch.get(block).writes[0].source.scope().startswith("shared"):  # the input's rows, written by their copy
-            sch.storage_align(block, 0, axis=1, factor=2 * vector, offset=vector)
+        written = sch.get(block).writes[0].source
+        if written.scope().startswith("shared"):  # the input's rows, written by their copy
+            if int(written.shape[1]) > 1:  # one transform's row is skewed instead (`template.staged_float`)
+                sch.storage_align(block, 0, axis=1, factor=2 * vector, offset=vector)
         else:  # the output's rows, written by the last pass
             writer = sch.get_producers(block)[0]
             rows = sch.get(block).reads[0].source

@@ -54,10 +54,10 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
 from .passes import PassList, View
-from .tuning import CACHE_LINE, PARALLEL_TASKS
+from .tuning import CACHE_LINE, CUDA_STAGE_SKEW_VECTORS, CUDA_STAGE_VECTOR_FLOATS, PARALLEL_TASKS
 
 __all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_scratch_elements", "stage_rows"]
+           "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,8 @@ class _Emitter:
     def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None):
         self.dtype = dtype
         self.external = external
-        # the lane group's input and output rows in shared memory (`staged`): name -> [group, lane, float]
+        # the lane group's input and output rows in shared memory (`staged`): name -> (buffer [group, lane, float],
+        # whether its floats are skewed: `staged_float`)
         self.rows = rows or {}
         self.scratch = scratch
         self.tables = tables
@@ -160,6 +161,11 @@ class _Emitter:
     def index(self, offset: int, index):
         return self.indices[offset + index]
 
+    def _row(self, name: str, offset):
+        """Float `offset` of the lane's staged row of the external buffer `name`."""
+        row, skew = self.rows[name]
+        return row[self.group, self.lane, staged_float(offset, self.external[name][1].floats(), skew)]
+
     def _real(self, view: View) -> bool:
         return self.external[view.buffer][1].kind == "real"
 
@@ -173,9 +179,8 @@ class _Emitter:
     def load(self, view: View, element, loop_vars):
         index = self._element(view, element, loop_vars)
         if view.buffer in self.rows:
-            row, real = self.rows[view.buffer], self._real(view)
-            value = (row[self.group, self.lane, index], self.zero) if real else \
-                (row[self.group, self.lane, 2 * index], row[self.group, self.lane, 2 * index + 1])
+            value = (self._row(view.buffer, index), self.zero) if self._real(view) else \
+                (self._row(view.buffer, 2 * index), self._row(view.buffer, 2 * index + 1))
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
@@ -204,12 +209,11 @@ class _Emitter:
         if view.scale != 1.0:
             value = self.cscale(value, self.const(view.scale))
         if view.buffer in self.rows:
-            row = self.rows[view.buffer]
-            if self._real(view):
-                T.buffer_store(row, value[0], [self.group, self.lane, index])
-            else:
-                T.buffer_store(row, value[0], [self.group, self.lane, 2 * index])
-                T.buffer_store(row, value[1], [self.group, self.lane, 2 * index + 1])
+            row, skew = self.rows[view.buffer]
+            floats = self.external[view.buffer][1].floats()
+            offsets = [index] if self._real(view) else [2 * index, 2 * index + 1]
+            for part, offset in zip(value, offsets, strict=False):
+                T.buffer_store(row, part, [self.group, self.lane, staged_float(offset, floats, skew)])
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
@@ -392,8 +396,11 @@ def build_primfunc(
                     for phys, size in physical_size.items()
                 }
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
-                rows = {name: T.sblock_alloc_buffer((groups, width, external[name][1].floats()), dtype,
-                                                    scope=scratch_scope) for name in staged}
+                # a block of one transform skews its row (`staged_float`)
+                rows = {name: (T.sblock_alloc_buffer(
+                    (groups, width, staged_float(external[name][1].floats() - 1, external[name][1].floats(),
+                                                 lanes == 1) + 1), dtype, scope=scratch_scope), lanes == 1)
+                    for name in staged}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
                     with contextlib.ExitStack() as loops:
@@ -435,12 +442,27 @@ def _emit_barrier(name: str) -> None:
         T.evaluate(T.tvm_storage_sync("shared"))
 
 
+def stage_vector_floats(floats: int) -> int:
+    """Floats per vector access of a staged row of `floats` floats: `CUDA_STAGE_VECTOR_FLOATS` when it divides."""
+    return CUDA_STAGE_VECTOR_FLOATS if floats % CUDA_STAGE_VECTOR_FLOATS == 0 else 1
+
+
+def staged_float(offset, floats: int, skew: bool):
+    """Where float `offset` (an int or a PrimExpr) of a staged row of `floats` floats lies in its shared row: in
+    place, or with `skew` (a block of one transform) one vector further every `CUDA_STAGE_SKEW_VECTORS` vectors,
+    so that the first pass's reads a codelet stride apart meet in fewer banks; a vector stays whole and aligned."""
+    vector = stage_vector_floats(floats)
+    return offset + vector * (offset // (vector * CUDA_STAGE_SKEW_VECTORS)) if skew else offset
+
+
 def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, width: int, first: int) -> None:
     """Copy the lane group's rows of `external` (compact: `width` consecutive transforms, one contiguous range of
-    floats) to the shared rows `rows[group, lane, float]` (`load`) followed by a barrier, or after a barrier from
-    the rows back: one block per float, which the CUDA schedule spreads over the threads in vectors
-    (`schedule.schedule_cuda`), the float of a complex element's part `2·element + part`."""
+    floats) to the shared rows `rows = (buffer[group, lane, float], skew)` (`load`; floats placed by
+    `staged_float`) followed by a barrier, or after a barrier from the rows back: one block per float, which the
+    CUDA schedule spreads over the threads in vectors (`schedule.schedule_cuda`), the float of a complex element's
+    part `2·element + part`."""
     buffer, layout = external
+    rows, skew = rows
     floats = layout.floats()
     if not load:
         _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
@@ -451,10 +473,11 @@ def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, wid
             offset = T.axis.spatial(floats, float_loop)
             index = [first + group * width + lane] + ([offset // 2, offset % 2] if layout.kind == "complex"
                                                       else [offset])
+            place = [group, lane, staged_float(offset, floats, skew)]
             if load:
-                T.buffer_store(rows, buffer[tuple(index)], [group, lane, offset])
+                T.buffer_store(rows, buffer[tuple(index)], place)
             else:
-                T.buffer_store(buffer, rows[group, lane, offset], index)
+                T.buffer_store(buffer, rows[tuple(place)], index)
     if load:
         _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
 

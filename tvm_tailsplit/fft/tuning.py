@@ -119,6 +119,11 @@ CUDA_STAGE_INPUT = True
 # (`storage_align`), so that the 32 rows that a warp's threads read at one column (one transform each) start in
 # distinct banks (banks of a vector's bytes): without the padding, n = 16 put all 32 rows in one bank.
 CUDA_STAGE_VECTOR_FLOATS = 2
+# A staged input row of a block of one transform (CUDA_STAGE_INPUT) lies in shared memory one vector further every
+# this many vectors (`template.staged_float`): the first pass reads it a codelet stride apart, which put a warp's 32
+# threads on 2 banks at n = 4096 and 2048 (16-way conflicts), 4 at n = 1024 (8-way); so skewed, 4-, 2- and 4-way
+# (3-way at n = 1000 either way; one vector every 16 vectors made n = 1000 8-way).
+CUDA_STAGE_SKEW_VECTORS = 32
 # A multi-kernel plan's block holds at least this many bytes' worth of consecutive columns (one DRAM sector: a
 # warp reading strided columns reads whole sectors), more while its largest pass has fewer instances than
 # CUDA_THREADS.
