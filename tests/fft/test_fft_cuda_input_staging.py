@@ -20,7 +20,7 @@ import pytest
 import tvm
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.cuda import compile_cuda_source
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_ptx
 from tvm_tailsplit.fft import planner
 from tvm_tailsplit.fft.search import axes
 from tvm_tailsplit.fft.spec import FFTSpec
@@ -154,12 +154,15 @@ def test_first_loads_are_whole_sectors_per_warp_and_last_stores_stay_coalesced(p
     first, floats = next(access for access in _accesses(in_place.cuda_source("sm_90"), "input_ptr")
                          if "threadIdx" in access[0])
     assert _warp_sectors(first, itemsize, floats) * SECTOR > 32 * floats * itemsize
+    stores = _accesses(source, "output_ptr")
+    if plan.kind != "c2r":  # every complex element stored as one vector of its two parts (`template`)
+        assert stores and all(floats == 2 for _, floats in stores), stores
+        assert f"*({VECTOR[plan.real_dtype]}*)(output_ptr + " in source
     if plan.kind == "c2c":
-        # the last pass's stores: consecutive threads on consecutive complex elements, the real parts of a warp in
-        # 8 (16) sectors and the imaginary parts in the same ones (two scalar stores, not one vector)
-        stores = _accesses(source, "output_ptr")
-        assert stores and all("((int)threadIdx.x) * 2)" in index for index, _ in stores), stores
-        assert {_warp_sectors(index, itemsize, 1) for index, _ in stores} == {32 * 2 * itemsize // SECTOR}
+        # the last pass's stores: consecutive threads on consecutive complex elements, a warp's store 8 (16) whole
+        # sectors
+        assert all("((int)threadIdx.x) * 2)" in index for index, _ in stores), stores
+        assert {_warp_sectors(index, itemsize, 2) for index, _ in stores} == {32 * 2 * itemsize // SECTOR}
 
 
 @pytest.mark.parametrize("floats", [2048, 2002, 1009, 64, 66])
@@ -214,10 +217,18 @@ def test_staged_sm_90_plan_of_12000_with_serialized_threads_matches_numpy():
                                     STAGED_PLANS[8], STAGED_PLANS[9]], ids=plan_id)
 def test_staged_input_compiles_without_spills(params):
     plan = tfft.plan(target="cuda", **params)
+    vector = {"float32": "v2.u32", "float64": "v4.u32"}[plan.real_dtype]  # nvcc moves the copy's vectors as words
     for arch in ("sm_80", "sm_90"):
-        usages = compile_cuda_source(plan.cuda_source(arch), arch)
+        source = plan.cuda_source(arch)
+        usages = compile_cuda_source(source, arch)
         assert len(usages) == 1 and usages[0].spill_store_bytes == usages[0].spill_load_bytes == 0
         assert usages[0].stack_frame_bytes == 0
+        # the input's loads (the copy) and the output's stores are 8- or 16-byte vectors; the scalar global loads
+        # left are the tables' (twiddles, Rader and Bluestein kernels)
+        memory = re.findall(r"\b(ld|st)\.global(?:\.nc)?\.((?:v\d\.)?\w+)", cuda_ptx(source, arch))
+        assert any(access == ("ld", vector) for access in memory), memory
+        stores = {width for op, width in memory if op == "st"}
+        assert stores == ({"v2.f32"} if plan.real_dtype == "float32" else {"v2.f64"}) or plan.kind == "c2r", stores
 
 
 @pytest.mark.gpu

@@ -226,7 +226,8 @@ class Plan:
                               prefetch_bytes=self.variant.prefetch_bytes,
                               prefetch_distance=self.variant.prefetch_distance, loop_orders=not self.is_cuda,
                               parallel_tasks=self.variant.parallel_tasks,
-                              pass_barriers=self.is_cuda and self.kernels == 1, staged=self.staged)
+                              pass_barriers=self.is_cuda and self.kernels == 1, staged=self.staged,
+                              complex_vectors=self.is_cuda and self.kernels == 1)
 
     @functools.cached_property
     def staged(self) -> tuple[str, ...]:

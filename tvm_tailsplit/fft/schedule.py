@@ -27,14 +27,16 @@
   A block of one transform (n >= ~1000) reads its input uncoalesced the same way: in its first pass the fastest
   thread index is the pass's last loop digit, neighbouring threads a codelet stride apart (16 sectors per warp-wide
   load at n = 1024, 32 at n = 4096); its last pass's stores are consecutive threads on consecutive complex elements
-  already. With the variant's `stage_input` (`tuning.CUDA_STAGE_INPUT`) the same copy stages its input row alone
-  (`cuda_staging`), one barrier before the first pass, which reads the row in shared memory. Staging was chosen over
-  reordering the first pass's loops (the element's fastest digit on the fastest thread) and padding the scratch's
-  index maps: the first pass's loop order is also its scratch writes' order, which the next pass's reads follow, so
-  a reorder moves the stride to the scratch (bank conflicts, or a padded index map for every pass); a copy of the
-  contiguous row is the machinery blocks of several transforms have, costs one row of shared memory and a barrier,
-  and keeps the passes' index maps as `passes` builds them for llvm. Its cost is a choice the search times
-  (`search`: the `staging` axis).
+  already (each element one vector of its two parts: `template.build_primfunc`'s complex_vectors). With the
+  variant's `stage_input` (`tuning.CUDA_STAGE_INPUT`) the same copy stages its input row alone (`cuda_staging`),
+  one barrier before the first pass, which reads the row in shared memory (skewed one vector every
+  `tuning.CUDA_STAGE_SKEW_VECTORS`, `template.staged_float`, against the bank conflicts of its strided reads).
+  Staging was chosen over reordering the first pass's loops (the element's fastest digit on the fastest thread) and
+  padding the scratch's index maps: the first pass's loop order is also its scratch writes' order, which the next
+  pass's reads follow, so a reorder moves the stride to the scratch (bank conflicts, or a padded index map for
+  every pass); a copy of the contiguous row is the machinery blocks of several transforms have, costs one row of
+  shared memory and a barrier, and keeps the passes' index maps as `passes` builds them for llvm. Its cost is a
+  choice the search times (`search`: the `staging` axis).
 """
 
 from __future__ import annotations

@@ -117,12 +117,15 @@ def physical_scratch_elements(passes: PassList) -> int:
 class _Emitter:
     """What a pass body uses to read and write views inside one block (one lane of one group)."""
 
-    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None):
+    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None,
+                 complex_vectors=False):
         self.dtype = dtype
         self.external = external
         # the lane group's input and output rows in shared memory (`staged`): name -> (buffer [group, lane, float],
         # whether its floats are skewed: `staged_float`)
         self.rows = rows or {}
+        # store a complex element of an external "complex" buffer as one vector of its two parts (CUDA)
+        self.complex_vectors = complex_vectors
         self.scratch = scratch
         self.tables = tables
         self.indices = indices
@@ -217,7 +220,9 @@ class _Emitter:
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
-            if layout.kind == "complex":
+            if layout.kind == "complex" and self.complex_vectors:
+                T.buffer_store(buffer, tirx.Shuffle(list(value), [0, 1]), [b, index, tirx.Ramp(0, 1, 2)])
+            elif layout.kind == "complex":
                 T.buffer_store(buffer, value[0], [b, index, 0])
                 T.buffer_store(buffer, value[1], [b, index, 1])
             elif layout.kind == "real_pairs":
@@ -344,6 +349,7 @@ def build_primfunc(
     parallel_tasks: int = PARALLEL_TASKS,
     pass_barriers: bool = False,
     staged: tuple[str, ...] = (),
+    complex_vectors: bool = False,
     kernel_groups: list | None = None,
     shared_scopes: tuple[str, ...] = (),
 ) -> tirx.PrimFunc:
@@ -363,6 +369,9 @@ def build_primfunc(
     input rows to shared memory before its first pass and its output rows from there after its last pass, each
     behind a barrier (`stage_rows`): the passes read and write these rows `[group, lane, float]` instead, in the
     scratch's scope (`scratch_scope`; the kernel must be compiled without TVM's `StorageRewrite`, see `planner`).
+    With `complex_vectors` (one CUDA kernel), a pass stores each complex element of a "complex" external buffer as
+    one vector of its two parts (8 bytes for complex64, 16 for complex128; its float offset is even): the last
+    pass's threads write consecutive elements, so that a warp's store is whole sectors in one instruction.
     With `kernel_groups` (`multikernel.KernelGroup`s, a CUDA plan of several kernels over columns, `batch` an int),
     each group is one kernel (`_emit_column_kernel`) with its own scratch in `shared_scopes[k]` and the scratch
     that crosses kernels in global memory, one buffer per logical buffer.
@@ -423,7 +432,8 @@ def build_primfunc(
                                                              width, first, batch, itemsize, prefetch_bytes,
                                                              prefetch_distance, number, len(segment))
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                       external, scratch, tables, indices, loop_orders, prefetch, rows)
+                                       external, scratch, tables, indices, loop_orders, prefetch, rows,
+                                       complex_vectors)
                         if "output" in staged:
                             stage_rows(external["output"], rows["output"], False, variant, group_loop, groups,
                                        width, first)
@@ -539,7 +549,7 @@ def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, fir
 
 
 def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices,
-               loop_order: bool = False, prefetch=None, rows=None) -> None:
+               loop_order: bool = False, prefetch=None, rows=None, complex_vectors: bool = False) -> None:
     order = list(p.loop_order) if loop_order and p.loop_order is not None else list(range(len(p.loops)))
     frames = [T.serial(p.loops[position]) for position in order] + [T.serial(width)]
     # the prefetches of a pass may go into its outermost loop when it has another one inside (the schedule
@@ -562,7 +572,7 @@ def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scrat
         block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
         lane = T.axis.spatial(width, loop_vars[-1])
         emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane,
-                           rows)
+                           rows, complex_vectors)
         p.body(emitter, block_vars)
     for frame in reversed(frames):
         frame.__exit__(None, None, None)

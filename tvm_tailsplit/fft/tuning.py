@@ -110,7 +110,8 @@ CUDA_STAGE_MIN_LANES = 2
 # n = 4096 and 12000). The block copies its contiguous row to shared memory instead, consecutive threads on
 # consecutive vectors (CUDA_STAGE_VECTOR_FLOATS), behind one barrier, and the first pass reads it there; the last
 # pass's stores stay in global memory (their fastest thread index is the output's element: already consecutive
-# threads on consecutive complex elements). While the input is compact and the block's scratch and row fit in the
+# threads on consecutive complex elements, each one 8- or 16-byte vector: `template`, complex_vectors). While the
+# input is compact and the block's scratch and row fit in the
 # architecture's shared memory per block (`CudaLimits.shared`: staging never adds a kernel), else the first pass
 # reads the row in place. (cuFFT and VkFFT read their input coalesced; the issue requires it.)
 CUDA_STAGE_INPUT = True
