@@ -239,17 +239,6 @@ def test_staged_input_plans_run_against_numpy_on_the_gpu(params):
     x, reference = plan_input_and_reference(params)
     assert relative_error(plan(x), reference) <= tolerance(params["n"], plan.dtype)
     if plan.kind == "c2c":  # in place: the staged row is read before the last pass overwrites the input
-        y = x.view(plan.dtype)[..., 0].copy()
+        y = tvm.runtime.tensor(x, tvm.cuda(0))
         plan(y, out=y)
-        assert relative_error(y, reference) <= tolerance(params["n"], plan.dtype)
-
-
-@pytest.mark.gpu
-def test_rows_apart_read_in_place_run_against_numpy_on_the_gpu():
-    n, batch = 1024, 8
-    base = np.random.default_rng(0).standard_normal((batch, n + 6, 2)).astype(np.float32).view(np.complex64)[..., 0]
-    plan = tfft.plan(n, batch, idist=n + 6, target="cuda")
-    assert not plan.staged
-    view = base[:, :n]
-    reference = np.fft.fft(view.astype(np.complex128))
-    assert relative_error(plan(view), reference) <= tolerance(n, "complex64")
+        assert relative_error(y.numpy().view(plan.dtype)[..., 0], reference) <= tolerance(params["n"], plan.dtype)
