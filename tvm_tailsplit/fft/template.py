@@ -164,10 +164,10 @@ class _Emitter:
     def index(self, offset: int, index):
         return self.indices[offset + index]
 
-    def _row(self, name: str, offset):
-        """Float `offset` of the lane's staged row of the external buffer `name`."""
+    def _row(self, name: str, offset) -> tuple:
+        """The shared buffer and indices of float `offset` of the lane's staged row of the external buffer `name`."""
         row, skew = self.rows[name]
-        return row[self.group, self.lane, staged_float(offset, self.external[name][1].floats(), skew)]
+        return row, [self.group, self.lane, staged_float(offset, self.external[name][1].floats(), skew)]
 
     def _real(self, view: View) -> bool:
         return self.external[view.buffer][1].kind == "real"
@@ -182,8 +182,11 @@ class _Emitter:
     def load(self, view: View, element, loop_vars):
         index = self._element(view, element, loop_vars)
         if view.buffer in self.rows:
-            value = (self._row(view.buffer, index), self.zero) if self._real(view) else \
-                (self._row(view.buffer, 2 * index), self._row(view.buffer, 2 * index + 1))
+            parts = []
+            for offset in [index] if self._real(view) else [2 * index, 2 * index + 1]:
+                row, place = self._row(view.buffer, offset)
+                parts.append(row[tuple(place)])
+            value = (parts[0], self.zero) if self._real(view) else tuple(parts)
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
@@ -212,11 +215,10 @@ class _Emitter:
         if view.scale != 1.0:
             value = self.cscale(value, self.const(view.scale))
         if view.buffer in self.rows:
-            row, skew = self.rows[view.buffer]
-            floats = self.external[view.buffer][1].floats()
             offsets = [index] if self._real(view) else [2 * index, 2 * index + 1]
-            for part, offset in zip(value, offsets, strict=False):
-                T.buffer_store(row, part, [self.group, self.lane, staged_float(offset, floats, skew)])
+            for part, offset in zip(value, offsets, strict=False):  # a real row keeps the real part
+                row, place = self._row(view.buffer, offset)
+                T.buffer_store(row, part, place)
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
