@@ -113,10 +113,11 @@ def dry_run(quick: bool, arch: str) -> dict:
         plan_seconds = time.perf_counter() - start
         built = gpu.nvcc_build(lambda plan=plan: plan.cuda_source(arch), arch)
         row = {"row": row_name(kind, n, dtype), "batch": batch, "breakdown": str(plan.tree),
-               "plan_kernels": plan.kernels, "staged": plan.staged, "lanes": plan.lanes,
+               "plan_kernels": plan.kernels, "staged": list(plan.staged), "lanes": plan.lanes,
                "passes": len(plan.passes.passes), "plan_seconds": plan_seconds,
                "threads": [g.threads for g in plan.kernel_groups or []] or [plan.variant.cuda_threads],
-               "group_shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups or []],
+               "group_shared_bytes": [shared_bytes(plan.passes, g, plan.real_dtype) for g in plan.kernel_groups]
+               if plan.kernel_groups else [plan.workspace_bytes] if plan.kernels == 1 else [],
                **built}
         rows.append(row)
         print(f"{row['row']} batch {batch}: {gpu.build_outcome(built)}", flush=True)
@@ -127,17 +128,19 @@ def dry_run(quick: bool, arch: str) -> dict:
 
 def dry_run_markdown(report: dict) -> str:
     lines = [*gpu.dry_run_heading("CUDA FFT plans", report),
-             "Transforms per block (`lanes`) and whether the block stages its rows through shared memory (coalesced "
-             "vector copies, `tuning.CUDA_STAGE_*`); passes: passes over memory (the kernels of a plan of one kernel "
-             "per pass); shared KiB: each kernel's shared memory per block in a plan of kernels over columns "
-             "(`multikernel`; dynamic shared memory above 48 KiB, which ptxas does not count); registers and ptxas "
+             "Transforms per block (`lanes`) and which rows the block stages through shared memory (coalesced "
+             "vector copies, `tuning.CUDA_STAGE_*`: input and output for blocks of several transforms, the input "
+             "alone for blocks of one); passes: passes over memory (the kernels of a plan of one kernel per pass); "
+             "shared KiB: each kernel's shared memory per block (a one-kernel plan's scratch and staged rows, each "
+             "kernel's in a plan of kernels over columns, `multikernel`; dynamic shared memory above 48 KiB, which "
+             "ptxas does not count); registers and ptxas "
              "shared bytes: the largest of the plan's kernels; threads: threads per block of each kernel (`schedule`, "
              f"`multikernel`). Shared memory per block on {report['arch']}: at most "
              f"{report['shared_limit_bytes'] / 1024:g} KiB (`tuning.CUDA_SHARED_LIMITS`).", "",
              "| row | batch | breakdown | lanes | staged | compiled | passes | kernels | threads | shared KiB | TVM s "
              "| nvcc s | spill bytes | registers | ptxas shared bytes |", "|" + "---|" * 15]
     for row in report["rows"]:
-        shared = ", ".join(f"{b / 1024:g}" for b in row.get("group_shared_bytes", [])) or "-"
+        shared = ", ".join(f"{round(b / 1024, 1):g}" for b in row.get("group_shared_bytes", [])) or "-"
         if row["compiled"]:
             threads = ", ".join(map(str, row["threads"]))
             cells = (f"yes | {row['passes']} | {row['kernels']} | {threads} | {shared} | {row['tvm_seconds']:.1f} | "
@@ -145,7 +148,7 @@ def dry_run_markdown(report: dict) -> str:
         else:
             cells = f"NO: {row['error']} | - | - | - | - | - | - | - | - | -"
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
-                     f"{'yes' if row['staged'] else 'no'} | {cells} |")
+                     f"{' + '.join(row['staged']) or 'no'} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

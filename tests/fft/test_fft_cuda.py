@@ -41,7 +41,9 @@ def test_generated_cuda_compiles_with_nvcc(params):
 def test_cuda_plan_describes_one_kernel_with_shared_scratch():
     plan = tfft.plan(4096, 2, target="cuda")
     assert plan.lanes == 1
-    assert plan.workspace_bytes == 2 * 4096 * 8  # two ping-pong buffers of complex64 in shared memory
+    # two ping-pong buffers of complex64 and the staged input row (8192 floats, skewed by 2 every 64) in shared memory
+    assert plan.staged == ("input",) and plan.workspace_bytes == 2 * 4096 * 8 + 4 * (8192 + 2 * 127)
+    assert "CUDA blocks of 1 transform copy their input row through shared memory" in plan.describe()
     assert "target=cuda" in plan.describe()
 
 

@@ -56,16 +56,20 @@ def _plan(params):
     return tfft.plan(target={"kind": "cuda", "arch": "sm_90"}, **params)
 
 
+BOTH = ("input", "output")
+
+
 @pytest.mark.parametrize("n, batch, dtype, staged", [
-    (16, 10**6, "complex64", True), (64, 10**6, "complex64", True), (256, 10**6, "complex64", True),
-    (16, 10**6, "complex128", True), (512, 10**6, "complex128", False), (1024, 10**6, "complex64", False),
-    (16, 1, "complex64", False)])
+    (16, 10**6, "complex64", BOTH), (64, 10**6, "complex64", BOTH), (256, 10**6, "complex64", BOTH),
+    (16, 10**6, "complex128", BOTH), (512, 10**6, "complex128", ()), (1024, 10**6, "complex64", ("input",)),
+    (16, 1, "complex64", ())])
 def test_blocks_of_several_transforms_stage_their_rows(n, batch, dtype, staged):
     plan = tfft.plan(n, batch, dtype=dtype, target="cuda")
-    # staged: at least CUDA_STAGE_MIN_LANES transforms per block, scratch and rows within static shared memory
+    # both rows: at least CUDA_STAGE_MIN_LANES transforms per block, scratch and rows within static shared memory
+    # (blocks of one transform stage their input alone: test_fft_cuda_input_staging.py)
     assert plan.staged == staged
-    assert not staged or (plan.lanes >= CUDA_STAGE_MIN_LANES and plan.workspace_bytes <= CUDA_STATIC_SHARED_LIMIT)
-    assert ("copy their input and output rows through shared memory" in plan.describe()) == staged
+    assert staged != BOTH or (plan.lanes >= CUDA_STAGE_MIN_LANES and plan.workspace_bytes <= CUDA_STATIC_SHARED_LIMIT)
+    assert ("copy their input and output rows through shared memory" in plan.describe()) == (staged == BOTH)
 
 
 @pytest.mark.parametrize("floats, vector, row", [(32, 2, 34), (34, 2, 34), (128, 2, 130), (31, 1, 31), (30, 2, 30)])

@@ -54,7 +54,7 @@ from .multikernel import (
     shared_bytes,
 )
 from .passes import PassList
-from .schedule import cuda_staging, schedule_cuda, schedule_llvm
+from .schedule import cuda_staging, schedule_cuda, schedule_llvm, staged_bytes
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
 from .spec import KINDS, FFTSpec, check_choice, check_int
 from .template import ExternalLayout, build_primfunc, lane_groups
@@ -133,7 +133,7 @@ class Plan:
         if cached is not None:
             variant = Variant(**cached.variant)
         elif variant is None:
-            variant = estimate_variant(spec, batch, self.cuda_limits, lanes)
+            variant = estimate_variant(spec, batch, self.cuda_limits, lanes, (input_layout, output_layout))
         self.variant: Variant = variant
         self.tree: Breakdown = self.variant.tree(spec)
         self.lanes = self.variant.lanes
@@ -212,7 +212,9 @@ class Plan:
         """The unscheduled TIR template (`template.build_primfunc`)."""
         scope = "global"
         if self.is_cuda and self.kernels == 1:
-            scope = "shared" if self._scratch_bytes() <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
+            shared = self._scratch_bytes() + staged_bytes((self.input_layout, self.output_layout), self.staged,
+                                                          self.lanes, self.real_dtype)
+            scope = "shared" if shared <= CUDA_STATIC_SHARED_LIMIT else "shared.dyn"
         batch = tvm.tirx.Var("batch", "int32") if self.symbolic_batch else self.batch
         if self.kernel_groups:
             scopes = tuple("shared" if shared_bytes(self.passes, group, self.real_dtype) <= CUDA_STATIC_SHARED_LIMIT
@@ -224,14 +226,18 @@ class Plan:
                               prefetch_bytes=self.variant.prefetch_bytes,
                               prefetch_distance=self.variant.prefetch_distance, loop_orders=not self.is_cuda,
                               parallel_tasks=self.variant.parallel_tasks,
-                              pass_barriers=self.is_cuda and self.kernels == 1, staged=self.staged)
+                              pass_barriers=self.is_cuda and self.kernels == 1, staged=self.staged,
+                              complex_vectors=self.is_cuda and self.kernels == 1)
 
     @functools.cached_property
-    def staged(self) -> bool:
-        """Whether a one-kernel CUDA plan copies its rows through shared memory (`schedule.cuda_staging`)."""
-        layouts = (self.input_layout, self.output_layout)
-        return self.is_cuda and self.kernels == 1 and cuda_staging(layouts, self.lanes, self.real_dtype,
-                                                                   self._scratch_bytes())
+    def staged(self) -> tuple[str, ...]:
+        """The external buffers ("input", "output") whose rows a one-kernel CUDA plan copies through shared memory
+        (`schedule.cuda_staging`: both for blocks of several transforms, the input alone for blocks of one with the
+        variant's `stage_input`), else ()."""
+        if not (self.is_cuda and self.kernels == 1):
+            return ()
+        return cuda_staging((self.input_layout, self.output_layout), self.lanes, self.real_dtype,
+                            self._scratch_bytes(), self.cuda_limits, self.variant.stage_input)
 
     @functools.cached_property
     def schedule(self) -> s_tir.Schedule:
@@ -519,8 +525,9 @@ class Plan:
             lines.append(f"CUDA kernels: {self.kernels}{how}; {self.cuda_limits.arch}: at most "
                          f"{self.cuda_limits.shared} bytes of shared memory per block")
             if self.staged:
-                lines.append(f"CUDA blocks of {self.lanes} transforms copy their input and output rows through "
-                             "shared memory in coalesced vectors")
+                plural = "s" * (self.lanes > 1)
+                lines.append(f"CUDA blocks of {self.lanes} transform{plural} copy their {' and '.join(self.staged)} "
+                             f"row{plural} through shared memory in coalesced vectors")
         if self.search is not None:
             lines.extend(self.search.describe())
         lines.append(f"passes over memory ({len(self.passes.passes)}):")
@@ -613,7 +620,8 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
         return Plan(spec, batch, target.target, input_layout, output_layout, variant)
     if effort == "estimate":
         return Plan(spec, batch, target.target, input_layout, output_layout, lanes=lanes)
-    estimate = estimate_variant(spec, batch, CudaLimits.of(target.target) if cuda else None, lanes)
+    estimate = estimate_variant(spec, batch, CudaLimits.of(target.target) if cuda else None, lanes,
+                                (input_layout, output_layout))
 
     def candidate(variant: Variant) -> Plan:
         # a search's candidates stay out of the plan cache; the winner is stored below

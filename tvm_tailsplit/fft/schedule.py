@@ -28,6 +28,19 @@
   shared rows padded to an odd number of vectors (`storage_align`) so that the threads of a warp, one transform
   each, read and write them in distinct banks. The rules are `tuning.CUDA_STAGE_MIN_LANES` and
   `tuning.CUDA_STAGE_VECTOR_FLOATS`.
+  A block of one transform (n >= ~1000) reads its input uncoalesced the same way: in its first pass the fastest
+  thread index is the pass's last loop digit, neighbouring threads a codelet stride apart (16 sectors per warp-wide
+  load at n = 1024, 32 at n = 4096); its last pass's stores are consecutive threads on consecutive complex elements
+  already (each element one vector of its two parts: `template.build_primfunc`'s complex_vectors). With the
+  variant's `stage_input` (`tuning.CUDA_STAGE_INPUT`) the same copy stages its input row alone (`cuda_staging`),
+  one barrier before the first pass, which reads the row in shared memory (skewed one vector every
+  `tuning.CUDA_STAGE_SKEW_VECTORS`, `template.staged_float`, against the bank conflicts of its strided reads).
+  Staging was chosen over reordering the first pass's loops (the element's fastest digit on the fastest thread) and
+  padding the scratch's index maps: the first pass's loop order is also its scratch writes' order, which the next
+  pass's reads follow, so a reorder moves the stride to the scratch (bank conflicts, or a padded index map for
+  every pass); a copy of the contiguous row is the machinery blocks of several transforms have, costs one row of
+  shared memory and a barrier, and keeps the passes' index maps as `passes` builds them for llvm. Its cost is a
+  choice the search times (`search`: the `staging` axis).
 """
 
 from __future__ import annotations
@@ -38,10 +51,17 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .passes import PassList
-from .template import BARRIER_BLOCK, PREFETCH_BLOCK, STAGE_BLOCK, ExternalLayout, physical_scratch_elements
+from .template import (
+    BARRIER_BLOCK,
+    PREFETCH_BLOCK,
+    STAGE_BLOCK,
+    ExternalLayout,
+    physical_scratch_elements,
+    stage_vector_floats,
+    staged_float,
+)
 from .tuning import (
     CUDA_STAGE_MIN_LANES,
-    CUDA_STAGE_VECTOR_FLOATS,
     CUDA_STATIC_SHARED_LIMIT,
     CUDA_THREADS,
     GROUP_SCRATCH_LIMIT,
@@ -54,8 +74,8 @@ from .tuning import (
 )
 
 __all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_block_threads",
-           "cuda_one_kernel_threads", "cuda_staging", "schedule_cuda", "schedule_llvm", "stage_vector_floats",
-           "staged_row_floats"]
+           "cuda_one_kernel_threads", "cuda_one_round", "cuda_staging", "schedule_cuda", "schedule_llvm",
+           "stage_vector_floats", "staged_bytes", "staged_row_floats"]
 
 
 def choose_lanes(passes: PassList, real_dtype: str, batch: int) -> int:
@@ -92,8 +112,7 @@ def choose_cuda_lanes(passes: PassList, real_dtype: str, batch: int, threads: in
         return lanes
 
     if layouts is not None and all(layout.is_compact() for layout in layouts):
-        rows = sum(staged_row_floats(layout.floats()) for layout in layouts) * np.dtype(real_dtype).itemsize
-        staged = largest(per_lane + rows)
+        staged = largest(per_lane + staged_bytes(layouts, ("input", "output"), 1, real_dtype))
         if staged >= CUDA_STAGE_MIN_LANES:
             return staged
     return largest(per_lane)
@@ -107,19 +126,26 @@ def cuda_block_threads(shared_bytes: int, threads: int, limits: CudaLimits) -> i
     return min(limits.max_threads, threads * spans)
 
 
-def cuda_one_kernel_threads(passes: PassList, lanes: int, scratch_bytes: int, limits: CudaLimits) -> int:
-    """Threads per block of a one-kernel plan of `lanes` transforms per block and `scratch_bytes` of shared memory
-    per block: `cuda_block_threads`, less `CUDA_THREADS` at a time (down to `CUDA_THREADS`) while the scratch is
-    dynamic shared memory and a pass would run exactly one round of the bound threads (`schedule_cuda`: the largest
-    pass's work when it is smaller): such a pass has neither loop nor guard left around its codelet, and TVM 0.27's
+def cuda_one_kernel_threads(passes: PassList, lanes: int, shared_bytes: int, limits: CudaLimits) -> int:
+    """Threads per block of a one-kernel plan of `lanes` transforms per block and `shared_bytes` of shared memory
+    per block (scratch and staged rows): `cuda_block_threads`, less `CUDA_THREADS` at a time (down to
+    `CUDA_THREADS`) while a pass would run exactly one round of them in dynamic shared memory
+    (`cuda_one_round`)."""
+    threads = cuda_block_threads(shared_bytes, CUDA_THREADS, limits)
+    while threads > CUDA_THREADS and cuda_one_round(passes, lanes, shared_bytes, threads):
+        threads -= CUDA_THREADS
+    return threads
+
+
+def cuda_one_round(passes: PassList, lanes: int, shared_bytes: int, threads: int) -> bool:
+    """Whether a one-kernel plan's shared memory is dynamic (more than `CUDA_STATIC_SHARED_LIMIT` bytes) and one of
+    its passes would run exactly one round of the bound threads (`schedule_cuda`: `threads`, or the largest pass's
+    work when it is smaller): such a pass has neither loop nor guard left around its codelet, and TVM 0.27's
     `MergeSharedMemoryAllocations` rejects a dynamic shared memory load outside both ("Load memory in places other
     than store", src/s_tir/transform/merge_shared_memory_allocations.cc: a load in a `Bind` at the kernel's top
     level)."""
     works = {lanes * math.prod(p.loops) for p in passes.passes}
-    threads = cuda_block_threads(scratch_bytes, CUDA_THREADS, limits)
-    while threads > CUDA_THREADS and scratch_bytes > CUDA_STATIC_SHARED_LIMIT and min(threads, max(works)) in works:
-        threads -= CUDA_THREADS
-    return threads
+    return shared_bytes > CUDA_STATIC_SHARED_LIMIT and min(threads, max(works)) in works
 
 
 def choose_inner_vector_scale(scratch_bytes: int) -> int:
@@ -187,25 +213,38 @@ def schedule_llvm(func: tirx.PrimFunc, vector_width: int, inner_vector_scale: in
     return sch
 
 
-def stage_vector_floats(floats: int) -> int:
-    """Floats per vector access of a staged row of `floats` floats: `CUDA_STAGE_VECTOR_FLOATS` when it divides."""
-    return CUDA_STAGE_VECTOR_FLOATS if floats % CUDA_STAGE_VECTOR_FLOATS == 0 else 1
-
-
 def staged_row_floats(floats: int) -> int:
     """Floats between consecutive shared rows of `floats` floats: an odd number of vectors (`storage_align`)."""
     vector = stage_vector_floats(floats)
     return floats + vector * (1 - floats // vector % 2)
 
 
-def cuda_staging(layouts: tuple[ExternalLayout, ExternalLayout], lanes: int, real_dtype: str,
-                 scratch_bytes: int) -> bool:
-    """Whether a one-kernel plan stages its input and output rows through shared memory: when both layouts are
-    compact, a block holds at least `CUDA_STAGE_MIN_LANES` transforms and its scratch and padded rows fit in static
-    shared memory (`CUDA_STATIC_SHARED_LIMIT`)."""
-    rows = lanes * sum(staged_row_floats(layout.floats()) for layout in layouts) * np.dtype(real_dtype).itemsize
-    return lanes >= CUDA_STAGE_MIN_LANES and all(layout.is_compact() for layout in layouts) and \
-        scratch_bytes + rows <= CUDA_STATIC_SHARED_LIMIT
+def cuda_staging(layouts: tuple[ExternalLayout, ExternalLayout], lanes: int, real_dtype: str, scratch_bytes: int,
+                 limits: CudaLimits, stage_input: bool) -> tuple[str, ...]:
+    """The external buffers ("input", "output") whose rows a one-kernel plan of `lanes` transforms per block stages
+    through shared memory: both when a block holds at least `CUDA_STAGE_MIN_LANES` transforms, both layouts are
+    compact and its scratch and padded rows fit in static shared memory (`CUDA_STATIC_SHARED_LIMIT`); the input
+    alone when a block holds fewer, the variant's `stage_input` asks for it (`CUDA_STAGE_INPUT`), the plan has
+    scratch (more than one pass over memory: a single pass reads each input element once, where its codelet needs
+    it), the input is compact and the scratch and row fit in the block's shared memory (`limits.shared`); else
+    none."""
+    input_layout, _ = layouts
+    if lanes >= CUDA_STAGE_MIN_LANES:
+        both = ("input", "output")
+        fits = scratch_bytes + staged_bytes(layouts, both, lanes, real_dtype) <= CUDA_STATIC_SHARED_LIMIT
+        return both if fits and all(layout.is_compact() for layout in layouts) else ()
+    fits = scratch_bytes + staged_bytes(layouts, ("input",), lanes, real_dtype) <= limits.shared
+    return ("input",) if stage_input and scratch_bytes > 0 and input_layout.is_compact() and fits else ()
+
+
+def staged_bytes(layouts: tuple[ExternalLayout, ExternalLayout], staged: tuple[str, ...], lanes: int,
+                 real_dtype: str) -> int:
+    """Bytes of shared memory of a block's `staged` rows (`cuda_staging`), each padded by `staged_row_floats`
+    (several transforms) or skewed (`template.staged_float`: one transform)."""
+    floats = [layout.floats() for name, layout in zip(("input", "output"), layouts, strict=True) if name in staged]
+    if lanes == 1:
+        return sum(staged_float(f - 1, f, True) + 1 for f in floats) * np.dtype(real_dtype).itemsize
+    return lanes * sum(staged_row_floats(f) for f in floats) * np.dtype(real_dtype).itemsize
 
 
 def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
@@ -238,8 +277,10 @@ def schedule_cuda(func: tirx.PrimFunc, threads: int) -> s_tir.Schedule:
         sch.bind(inner, "threadIdx.x")
     for block, fused, floats in stages:
         vector = stage_vector_floats(floats)
-        if sch.get(block).writes[0].source.scope() == "shared":  # the input's rows, written by their copy
-            sch.storage_align(block, 0, axis=1, factor=2 * vector, offset=vector)
+        written = sch.get(block).writes[0].source
+        if written.scope().startswith("shared"):  # the input's rows, written by their copy
+            if int(written.shape[1]) > 1:  # one transform's row is skewed instead (`template.staged_float`)
+                sch.storage_align(block, 0, axis=1, factor=2 * vector, offset=vector)
         else:  # the output's rows, written by the last pass
             writer = sch.get_producers(block)[0]
             rows = sch.get(block).reads[0].source

@@ -5,9 +5,10 @@ which is always a candidate, so the winner is never slower than it as measured. 
 axis with a few values (`axes`): the breakdown (codelet and radix limits), the order of the top-level radices,
 lanes per group, vector width and inner vector scale (only while a group has fewer lanes than a vector),
 prefetch (off, farther ahead) and, with more than one thread, the parallel tasks. CUDA axes are the breakdown,
-threads per block, transforms per block (lanes) and several kernels (`kernel_per_pass`: kernels over columns
+threads per block, transforms per block (lanes), several kernels (`kernel_per_pass`: kernels over columns
 or one per pass, see `multikernel`; a variant whose block scratch exceeds shared memory fails to build and is
-skipped).
+skipped) and, for blocks of one transform, whether the input row is staged through shared memory (`stage_input`,
+`tuning.CUDA_STAGE_INPUT`: coalesced reads against one less barrier and less shared memory).
 
 * measure: every single-knob change of the estimate variant is timed with it, side by side; then the winning
   changes of all axes that beat the estimate are combined into one variant, and every two of the three
@@ -49,6 +50,7 @@ import tvm_ffi
 
 from ..cuda import gpu_available
 from .factor import Breakdown, CooleyTukey
+from .tuning import CUDA_STAGE_MIN_LANES
 from .variants import Variant
 
 __all__ = ["CONFIRM_MARGIN", "CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS",
@@ -156,6 +158,8 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     if cuda:
         result["cuda_threads"] = [{"cuda_threads": t} for t in ((32, 64, 128, 256, 512) if wide else (64, 256))]
         result["kernels"] = [{"kernel_per_pass": True}]
+        if base.lanes < CUDA_STAGE_MIN_LANES:  # blocks of one transform: their input row staged or read in place
+            result["staging"] = [{"stage_input": not base.stage_input}]
         values = (1, 2, 4, 8, base.lanes // 4, base.lanes // 2, 2 * base.lanes) if wide else \
             (base.lanes // 2, 2 * base.lanes)
         result["lanes"] = [{"lanes": value} for value in sorted(set(values))

@@ -22,9 +22,11 @@ while within a pass every codelet instance (and Rader/Bluestein/real-transform s
 instance of the same pass writes (a pass never reads and writes one scratch buffer, see `assign_buffers`; an
 in-place transform's input and output are the same memory, but only a single codelet pass reads the input and
 writes the output, each instance its own transform's elements), so one barrier between passes is all the
-synchronisation a kernel needs and none is inside a pass. A one-kernel plan of several transforms per block may
-stage its rows (`staged`, `stage_rows`): the group's contiguous input is copied to shared rows before the first
-pass and the output from shared rows after the last one, each copy separated from the passes by a barrier.
+synchronisation a kernel needs and none is inside a pass. A one-kernel plan may stage its rows (`staged`,
+`stage_rows`; `schedule.cuda_staging` chooses): the group's contiguous input is copied to shared rows before the
+first pass and (blocks of several transforms) the output from shared rows after the last one, each copy separated
+from the passes by a barrier; a block of one transform stages its input alone (its last pass's stores are
+already coalesced).
 
 On llvm, every lane group of a batch whose groups are small (`prefetch_bytes`) prefetches the input and
 output cache lines of a group a little ahead (`prefetch_distance` bytes), a share of the lines in each of
@@ -52,10 +54,10 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
 from .passes import PassList, View
-from .tuning import CACHE_LINE, PARALLEL_TASKS
+from .tuning import CACHE_LINE, CUDA_STAGE_SKEW_VECTORS, CUDA_STAGE_VECTOR_FLOATS, PARALLEL_TASKS
 
 __all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_scratch_elements", "stage_rows"]
+           "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float"]
 
 
 @dataclass(frozen=True)
@@ -115,11 +117,15 @@ def physical_scratch_elements(passes: PassList) -> int:
 class _Emitter:
     """What a pass body uses to read and write views inside one block (one lane of one group)."""
 
-    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None):
+    def __init__(self, dtype, external, scratch, tables, indices, batch_index, group, lane, rows=None,
+                 complex_vectors=False):
         self.dtype = dtype
         self.external = external
-        # the lane group's input and output rows in shared memory (`staged`): name -> [group, lane, float]
+        # the lane group's input and output rows in shared memory (`staged`): name -> (buffer [group, lane, float],
+        # whether its floats are skewed: `staged_float`)
         self.rows = rows or {}
+        # store a complex element of an external "complex" buffer as one vector of its two parts (CUDA)
+        self.complex_vectors = complex_vectors
         self.scratch = scratch
         self.tables = tables
         self.indices = indices
@@ -158,6 +164,11 @@ class _Emitter:
     def index(self, offset: int, index):
         return self.indices[offset + index]
 
+    def _row(self, name: str, offset) -> tuple:
+        """The shared buffer and indices of float `offset` of the lane's staged row of the external buffer `name`."""
+        row, skew = self.rows[name]
+        return row, [self.group, self.lane, staged_float(offset, self.external[name][1].floats(), skew)]
+
     def _real(self, view: View) -> bool:
         return self.external[view.buffer][1].kind == "real"
 
@@ -171,9 +182,11 @@ class _Emitter:
     def load(self, view: View, element, loop_vars):
         index = self._element(view, element, loop_vars)
         if view.buffer in self.rows:
-            row, real = self.rows[view.buffer], self._real(view)
-            value = (row[self.group, self.lane, index], self.zero) if real else \
-                (row[self.group, self.lane, 2 * index], row[self.group, self.lane, 2 * index + 1])
+            parts = []
+            for offset in [index] if self._real(view) else [2 * index, 2 * index + 1]:
+                row, place = self._row(view.buffer, offset)
+                parts.append(row[tuple(place)])
+            value = (parts[0], self.zero) if self._real(view) else tuple(parts)
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
@@ -202,16 +215,16 @@ class _Emitter:
         if view.scale != 1.0:
             value = self.cscale(value, self.const(view.scale))
         if view.buffer in self.rows:
-            row = self.rows[view.buffer]
-            if self._real(view):
-                T.buffer_store(row, value[0], [self.group, self.lane, index])
-            else:
-                T.buffer_store(row, value[0], [self.group, self.lane, 2 * index])
-                T.buffer_store(row, value[1], [self.group, self.lane, 2 * index + 1])
+            offsets = [index] if self._real(view) else [2 * index, 2 * index + 1]
+            for part, offset in zip(value, offsets, strict=False):  # a real row keeps the real part
+                row, place = self._row(view.buffer, offset)
+                T.buffer_store(row, part, place)
         elif view.buffer in self.external:
             buffer, layout = self.external[view.buffer]
             b = self.batch_index
-            if layout.kind == "complex":
+            if layout.kind == "complex" and self.complex_vectors:
+                T.buffer_store(buffer, tirx.Shuffle(list(value), [0, 1]), [b, index, tirx.Ramp(0, 1, 2)])
+            elif layout.kind == "complex":
                 T.buffer_store(buffer, value[0], [b, index, 0])
                 T.buffer_store(buffer, value[1], [b, index, 1])
             elif layout.kind == "real_pairs":
@@ -337,7 +350,8 @@ def build_primfunc(
     loop_orders: bool = False,
     parallel_tasks: int = PARALLEL_TASKS,
     pass_barriers: bool = False,
-    staged: bool = False,
+    staged: tuple[str, ...] = (),
+    complex_vectors: bool = False,
     kernel_groups: list | None = None,
     shared_scopes: tuple[str, ...] = (),
 ) -> tirx.PrimFunc:
@@ -353,10 +367,13 @@ def build_primfunc(
     `batch` is an int, or a `tirx.Var` (a symbolic batch, `lanes` 1) that the input's first dimension binds;
     the groups of a symbolic batch run as at most `parallel_tasks` tasks.
     With `pass_barriers` (one CUDA kernel), a barrier block (`BARRIER_BLOCK`) separates consecutive passes.
-    With `staged` (one CUDA kernel, compact layouts), a lane group copies its input rows to shared memory before
-    its first pass and its output rows from there after its last pass, each behind a barrier (`stage_rows`): the
-    passes read and write these rows `[group, lane, float]` instead (the kernel must be compiled without TVM's
-    `StorageRewrite`, see `planner`).
+    With `staged` (one CUDA kernel: the external buffers "input" and/or "output", compact), a lane group copies its
+    input rows to shared memory before its first pass and its output rows from there after its last pass, each
+    behind a barrier (`stage_rows`): the passes read and write these rows `[group, lane, float]` instead, in the
+    scratch's scope (`scratch_scope`; the kernel must be compiled without TVM's `StorageRewrite`, see `planner`).
+    With `complex_vectors` (one CUDA kernel), a pass stores each complex element of a "complex" external buffer as
+    one vector of its two parts (8 bytes for complex64, 16 for complex128; its float offset is even): the last
+    pass's threads write consecutive elements, so that a warp's store is whole sectors in one instruction.
     With `kernel_groups` (`multikernel.KernelGroup`s, a CUDA plan of several kernels over columns, `batch` an int),
     each group is one kernel (`_emit_column_kernel`) with its own scratch in `shared_scopes[k]` and the scratch
     that crosses kernels in global memory, one buffer per logical buffer.
@@ -390,8 +407,11 @@ def build_primfunc(
                     for phys, size in physical_size.items()
                 }
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
-                rows = {name: T.sblock_alloc_buffer((groups, width, external[name][1].floats()), dtype,
-                                                    scope="shared") for name in (("input", "output") if staged else ())}
+                # a block of one transform skews its row (`staged_float`)
+                rows = {name: (T.sblock_alloc_buffer(
+                    (groups, width, staged_float(external[name][1].floats() - 1, external[name][1].floats(),
+                                                 lanes == 1) + 1), dtype, scope=scratch_scope), lanes == 1)
+                    for name in staged}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
                     with contextlib.ExitStack() as loops:
@@ -401,7 +421,7 @@ def build_primfunc(
                             per_task = tirx.floordiv(groups + parallel_tasks - 1, parallel_tasks)
                             task = loops.enter_context(T.serial(tirx.floordiv(groups + per_task - 1, per_task)))
                             group_loop = task * per_task + loops.enter_context(T.serial(per_task))
-                        if staged:
+                        if "input" in staged:
                             stage_rows(external["input"], rows["input"], True, variant, group_loop, groups, width,
                                        first)
                         for number, p in segment:
@@ -414,8 +434,9 @@ def build_primfunc(
                                                              width, first, batch, itemsize, prefetch_bytes,
                                                              prefetch_distance, number, len(segment))
                             _emit_pass(p, f"{variant}_{number}_{p.name}", group_loop, groups, width, first, dtype,
-                                       external, scratch, tables, indices, loop_orders, prefetch, rows)
-                        if staged:
+                                       external, scratch, tables, indices, loop_orders, prefetch, rows,
+                                       complex_vectors)
+                        if "output" in staged:
                             stage_rows(external["output"], rows["output"], False, variant, group_loop, groups,
                                        width, first)
     return builder.get()
@@ -433,12 +454,27 @@ def _emit_barrier(name: str) -> None:
         T.evaluate(T.tvm_storage_sync("shared"))
 
 
+def stage_vector_floats(floats: int) -> int:
+    """Floats per vector access of a staged row of `floats` floats: `CUDA_STAGE_VECTOR_FLOATS` when it divides."""
+    return CUDA_STAGE_VECTOR_FLOATS if floats % CUDA_STAGE_VECTOR_FLOATS == 0 else 1
+
+
+def staged_float(offset, floats: int, skew: bool):
+    """Where float `offset` (an int or a PrimExpr) of a staged row of `floats` floats lies in its shared row: in
+    place, or with `skew` (a block of one transform) one vector further every `CUDA_STAGE_SKEW_VECTORS` vectors,
+    so that the first pass's reads a codelet stride apart meet in fewer banks; a vector stays whole and aligned."""
+    vector = stage_vector_floats(floats)
+    return offset + vector * (offset // (vector * CUDA_STAGE_SKEW_VECTORS)) if skew else offset
+
+
 def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, width: int, first: int) -> None:
     """Copy the lane group's rows of `external` (compact: `width` consecutive transforms, one contiguous range of
-    floats) to the shared rows `rows[group, lane, float]` (`load`) followed by a barrier, or after a barrier from
-    the rows back: one block per float, which the CUDA schedule spreads over the threads in vectors
-    (`schedule.schedule_cuda`), the float of a complex element's part `2·element + part`."""
+    floats) to the shared rows `rows = (buffer[group, lane, float], skew)` (`load`; floats placed by
+    `staged_float`) followed by a barrier, or after a barrier from the rows back: one block per float, which the
+    CUDA schedule spreads over the threads in vectors (`schedule.schedule_cuda`), the float of a complex element's
+    part `2·element + part`."""
     buffer, layout = external
+    rows, skew = rows
     floats = layout.floats()
     if not load:
         _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
@@ -449,10 +485,11 @@ def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, wid
             offset = T.axis.spatial(floats, float_loop)
             index = [first + group * width + lane] + ([offset // 2, offset % 2] if layout.kind == "complex"
                                                       else [offset])
+            place = [group, lane, staged_float(offset, floats, skew)]
             if load:
-                T.buffer_store(rows, buffer[tuple(index)], [group, lane, offset])
+                T.buffer_store(rows, buffer[tuple(index)], place)
             else:
-                T.buffer_store(buffer, rows[group, lane, offset], index)
+                T.buffer_store(buffer, rows[tuple(place)], index)
     if load:
         _emit_barrier(f"{BARRIER_BLOCK}_{variant}_{buffer.name}")
 
@@ -514,7 +551,7 @@ def _emit_prefetch_lines(external, name, variant, group_loop, groups, width, fir
 
 
 def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scratch, tables, indices,
-               loop_order: bool = False, prefetch=None, rows=None) -> None:
+               loop_order: bool = False, prefetch=None, rows=None, complex_vectors: bool = False) -> None:
     order = list(p.loop_order) if loop_order and p.loop_order is not None else list(range(len(p.loops)))
     frames = [T.serial(p.loops[position]) for position in order] + [T.serial(width)]
     # the prefetches of a pass may go into its outermost loop when it has another one inside (the schedule
@@ -537,7 +574,7 @@ def _emit_pass(p, name, group_loop, groups, width, first, dtype, external, scrat
         block_vars = [T.axis.spatial(extent, var) for extent, var in zip(p.loops, loop_vars[:-1], strict=True)]
         lane = T.axis.spatial(width, loop_vars[-1])
         emitter = _Emitter(dtype, external, scratch, tables, indices, first + group * width + lane, group, lane,
-                           rows)
+                           rows, complex_vectors)
         p.body(emitter, block_vars)
     for frame in reversed(frames):
         frame.__exit__(None, None, None)

@@ -103,11 +103,28 @@ CUDA_DEFAULT_ARCH = "sm_80"
 # after the last one; while the block's scratch and staged rows fit in static shared memory
 # (`CUDA_STATIC_SHARED_LIMIT`), else the plan reads and writes its rows in place.
 CUDA_STAGE_MIN_LANES = 2
+# A one-kernel plan whose thread blocks hold one transform (fewer than CUDA_STAGE_MIN_LANES) stages its input row
+# alone (the estimate variant's `stage_input`; `effort="measure"` times the other choice on a GPU): in its first pass
+# the fastest-changing thread index is the pass's last loop digit, so that neighbouring threads read elements a
+# codelet stride apart (n = 1024: 16 sectors of 32 bytes per warp-wide load where 8 would do; 27 at n = 1000, 32 at
+# n = 4096 and 12000). The block copies its contiguous row to shared memory instead, consecutive threads on
+# consecutive vectors (CUDA_STAGE_VECTOR_FLOATS), behind one barrier, and the first pass reads it there; the last
+# pass's stores stay in global memory (their fastest thread index is the output's element: already consecutive
+# threads on consecutive complex elements, each one 8- or 16-byte vector: `template`, complex_vectors). While the
+# input is compact and the block's scratch and row fit in the
+# architecture's shared memory per block (`CudaLimits.shared`: staging never adds a kernel), else the first pass
+# reads the row in place. (cuFFT and VkFFT read their input coalesced; the issue requires it.)
+CUDA_STAGE_INPUT = True
 # ... in vectors of this many floats of the plan's real type (one complex element: 8 bytes for complex64, 16 for
 # complex128; one float for a row of an odd number of reals), each staged row padded to an odd number of vectors
 # (`storage_align`), so that the 32 rows that a warp's threads read at one column (one transform each) start in
 # distinct banks (banks of a vector's bytes): without the padding, n = 16 put all 32 rows in one bank.
 CUDA_STAGE_VECTOR_FLOATS = 2
+# A staged input row of a block of one transform (CUDA_STAGE_INPUT) lies in shared memory one vector further every
+# this many vectors (`template.staged_float`): the first pass reads it a codelet stride apart, which put a warp's 32
+# threads on 2 banks at n = 4096 and 2048 (16-way conflicts), 4 at n = 1024 (8-way); so skewed, 4-, 2- and 4-way
+# (3-way at n = 1000 either way; one vector every 16 vectors made n = 1000 8-way).
+CUDA_STAGE_SKEW_VECTORS = 32
 # A multi-kernel plan's block holds at least this many bytes' worth of consecutive columns (one DRAM sector: a
 # warp reading strided columns reads whole sectors), more while its largest pass has fewer instances than
 # CUDA_THREADS.

@@ -7,11 +7,14 @@ transforms per lane group (`lanes`: the batch vectorized across lanes), the vect
 (`vector_width`, `inner_vector_scale`: codelet instances of one transform side by side when a group has fewer
 lanes than a vector), the parallel tasks over lane groups (`parallel_tasks`), software prefetch
 (`prefetch_bytes`: the largest lane group that prefetches, 0 disables it; `prefetch_distance`: how far ahead),
-and on CUDA the threads per block (`cuda_threads`) and whether the plan runs in several kernels
+and on CUDA the threads per block (`cuda_threads`), whether the plan runs in several kernels
 (`kernel_per_pass`: kernels over columns where `multikernel.choose_kernel_groups` finds them, else one kernel per
-pass over memory). `estimate_variant` applies the rules of `tuning` and `schedule` (FFTW's ESTIMATE: no
-timing), so a plan built from it is the plan those rules give. The search (`search`) builds other variants
-around it and times them (MEASURE/PATIENT); wisdom (`wisdom`) stores the winner as the variant's fields.
+pass over memory) and whether a one-kernel plan of one transform per block copies its input row to shared memory
+in coalesced vectors before its first pass (`stage_input`, where `schedule.cuda_staging` allows it; blocks of
+several transforms stage their rows by the rule alone). `estimate_variant` applies the rules of `tuning` and
+`schedule` (FFTW's ESTIMATE: no timing), so a plan built from it is the plan those rules give. The search
+(`search`) builds other variants around it and times them (MEASURE/PATIENT); wisdom (`wisdom`) stores the winner
+as the variant's fields.
 """
 
 from __future__ import annotations
@@ -25,10 +28,19 @@ import numpy as np
 
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
-from .schedule import choose_cuda_lanes, choose_inner_vector_scale, choose_lanes, cuda_one_kernel_threads
+from .schedule import (
+    choose_cuda_lanes,
+    choose_inner_vector_scale,
+    choose_lanes,
+    cuda_one_kernel_threads,
+    cuda_one_round,
+    cuda_staging,
+    staged_bytes,
+)
 from .spec import FFTSpec, check_int
-from .template import physical_scratch_elements
+from .template import ExternalLayout, physical_scratch_elements
 from .tuning import (
+    CUDA_STAGE_INPUT,
     CUDA_THREADS,
     PARALLEL_TASKS,
     PREFETCH_BYTES,
@@ -54,6 +66,8 @@ class Variant:
     prefetch_distance: int = PREFETCH_DISTANCE
     cuda_threads: int = CUDA_THREADS
     kernel_per_pass: bool = False
+    # False: as a plan before this field (wisdom recorded without it reads back as the plan it timed)
+    stage_input: bool = False
     # the top-level Cooley-Tukey radices in this order (`factor.chain`); empty: the rule's (`factor.breakdown`)
     radices: tuple[int, ...] = ()
 
@@ -64,8 +78,9 @@ class Variant:
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
         if self.radix_limit > self.codelet_limit:
             raise ValueError(f"radix_limit must be at most codelet_limit={self.codelet_limit}, got {self.radix_limit}")
-        if not isinstance(self.kernel_per_pass, bool):
-            raise TypeError(f"kernel_per_pass must be a bool, got {self.kernel_per_pass!r}")
+        for name in ("kernel_per_pass", "stage_input"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.radices, (tuple, list)):
             raise TypeError(f"radices must be a tuple of integers, got {self.radices!r}")
         object.__setattr__(self, "radices", tuple(check_int("radices", r, 2) for r in self.radices))
@@ -120,24 +135,35 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
     return 2 * np.dtype(request.real_dtype).itemsize * variant.lanes * physical_scratch_elements(passes)
 
 
-def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lanes: int | None = None) -> Variant:
+def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lanes: int | None = None,
+                     layouts: tuple[ExternalLayout, ExternalLayout] | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
     (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
     `PREFETCH_DISTANCE`, and on CUDA (`cuda`: the target's `CudaLimits`; None on llvm) several kernels when a
     block's scratch exceeds the shared memory per block of the target's architecture, else one kernel whose blocks
-    run `cuda_one_kernel_threads` threads (`CUDA_THREADS` times the 48 KiB spans of the block's scratch; a
-    multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their own: `multikernel`). `lanes` (llvm)
-    replaces `choose_lanes`'s choice."""
+    stage their input row where `CUDA_STAGE_INPUT` and `schedule.cuda_staging` say (`stage_input`: blocks of one
+    transform; not where a pass would then run exactly one round of threads in dynamic shared memory,
+    `schedule.cuda_one_round`) and run `cuda_one_kernel_threads` threads (`CUDA_THREADS` times the 48 KiB spans of
+    the block's scratch and staged rows; a multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their
+    own: `multikernel`). `lanes` (llvm) replaces `choose_lanes`'s choice; `layouts` are the plan's input and output
+    layouts (default: compact, `FFTSpec.layouts`)."""
+    layouts = layouts or request.layouts(batch)
     if cuda is not None:
-        lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, request.layouts(batch))
+        lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, layouts)
     else:
         lanes = lanes or choose_lanes(request.passes(), request.real_dtype, batch)
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
                    1, PARALLEL_TASKS, PREFETCH_BYTES if cuda is None else 0)
     group_scratch = scratch_bytes(request, base)
     kernel_per_pass = cuda is not None and group_scratch > cuda.shared
-    threads = CUDA_THREADS
+    threads, stage_input = CUDA_THREADS, False
     if cuda is not None and not kernel_per_pass:
         threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda)
+        staged = cuda_staging(layouts, lanes, request.real_dtype, group_scratch, cuda, CUDA_STAGE_INPUT)
+        shared = group_scratch + staged_bytes(layouts, staged, lanes, request.real_dtype)
+        staged_threads = cuda_one_kernel_threads(request.passes(), lanes, shared, cuda)
+        # a staged input row that left a pass exactly one round of threads in dynamic shared memory would not compile
+        if staged != ("input",) or not cuda_one_round(request.passes(), lanes, shared, staged_threads):
+            threads, stage_input = staged_threads, staged == ("input",)
     return dataclasses.replace(base, inner_vector_scale=choose_inner_vector_scale(group_scratch),
-                               kernel_per_pass=kernel_per_pass, cuda_threads=threads)
+                               kernel_per_pass=kernel_per_pass, cuda_threads=threads, stage_input=stage_input)
