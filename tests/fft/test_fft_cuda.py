@@ -62,3 +62,11 @@ def test_cuda_plans_run_against_numpy(params):
         x = random_complex((batch, n // 2 + 1), dtype)
         reference = np.fft.irfft(x.astype(np.complex128), n=n)
     assert relative_error(plan(x), reference) <= tolerance(n, dtype)
+
+
+def test_strided_cuda_plans_refuse_numpy_arrays_by_name():
+    # numpy input is copied to the device compact, which the strided layout's kernel cannot read
+    for layout in (dict(istride=2, idist=40), dict(ostride=2, odist=40)):
+        plan = tfft.plan(16, 3, target="cuda", **layout)
+        with pytest.raises(ValueError, match="istride/idist/ostride/odist runs on device tensors"):
+            plan(np.zeros((3, 16), np.complex64))

@@ -468,6 +468,11 @@ class Plan:
         return self._device_constants[device]
 
     def _call_cuda(self, x: Any, out: Any) -> Any:
+        if not isinstance(x, tvm.runtime.Tensor) and not (self.input_layout.is_compact()
+                                                           and self.output_layout.is_compact()):
+            raise ValueError("a CUDA plan with istride/idist/ostride/odist runs on device tensors with those strides "
+                             "(TVM tensors, e.g. through DLPack from torch or cupy); for numpy arrays make the plan "
+                             "with compact layouts (numpy strided views are copied to the device compact anyway)")
         dev = tvm.cuda(0)
         x_tensor = x if isinstance(x, tvm.runtime.Tensor) else tvm.runtime.tensor(
             np.ascontiguousarray(self._as_float_view("x", np.asarray(x), self.input_layout)), dev)
