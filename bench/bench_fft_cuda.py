@@ -28,7 +28,7 @@ numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it
 for ``--arch`` (TVM's CUDA source compiled by nvcc) and records compile time, passes over memory, kernel count,
 threads per block and the shared memory per block of each kernel over columns (``multikernel``). Every plan is made
 for the architecture it runs on (the GPU's, ``bench.gpu.device_arch``; ``--arch`` for the dry run), whose shared
-memory per block (``tuning.CudaLimits``) decides one kernel or several.
+memory per block (``cuda.CudaLimits``) decides one kernel or several.
 
 Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one prints why and writes nothing),
 ``python -m bench.bench_fft_cuda [--quick] [--sanitize]``; results: bench/results/fft_cuda.json and .md
@@ -101,9 +101,8 @@ def flops(kind: str, n: int, batch: int) -> float:
 
 def dry_run(quick: bool, arch: str) -> dict:
     """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
-    from tvm_tailsplit.cuda import cuda_target
+    from tvm_tailsplit.cuda import CudaLimits, cuda_target
     from tvm_tailsplit.fft.multikernel import shared_bytes
-    from tvm_tailsplit.fft.tuning import CudaLimits
 
     rows = []
     for kind, n, dtype in selected_rows(quick):
@@ -136,7 +135,7 @@ def dry_run_markdown(report: dict) -> str:
              "ptxas does not count); registers and ptxas "
              "shared bytes: the largest of the plan's kernels; threads: threads per block of each kernel (`schedule`, "
              f"`multikernel`). Shared memory per block on {report['arch']}: at most "
-             f"{report['shared_limit_bytes'] / 1024:g} KiB (`tuning.CUDA_SHARED_LIMITS`).", "",
+             f"{report['shared_limit_bytes'] / 1024:g} KiB (`cuda.SHARED_MEMORY_PER_BLOCK`).", "",
              "| row | batch | breakdown | lanes | staged | compiled | passes | kernels | threads | shared KiB | TVM s "
              "| nvcc s | spill bytes | registers | ptxas shared bytes |", "|" + "---|" * 15]
     for row in report["rows"]:

@@ -62,7 +62,7 @@ def fft_plan_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def cuda_plans_for_the_default_architecture(request, monkeypatch):
-    """On a machine with a GPU, tests not marked `gpu` still plan `target="cuda"` for `tuning.CUDA_DEFAULT_ARCH`
+    """On a machine with a GPU, tests not marked `gpu` still plan `target="cuda"` for `cuda.DEFAULT_ARCH`
     (sm_80), the architecture their kernel counts and limits are written for; `gpu` tests plan for the GPU present,
     as users do. (Without a GPU, "cuda" is sm_80 anyway.)"""
     if not gpu_available() or "gpu" in request.keywords:

@@ -14,12 +14,17 @@ are TVM's default ones. One exception for instruments: TVM's `PassTimingInstrume
 context exits, which would free the record of the still running pipeline pass, so it is not carried into the
 nested context (it times the whole pipeline as one pass); every other instrument sees each lowering pass as under
 the default pipeline (and its `enter_pass_ctx` / `exit_pass_ctx` run once more, for the nested context).
+
+The hardware facts that the wings' rules read live here too, once: the launch limits of each architecture
+(`CudaLimits`: shared memory and threads per block; `DEFAULT_ARCH` for a target without a GPU) and the
+multiprocessor count (`multiprocessor_count`, `DEFAULT_MULTIPROCESSORS` without a GPU).
 """
 
 from __future__ import annotations
 
 import ctypes.util
 import functools
+import logging
 import os
 import re
 import shutil
@@ -31,6 +36,11 @@ import tvm
 from tvm import tirx
 
 __all__ = [
+    "DEFAULT_ARCH",
+    "MAX_THREADS_PER_BLOCK",
+    "SHARED_MEMORY_PER_BLOCK",
+    "CudaLimits",
+    "shared_memory_per_block",
     "THREAD_SYNC_DISABLED_PASSES",
     "PtxasUsage",
     "cuda_source",
@@ -47,6 +57,8 @@ __all__ = [
 
 THREAD_SYNC_DISABLED_PASSES = ("s_tir.ThreadSync",)
 """The passes of TVM's default pipeline that a pipeline of `register_pipeline_without_thread_sync` leaves out."""
+
+logger = logging.getLogger("tvm_tailsplit.cuda")
 
 _CONTEXT_CLEARING_INSTRUMENTS = ("PassTimingInstrument",)
 
@@ -247,3 +259,64 @@ def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] =
     if result.returncode != 0:
         raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
     return parse_ptxas_report(result.stderr, arch)
+
+
+# ---- the launch limits of each architecture ----------------------------------------------------------------------
+DEFAULT_ARCH = "sm_80"
+"""Rule: the architecture of `target="cuda"` without a GPU, and of a CUDA target whose architecture
+`SHARED_MEMORY_PER_BLOCK` lacks (or that names none, logged): the oldest the package's kernels are built for."""
+MAX_THREADS_PER_BLOCK = 1024
+"""Threads of one thread block on every architecture since sm_20."""
+SHARED_MEMORY_PER_BLOCK = {
+    70: 96 * 1024, 72: 96 * 1024,  # Volta
+    75: 64 * 1024,  # Turing
+    80: 163 * 1024, 87: 163 * 1024,  # A100, Orin
+    86: 99 * 1024, 89: 99 * 1024,  # GA10x, Ada
+    90: 227 * 1024,  # Hopper
+    100: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024,  # Blackwell (B200, B300, Thor)
+    120: 99 * 1024, 121: 99 * 1024,  # Blackwell GeForce, DGX Spark
+}
+"""The most shared memory of one thread block by compute capability (major·10 + minor): the row "Maximum amount of
+shared memory per thread block" of the CUDA C++ Programming Guide's table "Technical Specifications per Compute
+Capability" (docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html); above 48 KiB only
+as dynamic shared memory, with the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize raised (see `CudaLimits`)."""
+
+# the unknown architectures already warned about
+_warned_architectures: set[str] = set()
+
+
+def shared_memory_per_block(arch: str) -> int:
+    """`SHARED_MEMORY_PER_BLOCK` of `arch` ("sm_90", "sm_90a", "sm_100f", ...); an architecture the table lacks gets
+    `DEFAULT_ARCH`'s, with a warning on the `tvm_tailsplit.cuda` logger (once per architecture and process)."""
+    match = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    capability = int(match.group(1)) if match else None
+    if capability not in SHARED_MEMORY_PER_BLOCK:
+        if arch not in _warned_architectures:
+            _warned_architectures.add(arch)
+            logger.warning("CUDA architecture %r is not in cuda.SHARED_MEMORY_PER_BLOCK: using the limits of %s",
+                           arch, DEFAULT_ARCH)
+        capability = int(DEFAULT_ARCH.removeprefix("sm_"))
+    return SHARED_MEMORY_PER_BLOCK[capability]
+
+
+@dataclass(frozen=True)
+class CudaLimits:
+    """The launch limits of one CUDA architecture that generated kernels obey: `max_threads` per block (the target's
+    `max_num_threads`) and `shared` bytes of shared memory per block (`shared_memory_per_block`: dynamic shared memory
+    above 48 KiB, the static limit of every architecture).
+
+    The opt-in needs no code of ours: TVM's CUDA runtime raises a kernel's
+    `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` to its dynamic shared memory (the size of its `shared.dyn`
+    allocations, a launch parameter) when that is at least 48 KiB, on the kernel's first launch on each device
+    (`CUDAWrappedFunc::operator()` in src/backend/cuda/runtime/cuda_module.cc of TVM 0.27; the message "Failed to
+    set the allowed dynamic shared memory size" is in the wheel's libtvm_runtime_cuda.so)."""
+
+    arch: str
+    max_threads: int
+    shared: int
+
+    @classmethod
+    def of(cls, target: tvm.target.Target) -> CudaLimits:
+        """The limits of a CUDA target: its `arch` picks the shared memory (`shared_memory_per_block`)."""
+        arch = str(target.attrs.get("arch", ""))
+        return cls(arch, int(target.attrs["max_num_threads"]), shared_memory_per_block(arch))

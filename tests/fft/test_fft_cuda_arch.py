@@ -1,12 +1,12 @@
-"""CUDA plans follow the target's architecture (issue #13): the shared memory per block of `tuning.CUDA_SHARED_LIMITS`
-(`CudaLimits`), 163 KiB on sm_80, 99 KiB on sm_86, 227 KiB on sm_90. A transform whose scratch lies between 163 and
-227 KiB (n = 12000 complex64: 187.5 KiB) is one kernel on sm_90 and two kernels over columns on sm_80; a Rader
-transform of 8191 points (192 KiB) one kernel on sm_90 and one kernel per pass over memory on sm_80; 7000 complex128
-(218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile with nvcc without spills and mean
-the same as numpy.fft (their threads serialized on llvm; on a GPU, run). Plans of different architectures are
-different problems to the plan cache and the wisdom. A one-kernel plan's block runs 128 threads per 48 KiB of its
-shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would run exactly one round of them in dynamic
-shared memory (TVM 0.27 cannot lower that).
+"""CUDA plans follow the target's architecture (issue #13): the shared memory per block of
+`cuda.SHARED_MEMORY_PER_BLOCK` (`cuda.CudaLimits`), 163 KiB on sm_80, 99 KiB on sm_86, 227 KiB on sm_90. A transform
+whose scratch lies between 163 and 227 KiB (n = 12000 complex64: 187.5 KiB) is one kernel on sm_90 and two kernels
+over columns on sm_80; a Rader transform of 8191 points (192 KiB) one kernel on sm_90 and one kernel per pass over
+memory on sm_80; 7000 complex128 (218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile
+with nvcc without spills and mean the same as numpy.fft (their threads serialized on llvm; on a GPU, run). Plans of
+different architectures are different problems to the plan cache and the wisdom. A one-kernel plan's block runs 128
+threads per 48 KiB of its shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would run exactly
+one round of them in dynamic shared memory (TVM 0.27 cannot lower that).
 """
 
 import dataclasses
@@ -17,10 +17,11 @@ import re
 import pytest
 import tvm
 
+from tvm_tailsplit import cuda
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_target, device_arch
-from tvm_tailsplit.fft import planner, tuning
-from tvm_tailsplit.fft.tuning import CUDA_DEFAULT_ARCH, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS, CudaLimits
+from tvm_tailsplit.cuda import CudaLimits, compile_cuda_source, cuda_target, device_arch
+from tvm_tailsplit.fft import planner
+from tvm_tailsplit.fft.tuning import CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS
 from tvm_tailsplit.fft.wisdom import problem_key
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
@@ -47,11 +48,11 @@ def test_cuda_limits_follow_the_architecture(arch, shared):
 
 
 def test_an_unknown_architecture_gets_the_default_limits_with_a_warning(caplog, monkeypatch):
-    monkeypatch.setattr(tuning, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.fft"):
+    monkeypatch.setattr(cuda, "_warned_architectures", set())
+    with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.cuda"):
         limits = CudaLimits.of(cuda_target("sm_61"))
         CudaLimits.of(cuda_target("sm_61"))
-    default = CudaLimits.of(cuda_target(CUDA_DEFAULT_ARCH))
+    default = CudaLimits.of(cuda_target(cuda.DEFAULT_ARCH))
     assert limits == CudaLimits("sm_61", default.max_threads, default.shared)
     assert len([r for r in caplog.records if "'sm_61'" in r.getMessage()]) == 1  # once per architecture
 
@@ -133,8 +134,8 @@ def test_the_named_cuda_target_follows_the_gpu_present(monkeypatch, present):
     monkeypatch.setattr(planner, "device_arch", lambda: present)
     planner._named_target.cache_clear()
     try:
-        assert planner._resolve_target("cuda").attrs["arch"] == (present or CUDA_DEFAULT_ARCH)
+        assert planner._resolve_target("cuda").attrs["arch"] == (present or cuda.DEFAULT_ARCH)
     finally:
         monkeypatch.undo()
         planner._named_target.cache_clear()
-    assert planner._resolve_target("cuda").attrs["arch"] == (device_arch() or CUDA_DEFAULT_ARCH)
+    assert planner._resolve_target("cuda").attrs["arch"] == (device_arch() or cuda.DEFAULT_ARCH)

@@ -20,12 +20,12 @@ import pytest
 import tvm
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_ptx
+from tvm_tailsplit.cuda import CudaLimits, compile_cuda_source, cuda_ptx
 from tvm_tailsplit.fft import planner
 from tvm_tailsplit.fft.search import axes
 from tvm_tailsplit.fft.spec import FFTSpec
 from tvm_tailsplit.fft.template import stage_vector_floats, staged_float
-from tvm_tailsplit.fft.tuning import CUDA_STAGE_SKEW_VECTORS, CudaLimits
+from tvm_tailsplit.fft.tuning import CUDA_STAGE_SKEW_VECTORS
 from tvm_tailsplit.fft.variants import Variant, estimate_variant
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance

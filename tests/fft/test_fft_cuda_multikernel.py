@@ -13,9 +13,10 @@ import re
 import numpy as np
 import pytest
 
+from tvm_tailsplit import cuda
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.fft import multikernel, planner, tuning
+from tvm_tailsplit.fft import multikernel, planner
 from tvm_tailsplit.fft.tuning import CUDA_SECTOR_BYTES, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
@@ -99,7 +100,7 @@ def test_multi_kernel_plan_with_serialized_threads_matches_numpy(params):
 def test_six_step_plans_with_a_smaller_shared_memory_match_numpy(params, monkeypatch):
     # with 8 KiB of shared memory per block no single cut fits: two cuts, three kernels (the middle one's columns
     # are both digits of the leading loops and the last loop modulo the deeper cut)
-    monkeypatch.setitem(tuning.CUDA_SHARED_LIMITS, 80, 8 * 1024)
+    monkeypatch.setitem(cuda.SHARED_MEMORY_PER_BLOCK, 80, 8 * 1024)
     planner._cached_plan.cache_clear()  # neither reuse nor leave behind a plan of the real limit's rule
     try:
         plan = tfft.plan(target="cuda", **params)

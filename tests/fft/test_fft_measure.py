@@ -12,7 +12,7 @@ import pytest
 import tvm
 
 from tvm_tailsplit import fft
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_target, gpu_available
+from tvm_tailsplit.cuda import CudaLimits, compile_cuda_source, cuda_target, gpu_available
 from tvm_tailsplit.fft import planner, search, wisdom
 from tvm_tailsplit.fft.schedule import choose_inner_vector_scale, choose_lanes
 from tvm_tailsplit.fft.spec import FFTSpec
@@ -22,7 +22,6 @@ from tvm_tailsplit.fft.tuning import (
     PREFETCH_BYTES,
     PREFETCH_DISTANCE,
     VECTOR_LANES,
-    CudaLimits,
 )
 from tvm_tailsplit.fft.variants import Variant, estimate_variant, scratch_bytes
 
@@ -119,7 +118,7 @@ def test_patient_plan_matches_numpy_and_times_more_variants(fresh):
                                              (4096, 2, "complex64")])
 def test_estimate_variant_is_the_rules(n, batch, dtype):
     spec = FFTSpec(n, dtype=dtype)
-    variant = estimate_variant(spec, batch, cuda=None)
+    variant = estimate_variant(spec, batch, cuda_limits=None)
     lanes = choose_lanes(spec.passes(), spec.real_dtype, batch)
     group_scratch = scratch_bytes(spec, variant)  # a lane group's scratch: 2 floats per complex, per lane
     assert group_scratch % (2 * np.dtype(spec.real_dtype).itemsize * lanes) == 0
@@ -134,9 +133,9 @@ def test_estimate_variant_is_the_rules(n, batch, dtype):
 
 
 def test_estimate_variant_on_cuda_runs_one_kernel_per_pass_beyond_shared_memory():
-    assert not estimate_variant(FFTSpec(1024), 4, cuda=SM_80).kernel_per_pass
-    assert estimate_variant(FFTSpec(65536), 4, cuda=SM_80).kernel_per_pass
-    assert estimate_variant(FFTSpec(1024), 4, cuda=SM_80).prefetch_bytes == 0
+    assert not estimate_variant(FFTSpec(1024), 4, cuda_limits=SM_80).kernel_per_pass
+    assert estimate_variant(FFTSpec(65536), 4, cuda_limits=SM_80).kernel_per_pass
+    assert estimate_variant(FFTSpec(1024), 4, cuda_limits=SM_80).prefetch_bytes == 0
 
 
 def test_describe_lists_timed_variants_and_why(fresh):
@@ -182,7 +181,7 @@ def test_wisdom_file_round_trip(fresh, tmp_path):
                                           ("host", {"cpu": "pentium", "features": "0"})])
 def test_foreign_wisdom_is_ignored_with_a_warning(fresh, field, value):
     key = wisdom.problem_key(FFTSpec(8), 3, *FFTSpec(8).layouts(3), planner._resolve_target("llvm"), 1)
-    variant = dataclasses.replace(estimate_variant(FFTSpec(8), 3, cuda=None), prefetch_bytes=0)
+    variant = dataclasses.replace(estimate_variant(FFTSpec(8), 3, cuda_limits=None), prefetch_bytes=0)
     wisdom.record(key, "measure", variant)
     data = json.loads(fft.export_wisdom())
     fft.forget_wisdom()
@@ -208,9 +207,9 @@ def test_bad_wisdom_and_bad_arguments_name_them(fresh):
     with pytest.raises(ValueError, match="rounds"):
         fft.plan(8, effort="measure", rounds=0)
     with pytest.raises(ValueError, match="radix_limit"):
-        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=None), radix_limit=64)
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda_limits=None), radix_limit=64)
     with pytest.raises(ValueError, match="lanes"):
-        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda=None), lanes=0)
+        dataclasses.replace(estimate_variant(FFTSpec(8), 1, cuda_limits=None), lanes=0)
 
 
 def test_verbose_shows_progress_on_stderr(fresh, capsys):
@@ -237,7 +236,7 @@ def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
             raise RuntimeError("no code for these lanes")
         return planner.Plan(spec, 8, target, layout_in, layout_out, variant)
 
-    estimate_lanes = estimate_variant(spec, 8, cuda=None).lanes
+    estimate_lanes = estimate_variant(spec, 8, cuda_limits=None).lanes
     estimate = build()
     with caplog.at_level(logging.WARNING, logger="tvm_tailsplit.fft"):
         chosen, report = search.search("measure", estimate, build, estimate.variant, threads=1, rounds=1)
@@ -252,7 +251,7 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
         pytest.skip("a CUDA GPU is present: the search times on it")
     with caplog.at_level(logging.INFO, logger="tvm_tailsplit.fft"):
         p = fft.plan(64, 4, target="cuda", effort="measure")
-    assert p.variant == estimate_variant(FFTSpec(64), 4, cuda=SM_80)
+    assert p.variant == estimate_variant(FFTSpec(64), 4, cuda_limits=SM_80)
     assert p.search.source == "estimate" and "no CUDA GPU" in p.search.reason
     assert any("none is present" in r.getMessage() for r in caplog.records)
     assert not json.loads(fft.export_wisdom())["entries"]  # nothing was timed, nothing is recorded
@@ -261,7 +260,7 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
 @pytest.mark.parametrize("n, kind, radices", [(40, "c2c", (8, 5)), (48, "c2c", (2, 4, 6)), (40, "r2c", (4, 5))])
 def test_an_explicit_radix_order_is_correct(n, kind, radices):
     spec = FFTSpec(n, kind)
-    variant = dataclasses.replace(estimate_variant(spec, 3, cuda=None), radices=radices)
+    variant = dataclasses.replace(estimate_variant(spec, 3, cuda_limits=None), radices=radices)
     assert [node.n for node in (variant.tree(spec), variant.tree(spec).right)][1] == math.prod(radices[1:])
     p = planner.Plan(spec, 3, planner._resolve_target("llvm"), *spec.layouts(3), variant)
     if kind == "c2c":
@@ -279,7 +278,7 @@ def test_an_explicit_radix_order_is_correct(n, kind, radices):
                                     dict(lanes=4, radices=(4, 16))])
 def test_cuda_variants_compile_with_nvcc(change):
     spec = FFTSpec(64)
-    variant = dataclasses.replace(estimate_variant(spec, 4, cuda=SM_80), **change)
+    variant = dataclasses.replace(estimate_variant(spec, 4, cuda_limits=SM_80), **change)
     p = planner.Plan(spec, 4, planner._resolve_target("cuda"), *spec.layouts(4), variant)
     source = p.cuda_source("sm_80")
     # kernel name -> threads per block (each kernel is declared, then defined)

@@ -15,7 +15,7 @@ index map without the column's terms, divided by the column stride) with the blo
 one `__syncthreads()` between its passes (the one-kernel machinery: no `ThreadSync`, one thread extent per
 kernel, see `schedule`), and only the scratch that crosses a cut in global memory. With two cuts (six-step) the
 middle kernel's columns combine both kinds. The cuts are the fewest whose kernels' shared memory fits the
-target's shared memory per block (`tuning.CudaLimits`: 163 KiB on sm_80, 227 KiB on sm_90), the most balanced among
+target's shared memory per block (`cuda.CudaLimits`: 163 KiB on sm_80, 227 KiB on sm_90), the most balanced among
 them (`choose_kernel_groups`); kernels run in order on the stream, the only global synchronisation. Twiddle tables
 stay the passes' own (float64, rounded once). The real
 transforms' pre- or post-processing passes (r2c, c2r) are one kernel each, every loop iteration a column.
@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 from tvm import s_tir, tirx
 
+from ..cuda import CudaLimits
 from .factor import Breakdown, Codelet, CooleyTukey
 from .passes import PassList
 from .schedule import cuda_block_threads
 from .template import BARRIER_BLOCK, assign_buffers
-from .tuning import CUDA_SECTOR_BYTES, CudaLimits
+from .tuning import CUDA_SECTOR_BYTES
 
 __all__ = ["KernelGroup", "choose_kernel_groups", "shared_bytes", "schedule_cuda_grouped", "schedule_cuda_multikernel"]
 

@@ -8,7 +8,7 @@ breakdown of the complex transform (`factor.breakdown`) and the passes over memo
 and index maps (`passes.build_passes`), emit the TIR template (`template.build_primfunc`),
 schedule it for the target (`schedule`) and compile it (on llvm with `lowering`'s pipeline: TVM's default one
 plus contiguous vector access to interleaved complex data and hoisted scratch allocations). On CUDA, a plan
-whose scratch fits in one thread block's shared memory (that of the target's architecture, `tuning.CudaLimits`:
+whose scratch fits in one thread block's shared memory (that of the target's architecture, `cuda.CudaLimits`:
 163 KiB on sm_80, 227 KiB on sm_90) is one kernel, whose passes the template separates with
 barriers (it is compiled with TVM's default pipeline without `ThreadSync`); beyond, a c2c Cooley-Tukey chain runs
 in two (or three) kernels over columns, each a batched in-shared-memory FFT (four-step / six-step), and other
@@ -41,7 +41,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
-from ..cuda import device_arch, register_pipeline_without_thread_sync
+from ..cuda import DEFAULT_ARCH, CudaLimits, device_arch, register_pipeline_without_thread_sync
 from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
@@ -61,10 +61,8 @@ from .template import ExternalLayout, build_primfunc, lane_groups
 from .tuning import (
     ANY_BATCH_SCRATCH_BYTES,
     CODELET_LIMIT,
-    CUDA_DEFAULT_ARCH,
     CUDA_STATIC_SHARED_LIMIT,
     RADIX_LIMIT,
-    CudaLimits,
 )
 from .variants import Variant, estimate_variant, scratch_bytes
 from .wisdom import lookup, problem_key, record
@@ -80,12 +78,12 @@ TARGET_KINDS = ("llvm", "cuda")
 def _named_target(name: str) -> tvm.target.Target:
     if name == "llvm":
         return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
-    return tvm.target.Target({"kind": "cuda", "arch": device_arch() or CUDA_DEFAULT_ARCH})
+    return tvm.target.Target({"kind": "cuda", "arch": device_arch() or DEFAULT_ARCH})
 
 
 def _resolve_target(target: Any) -> tvm.target.Target:
     """`target` as a TVM Target of kind llvm or cuda: "llvm" (the host CPU), "cuda" (the GPU present, else
-    `tuning.CUDA_DEFAULT_ARCH`), a target dict or a tvm.target.Target."""
+    `cuda.DEFAULT_ARCH`), a target dict or a tvm.target.Target."""
     if isinstance(target, str):
         if target not in TARGET_KINDS:
             raise ValueError(f"target must be 'llvm', 'cuda', a target dict or a tvm.target.Target, got {target!r}")
@@ -700,7 +698,7 @@ def plan(
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
     "llvm" (the host CPU), "cuda" (the architecture of the GPU present, sm_80 without one) or a target dict or
     Target (a CUDA one's `arch`, e.g. "sm_90", sets the shared memory and threads per block the plan may use:
-    `tuning.CudaLimits`). istride/idist and ostride/odist
+    `cuda.CudaLimits`). istride/idist and ostride/odist
     are the steps between elements and between transforms of the input and output, in elements (complex or real); the
     output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
     the largest radix of a pass of a larger transform (see `factor`); a search tries other limits up to

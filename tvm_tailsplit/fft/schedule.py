@@ -11,7 +11,7 @@
   pass's loops and lanes are fused and spread over the same number of threads (`threadIdx.x`: the variant's
   threads, or fewer when no pass has that much work), the last round of a pass guarded where the threads do
   not divide its work; scratch lives in shared memory (static up to 48 KiB, dynamic above, up to the
-  architecture's `tuning.CudaLimits.shared`). The threads per block: `tuning.CUDA_THREADS` per 48 KiB span of the
+  architecture's `cuda.CudaLimits.shared`). The threads per block: `tuning.CUDA_THREADS` per 48 KiB span of the
   block's shared memory, at most `CudaLimits.max_threads` (`cuda_block_threads`, also for `multikernel`'s kernels
   over columns), for a one-kernel plan fewer where a pass would run exactly one round of them in dynamic shared
   memory (`cuda_one_kernel_threads`). The whole
@@ -50,6 +50,7 @@ import math
 import numpy as np
 from tvm import s_tir, tirx
 
+from ..cuda import CudaLimits
 from .passes import PassList
 from .template import (
     BARRIER_BLOCK,
@@ -70,7 +71,6 @@ from .tuning import (
     LARGE_SCRATCH_BYTES,
     PARALLEL_TASKS,
     VECTOR_LANES,
-    CudaLimits,
 )
 
 __all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_block_threads",

@@ -8,13 +8,6 @@ constant under the same name.
 
 from __future__ import annotations
 
-import logging
-import re
-from dataclasses import dataclass
-from typing import Any
-
-logger = logging.getLogger("tvm_tailsplit.fft")
-
 # ---- breakdown (`factor`) ---------------------------------------------------------------------------------------
 # A DFT of at most this many points is one straight-line codelet (the default `codelet_limit`).
 CODELET_LIMIT = 32
@@ -71,30 +64,15 @@ MIN_BLOCK_LANES = 4
 # ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
 # Threads per thread block (a kernel whose block's shared memory spans k times CUDA_STATIC_SHARED_LIMIT, so that
 # fewer blocks fit on a multiprocessor, runs k times as many, at most the target's threads per block,
-# `CudaLimits.max_threads`: `schedule.cuda_block_threads`, for kernels over columns and one-kernel plans, these
+# `cuda.CudaLimits.max_threads`: `schedule.cuda_block_threads`, for kernels over columns and one-kernel plans, these
 # fewer where a pass would run exactly one round of them: `schedule.cuda_one_kernel_threads`).
 CUDA_THREADS = 128
 # Scratch up to this many bytes is static shared memory (the most a kernel may declare statically on every
-# architecture); above, dynamic shared memory, opted in per kernel up to `CUDA_SHARED_LIMITS` (`CudaLimits`).
-CUDA_STATIC_SHARED_LIMIT = 48 * 1024
-# The most shared memory of one thread block, by compute capability (major·10 + minor): the row "Maximum amount of
-# shared memory per thread block" of the CUDA C++ Programming Guide's table "Technical Specifications per Compute
-# Capability" (docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html; above 48 KiB
-# only as dynamic shared memory with the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize raised, which TVM's
-# CUDA runtime does itself: `CudaLimits`). A block's scratch above its architecture's figure runs in several
+# architecture); above, dynamic shared memory, opted in per kernel up to the architecture's shared memory per
+# block (`cuda.CudaLimits`, from the table `cuda.SHARED_MEMORY_PER_BLOCK`). A block's scratch above it runs in several
 # kernels: a c2c Cooley-Tukey chain cut into the fewest kernels whose blocks' scratch fits (`multikernel`), else one
 # kernel per pass over memory.
-CUDA_SHARED_LIMITS = {
-    70: 96 * 1024, 72: 96 * 1024,  # Volta
-    75: 64 * 1024,  # Turing
-    80: 163 * 1024, 87: 163 * 1024,  # A100, Orin
-    86: 99 * 1024, 89: 99 * 1024,  # GA10x, Ada
-    90: 227 * 1024,  # Hopper
-    100: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024,  # Blackwell (B200, B300, Thor)
-    120: 99 * 1024, 121: 99 * 1024,  # Blackwell GeForce, DGX Spark
-}
-# A target whose architecture the table lacks (or that names none) gets this architecture's limits, logged.
-CUDA_DEFAULT_ARCH = "sm_80"
+CUDA_STATIC_SHARED_LIMIT = 48 * 1024
 # A one-kernel plan whose thread blocks hold at least this many transforms stages its compact input and output
 # through shared memory (`template`, `schedule.cuda_staging`): its threads each work on their own transforms, a
 # transform's row apart, so that loading the rows where a codelet reads them put every thread of a warp on its own
@@ -112,7 +90,7 @@ CUDA_STAGE_MIN_LANES = 2
 # pass's stores stay in global memory (their fastest thread index is the output's element: already consecutive
 # threads on consecutive complex elements, each one 8- or 16-byte vector: `template`, complex_vectors). While the
 # input is compact and the block's scratch and row fit in the
-# architecture's shared memory per block (`CudaLimits.shared`: staging never adds a kernel), else the first pass
+# architecture's shared memory per block (`cuda.CudaLimits.shared`: staging never adds a kernel), else the first pass
 # reads the row in place. (cuFFT and VkFFT read their input coalesced; the issue requires it.)
 CUDA_STAGE_INPUT = True
 # ... in vectors of this many floats of the plan's real type (one complex element: 8 bytes for complex64, 16 for
@@ -129,40 +107,3 @@ CUDA_STAGE_SKEW_VECTORS = 32
 # warp reading strided columns reads whole sectors), more while its largest pass has fewer instances than
 # CUDA_THREADS.
 CUDA_SECTOR_BYTES = 32
-
-
-@dataclass(frozen=True)
-class CudaLimits:
-    """The launch limits of one CUDA architecture that the plans obey: `max_threads` per block (the target's
-    `max_num_threads`) and `shared` bytes of shared memory per block (`CUDA_SHARED_LIMITS`: dynamic shared memory
-    above `CUDA_STATIC_SHARED_LIMIT`, the same on every architecture).
-
-    The opt-in needs no code of ours: TVM's CUDA runtime raises a kernel's
-    `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` to its dynamic shared memory (the size of its `shared.dyn`
-    allocations, a launch parameter) when that is at least 48 KiB, on the kernel's first launch on each device
-    (`CUDAWrappedFunc::operator()` in src/backend/cuda/runtime/cuda_module.cc of TVM 0.27; the message "Failed to
-    set the allowed dynamic shared memory size" is in the wheel's libtvm_runtime_cuda.so)."""
-
-    arch: str
-    max_threads: int
-    shared: int
-
-    @classmethod
-    def of(cls, target: Any) -> CudaLimits:
-        """The limits of a CUDA target (a `tvm.target.Target`): its `arch` ("sm_90", "sm_90a", ...) picks the row of
-        `CUDA_SHARED_LIMITS`; an unknown or missing one gets `CUDA_DEFAULT_ARCH`'s, with a warning on the
-        `tvm_tailsplit.fft` logger (once per architecture and process)."""
-        arch = str(target.attrs.get("arch", ""))
-        match = re.fullmatch(r"sm_(\d+)[af]?", arch)
-        capability = int(match.group(1)) if match else None
-        if capability not in CUDA_SHARED_LIMITS:
-            if arch not in _warned:
-                _warned.add(arch)
-                logger.warning("fft: CUDA architecture %r is not in tuning.CUDA_SHARED_LIMITS: planning with the "
-                               "limits of %s", arch, CUDA_DEFAULT_ARCH)
-            capability = int(CUDA_DEFAULT_ARCH.removeprefix("sm_"))
-        return cls(arch, int(target.attrs["max_num_threads"]), CUDA_SHARED_LIMITS[capability])
-
-
-# the unknown architectures already warned about
-_warned: set[str] = set()

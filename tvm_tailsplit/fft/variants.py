@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cuda import CudaLimits
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
 from .schedule import (
@@ -46,7 +47,6 @@ from .tuning import (
     PREFETCH_BYTES,
     PREFETCH_DISTANCE,
     VECTOR_LANES,
-    CudaLimits,
 )
 
 __all__ = ["Variant", "estimate_variant", "scratch_bytes"]
@@ -135,11 +135,11 @@ def scratch_bytes(request: FFTSpec, variant: Variant) -> int:
     return 2 * np.dtype(request.real_dtype).itemsize * variant.lanes * physical_scratch_elements(passes)
 
 
-def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lanes: int | None = None,
+def estimate_variant(request: FFTSpec, batch: int, cuda_limits: CudaLimits | None, lanes: int | None = None,
                      layouts: tuple[ExternalLayout, ExternalLayout] | None = None) -> Variant:
     """The variant that the rules of `tuning` give (FFTW's ESTIMATE): the request's limits, `choose_lanes`
     (`choose_cuda_lanes` on CUDA), `choose_inner_vector_scale`, `PARALLEL_TASKS`, `PREFETCH_BYTES` on llvm,
-    `PREFETCH_DISTANCE`, and on CUDA (`cuda`: the target's `CudaLimits`; None on llvm) several kernels when a
+    `PREFETCH_DISTANCE`, and on CUDA (`cuda_limits`: the target's `CudaLimits`; None on llvm) several kernels when a
     block's scratch exceeds the shared memory per block of the target's architecture, else one kernel whose blocks
     stage their input row where `CUDA_STAGE_INPUT` and `schedule.cuda_staging` say (`stage_input`: blocks of one
     transform; not where a pass would then run exactly one round of threads in dynamic shared memory,
@@ -148,20 +148,20 @@ def estimate_variant(request: FFTSpec, batch: int, cuda: CudaLimits | None, lane
     own: `multikernel`). `lanes` (llvm) replaces `choose_lanes`'s choice; `layouts` are the plan's input and output
     layouts (default: compact, `FFTSpec.layouts`)."""
     layouts = layouts or request.layouts(batch)
-    if cuda is not None:
+    if cuda_limits is not None:
         lanes = choose_cuda_lanes(request.passes(), request.real_dtype, batch, CUDA_THREADS, layouts)
     else:
         lanes = lanes or choose_lanes(request.passes(), request.real_dtype, batch)
     base = Variant(request.codelet_limit, request.radix_limit, lanes, VECTOR_LANES[request.real_dtype],
-                   1, PARALLEL_TASKS, PREFETCH_BYTES if cuda is None else 0)
+                   1, PARALLEL_TASKS, PREFETCH_BYTES if cuda_limits is None else 0)
     group_scratch = scratch_bytes(request, base)
-    kernel_per_pass = cuda is not None and group_scratch > cuda.shared
+    kernel_per_pass = cuda_limits is not None and group_scratch > cuda_limits.shared
     threads, stage_input = CUDA_THREADS, False
-    if cuda is not None and not kernel_per_pass:
-        threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda)
-        staged = cuda_staging(layouts, lanes, request.real_dtype, group_scratch, cuda, CUDA_STAGE_INPUT)
+    if cuda_limits is not None and not kernel_per_pass:
+        threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda_limits)
+        staged = cuda_staging(layouts, lanes, request.real_dtype, group_scratch, cuda_limits, CUDA_STAGE_INPUT)
         shared = group_scratch + staged_bytes(layouts, staged, lanes, request.real_dtype)
-        staged_threads = cuda_one_kernel_threads(request.passes(), lanes, shared, cuda)
+        staged_threads = cuda_one_kernel_threads(request.passes(), lanes, shared, cuda_limits)
         # a staged input row that left a pass exactly one round of threads in dynamic shared memory would not compile
         if staged != ("input",) or not cuda_one_round(request.passes(), lanes, shared, staged_threads):
             threads, stage_input = staged_threads, staged == ("input",)

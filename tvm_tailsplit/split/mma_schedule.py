@@ -64,7 +64,7 @@ from tvm import s_tir, sym, te, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..cuda import DEFAULT_MULTIPROCESSORS
+from ..cuda import DEFAULT_ARCH, DEFAULT_MULTIPROCESSORS, MAX_THREADS_PER_BLOCK, shared_memory_per_block
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -89,8 +89,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------------- the rules
 MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.sync per tile)
 WARP_SIZE = 32
-MAX_THREADS = 1024  # threads per thread block (CUDA's limit)
-SHARED_BYTES_LIMIT = 163 * 1024  # dynamic shared memory of one thread block on sm_80 (sm_90: 227 KB)
+# a tiling's shared memory fits one thread block of the oldest architecture the schedule targets (sm_80)
+SHARED_BYTES_LIMIT = shared_memory_per_block(DEFAULT_ARCH)
 # The tiling rule (``choose_tiling``, ``tile_tiling``) takes the multiprocessor count as an argument,
 # ``cuda.DEFAULT_MULTIPROCESSORS`` by default; the benchmark passes the GPU's own (``cuda.multiprocessor_count``)
 SYMBOLIC_M = 1024  # a symbolic M is tiled as this static M: one kernel serves every M, the large ones carry the work
@@ -151,8 +151,8 @@ class MmaTiling:
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"MmaTiling.{name} must be an int >= {least} (the software pipeline needs it), "
                                  f"got {value!r}")
-        if self.threads > MAX_THREADS:
-            raise ValueError(f"MmaTiling.warps {self.warps}: {self.threads} threads, more than {MAX_THREADS}")
+        if self.threads > MAX_THREADS_PER_BLOCK:
+            raise ValueError(f"MmaTiling.warps {self.warps}: {self.threads} threads, more than {MAX_THREADS_PER_BLOCK}")
         for operand, elements in (("A", self.block_tile[0] * self.block_k), ("B", self.block_k * self.block_tile[1])):
             if elements % self.threads:
                 raise ValueError(f"MmaTiling.warps {self.warps}: the {self.threads} threads do not split the "
