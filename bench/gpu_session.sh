@@ -8,7 +8,8 @@
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # the GEMM and TailSplit `gpu` tests
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft-tests  # the FFT `gpu` tests
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table, sanitizer runs
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh sanitize   # compute-sanitizer: Hopper GEMM, FFT
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
 #
 # Each part stops itself before the tool's 10-minute limit (`PART_SECONDS`) and leaves its logs and result files
@@ -54,7 +55,7 @@ tests)
         | tee -a "$out/device.txt"
     # every test marked gpu but the FFT's (the tutorials' module needs nbformat, which the GPU image lacks)
     run tests 540 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/tests.xml" \
-        --ignore=tests/test_tutorials.py --ignore=tests/fft tests
+        --ignore=tests/test_tutorials.py --ignore=tests/fft --ignore=tests/warpspec/test_warpspec_sanitizer.py tests
     ;;
 fft-tests)
     run fft-tests 560 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/fft-tests.xml" tests/fft
@@ -66,9 +67,13 @@ gemm)
     collect tails_cuda tails_cuda
     ;;
 fft)
-    run fft 420 python3 -m bench.bench_fft_cuda
-    run sanitize 140 python3 -m bench.bench_fft_cuda --quick --sanitize
+    run fft 560 python3 -m bench.bench_fft_cuda
     collect fft_cuda fft_cuda
+    ;;
+sanitize)
+    run gemm-sanitizer 360 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/sanitizer.xml" \
+        tests/warpspec/test_warpspec_sanitizer.py
+    run fft-sanitizer 200 python3 -m bench.bench_fft_cuda --quick --sanitize
     collect quick/fft_cuda fft_cuda_sanitize
     ;;
 tilings)
@@ -76,7 +81,7 @@ tilings)
     collect tails_cuda tails_cuda_tilings
     ;;
 *)
-    echo "usage: bash bench/gpu_session.sh {tests|fft-tests|gemm|fft|tilings}   (see the top of this file)" >&2
+    echo "usage: bash bench/gpu_session.sh {tests|fft-tests|gemm|fft|sanitize|tilings}   (see the top of this file)" >&2
     exit 2
     ;;
 esac
