@@ -137,8 +137,9 @@ def kernels(m: int | None, n: int, k: int, arch: str,
     return result
 
 
-def sweep_tilings(m: int | None, n: int, k: int) -> list[ms.MmaTiling]:
-    """The tilings ``--tilings`` times (d) with: ``tile_tiling`` of each of the rule's ``candidate_tiles``."""
+def sweep_tilings(m: int | None, k: int) -> list[ms.MmaTiling]:
+    """The tilings ``--tilings`` times (d) with: ``tile_tiling`` of each of the rule's ``candidate_tiles`` (they
+    depend on M, and their K slices on K)."""
     return [ms.tile_tiling(rows, cols, k) for rows, cols in ms.candidate_tiles(m)]
 
 
@@ -188,7 +189,7 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
         tiling = ms.choose_tiling(*shape)
         for column, (build, pipeline) in kernels(*shape, arch, tiling).items():
             build_row(shape, column, build, pipeline, tiling)
-        for other in sweep_tilings(*shape) if tilings else ():
+        for other in sweep_tilings(shape[0], shape[2]) if tilings else ():
             if other != tiling:
                 build_row(shape, "tailsplit", lambda shape=shape, other=other: ms.matmul_mma_cuda(*shape,
                                                                                                   tiling=other),
@@ -309,7 +310,7 @@ def run(quick: bool, tilings: bool) -> dict:
                        for column, (build, pipeline) in kernels(*shape, arch, tiling).items()}
         sweep = {other.name(): compiled(f"{shape_text(*shape)} tailsplit [{other.name()}]",
                                         ms.matmul_mma_cuda(*shape, tiling=other), MMA_PIPELINE)
-                 for other in (sweep_tilings(*shape) if tilings else ())}
+                 for other in (sweep_tilings(shape[0], shape[2]) if tilings else ())}
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
             row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,

@@ -192,3 +192,5 @@ def test_run_on_buffers_in_the_plans_layout_with_own_or_given_tables():
     zeroed = [tvm.runtime.tensor(np.zeros_like(table), tvm.cpu(0)) for table in plan.constants]
     plan.run(floats, again, zeroed)
     assert not np.array_equal(again, out.array)
+    with pytest.raises(ValueError, match="constants must hold 1 tensors"):
+        plan.run(floats, again, tables + tables)

@@ -453,6 +453,9 @@ class Plan:
         `input_shape` and `output_shape` in the plan's real dtype) or, on llvm, numpy arrays of those shapes,
         wrapped without a copy. `constants`: tensors of `constants` on the same device, e.g. other tables of the
         same shapes (default: the plan's own, uploaded once per device)."""
+        if constants is not None and len(constants) != len(self._constants):
+            raise ValueError(f"constants must hold {len(self._constants)} tensors (one per table of "
+                             f"plan.constants), got {len(constants)}")
         if not self.is_cuda:
             x, out = (self._wrap(a) if isinstance(a, np.ndarray) else a for a in (x, out))
         function = self._cuda_executable()["main"] if self.is_cuda else self._function
