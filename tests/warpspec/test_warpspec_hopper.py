@@ -274,6 +274,9 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     assert "setmaxnreg_dec_sync_aligned_u32_40" in kernel and "setmaxnreg_inc_sync_aligned_u32_232" in kernel
     assert "__shared__ alignas" not in kernel  # rings and barriers in one dynamic buffer (1024-byte atoms)
     _assert_fragments_fenced(kernel)
+    # thread 0 traps unless both rings start on a 1024-byte swizzle atom of the shared window
+    assert len(re.findall(r"trap_when_assert_failed\(\(\(tvm_builtin_cuda_cvta_generic_to_shared\(.*"
+                          r"& \(uint\)1023\) == \(uint\)0\)\);", kernel)) == 2
     (usage,) = compile_cuda_source(source, "sm_90a")
     print("hopper gemm", k, usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0

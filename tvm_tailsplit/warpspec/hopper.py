@@ -12,7 +12,9 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
   descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
   and box) and passed to the kernel as `__grid_constant__` parameters. The rings live in dynamic shared memory
-  aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes).
+  aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte
+  aligned, so thread 0 checks each ring's shared address and traps if it is not on an atom (TMA's swizzle and the
+  descriptors' would disagree: wrong results otherwise).
 * **Consumer roles** (wgmma tiles): the accumulator band of the role is a register fragment of `m * n / 128`
   floats per thread in wgmma's layout (for each 64-row block, thread `t` holds rows `16 (t / 32) + (t % 32) / 4
   (+ 8)` and columns `8 i + 2 (t % 4) (+ 1)`). A wgmma tile issues, per 16-wide step of K and per 64-row block,
@@ -164,7 +166,14 @@ class _Hopper:
         inits = [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(_shared_address(self.bars, [c]),
                                                               tirx.IntImm("uint32", count)))
                  for c, count in enumerate(arrivals)]
-        setup = [tirx.IfThenElse(thread == 0, _seq([*inits, tirx.Evaluate(
+        # the swizzle of TMA and of the wgmma descriptors (base offset 0) agree only on 1024-byte aligned stages:
+        # TVM declares the dynamic buffer 64-byte aligned, so a kernel whose window is not traps instead of computing
+        # garbage
+        aligned = [tirx.Evaluate(T.cuda.trap_when_assert_failed(tirx.EQ(tirx.bitwise_and(
+                       T.cuda.cvta_generic_to_shared(_shared_address(ring, [0, 0, 0])),
+                       tirx.const(SWIZZLE_ATOM_BYTES - 1, "uint32")), tirx.const(0, "uint32"))))
+                   for ring in self.rings.values()]
+        setup = [tirx.IfThenElse(thread == 0, _seq([*aligned, *inits, tirx.Evaluate(
                      T.ptx.fence.mbarrier_init.release.cluster())]), None),
                  tirx.Evaluate(T.ptx.fence.proxy.async_.shared__cta()), tirx.Evaluate(T.cuda.cta_sync())]
         local = [*self.fragments.values(), *(d for pair in self.descriptors.values() for d in pair)]
