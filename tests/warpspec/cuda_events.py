@@ -24,7 +24,8 @@ emits:
 
 Any other line (a named barrier, a ternary, a `%`, a renamed helper) raises `ValueError` naming the line: a codegen
 change in TVM breaks this check loudly, never makes it pass silently. C integer expressions become Python ones
-(`/` as `//`: their operands are non-negative in the CTAs simulated).
+(`/` as `//`: their operands are non-negative in the CTAs simulated; TVM parenthesizes every binary operation, so
+C's precedence and Python's agree).
 
 `simulate_gemm` runs each CTA's threads in a random interleaving (seeded): each round steps up to
 `THREADS_PER_ROUND` random runnable threads by one event, and completes a pending TMA copy instead with the odds
@@ -34,21 +35,25 @@ landing in a ring stage (its content: the box's tensor map and coordinates), wgm
 until a `wait_group` retires them, per-thread fragment registers holding the list of products accumulated into
 them (reset by the zero fill), `__syncthreads`, and the rings laid out as TVM places them (`gemm_rings`).
 
-It reports a `KernelFault` of one kind (the constants below) at the first of: a deadlock; a TMA copy issued into,
-or landing in, a stage that an unretired wgmma group reads, or two copies in flight into one stage (`STAGE_RACE`);
-a wgmma reading a stage before its copy landed (`EARLY_READ`); more bytes completed than expected or an arrival
-past a barrier's count (`TRANSACTION`); a descriptor other than CUTLASS's K-major 128-byte-swizzle one
-(`make_gmma_desc<Major::K>` of `Layout_K_SW128_Atom`: leading byte offset 1, stride byte offset 1024 B, B128) or
-not at a 16-element K step of a 64-row block of one stage, A and B at different K (`DESCRIPTOR`); a fragment stored
-while groups are in flight (`UNRETIRED_STORE`); a C element stored other than exactly once (`COVERAGE`); a stored
-register other than the one the PTX m64nNk16 D-fragment layout assigns to that element, or not holding exactly the
-products of the element's A row and B row at every 16-wide K step of the K tiles (`FRAGMENT`); a warpgroup not
-executing one `setmaxnreg` value on all its threads, or the values exceeding the register file (`REGISTERS`).
+It reports a `KernelFault` of one kind (the constants below) at the first of: every live thread waiting on a barrier
+phase that no pending copy or thread can complete (`DEADLOCK`); a TMA copy issued into, or landing in, a stage that
+an unretired wgmma group reads, two copies in flight into one stage, or a copy not at the start of a stage of its
+operand's ring (`STAGE_RACE`); a wgmma reading a stage before its copy landed (`EARLY_READ`); more bytes completed
+than expected or an arrival past a barrier's count (`TRANSACTION`); a descriptor other than CUTLASS's K-major
+128-byte-swizzle one (`make_gmma_desc<Major::K>` of `Layout_K_SW128_Atom`: leading byte offset 1, stride byte offset
+1024 B, B128; the emitted encoder is checked by `check_descriptor_encoder`), or not at a 16-element K step of a
+64-row block of a stage of its operand's ring, or A and B at different K (`DESCRIPTOR`); a fragment stored while
+groups are in flight (`UNRETIRED_STORE`); a C element stored other than exactly once (`COVERAGE`); a stored register
+other than the one the PTX m64nNk16 D-fragment layout assigns to that element, or not holding exactly the products
+of the element's A row and B row at every 16-wide K step of the K tiles (`FRAGMENT`); a warpgroup not executing one
+`setmaxnreg` value on all its threads, or the values exceeding the register file (`REGISTERS`).
+A stored register that no fill or wgmma wrote is a `FRAGMENT` fault too.
 
-Limits: one CTA at a time (no cluster, no inter-CTA effects); values are not computed, only which products reach
-which register (numerics are the `gpu` tests' job); TMA zero fill past K is not modelled (a box is the same content
-whether or not it crosses K); memory ordering is sequentially consistent apart from the TMA copies' delay; the
-fragment layout and ring placement are those of `examples.hopper_gemm_kernel`'s tiles (fp16, 64-wide K tiles).
+Limits: random interleavings (a few seeds), not all of them: a pass is evidence, a fault a counterexample; one CTA
+at a time (no cluster, no inter-CTA effects); values are not computed, only which products reach which register
+(numerics are the `gpu` tests' job); TMA zero fill past K is not modelled (a box is the same content whether or not
+it crosses K); memory ordering is sequentially consistent apart from the TMA copies' delay; the fragment layout and
+ring placement are those of `examples.hopper_gemm_kernel`'s tiles (fp16, 64-wide K tiles).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ BLOCK_K = 64
 HALF_BYTES = 2
 
 Event = tuple
+"""`(kind, *operands)`, the kinds and operands as `_EVENTS` lists them (and `('start',)`, every thread's first)."""
 
 
 class KernelFault(AssertionError):
@@ -114,11 +120,10 @@ def gemm_rings(block_m: int = 128, block_n: int = 256, stages: int = 4) -> tuple
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
-    """A transpiled kernel: `thread(tx, bx, by)` yields the thread's events; `python` is the generated code."""
+    """A transpiled kernel: `thread(tx, bx, by)` yields the events of thread `tx` of CTA `(bx, by)`."""
 
     thread: Callable[[int, int, int], Iterator[Event]]
     threads: int
-    python: str
 
 
 # -- transpilation -------------------------------------------------------------------------------------------------
@@ -203,7 +208,7 @@ def kernel_lines(source: str) -> list[str]:
 def transpile(source: str) -> Kernel:
     """The kernel of `source` (see the module doc) as a generator function of `(tx, bx, by)`; the symbolic `K` is a
     global of the function (`simulate_gemm` sets it)."""
-    out = ["def thread(tx, bx, by):", "    yield ('start',)"]
+    out = ["def thread(tx, bx, by):", "    yield ('start',)"]  # a generator even if the thread does nothing
     depth = 1
     for line in kernel_lines(source):
         indent = "    " * depth
@@ -223,11 +228,9 @@ def transpile(source: str) -> Kernel:
             out.append(indent + event)
         elif not _NO_OPS.fullmatch(line):
             raise ValueError(f"cuda_events: cannot parse the kernel line {line[:240]!r}")
-    python = "\n".join(out)
     namespace: dict = {}
-    exec(compile(python, "<transpiled kernel>", "exec"), namespace)
-    threads = int(re.search(r"__launch_bounds__\((\d+)\)", source)[1])
-    return Kernel(namespace["thread"], threads, python)
+    exec(compile("\n".join(out), "<transpiled kernel>", "exec"), namespace)
+    return Kernel(namespace["thread"], int(re.search(r"__launch_bounds__\((\d+)\)", source)[1]))
 
 
 # -- simulation ----------------------------------------------------------------------------------------------------
@@ -279,7 +282,7 @@ class _Cta:
         self.open_group: dict[int, set] = defaultdict(set)
         self.descriptors: dict[tuple[int, str], int] = {}
         self.registers: dict[tuple[int, str], dict[int, list | None]] = defaultdict(dict)
-        self.registers_set: dict[int, dict[int, int]] = defaultdict(dict)  # warpgroup -> thread -> setmaxnreg
+        self.register_requests: dict[int, dict[int, int]] = defaultdict(dict)  # warpgroup -> thread -> setmaxnreg
         self.stores: dict[int, list[Store]] = defaultdict(list)
 
     def stage_of(self, offset: int) -> tuple[Ring, int, int]:
@@ -317,7 +320,8 @@ class _Cta:
         ring, stage, within = self.stage_of(offset)
         key = (ring.name, stage)
         if ring.name != tensor_map or within:
-            raise KernelFault(STAGE_RACE, f"TMA copy of {tensor_map} into ring {ring.name} at offset {within}")
+            raise KernelFault(STAGE_RACE, f"TMA copy of {tensor_map} into ring {ring.name} at offset {within} of a "
+                                          "stage")
         if readers := self.readers(key):
             raise KernelFault(STAGE_RACE, f"thread {t} issues a TMA copy into {key} while threads {readers[:3]} "
                                           "have unretired wgmma groups reading it")
@@ -363,7 +367,10 @@ class _Cta:
     def store(self, t: int, index: int, fragment: str, register: int) -> None:
         if self.groups[t] or self.open_group[t]:
             raise KernelFault(UNRETIRED_STORE, f"thread {t} stores {fragment}[{register}] with wgmma groups in flight")
-        self.stores[index].append(Store(t, register, tuple(self.registers[(t, fragment)].get(register) or ())))
+        products = self.registers[(t, fragment)].get(register)
+        if products is None:
+            raise KernelFault(FRAGMENT, f"thread {t} stores {fragment}[{register}], which no fill or wgmma wrote")
+        self.stores[index].append(Store(t, register, tuple(products)))
 
     def step(self, t: int, event: Event) -> bool:
         """Execute `event` of thread `t`; False if it blocks (a wait on an unfinished phase, a barrier)."""
@@ -391,7 +398,9 @@ class _Cta:
         elif kind == "store":
             self.store(t, *event[1:])
         elif kind == "setmaxnreg":
-            self.registers_set[t // WARPGROUP][t] = event[2]
+            self.register_requests[t // WARPGROUP][t] = event[2]
+        elif kind != "start":
+            raise ValueError(f"cuda_events: no model of the event {event}")
         return True
 
     def run(self, completion_odds: float) -> None:
@@ -402,8 +411,8 @@ class _Cta:
                 self.land(self.copies[self.rng.choice(sorted(self.copies))])
                 continue
             progressed = False
-            for t in self.rng.sample(sorted(runnable - at_barrier), min(len(runnable - at_barrier),
-                                                                        THREADS_PER_ROUND)):
+            ready = sorted(runnable - at_barrier)
+            for t in self.rng.sample(ready, min(len(ready), THREADS_PER_ROUND)):
                 if t not in pending:
                     try:
                         pending[t] = next(self.threads[t])
@@ -439,7 +448,7 @@ class _Cta:
 
     def check_registers(self) -> None:
         total = 0
-        for warpgroup, values in self.registers_set.items():
+        for warpgroup, values in self.register_requests.items():
             if len(values) != WARPGROUP or len(set(values.values())) != 1:
                 raise KernelFault(REGISTERS, f"warpgroup {warpgroup}: setmaxnreg on {len(values)} threads, values "
                                              f"{sorted(set(values.values()))}")

@@ -145,6 +145,16 @@ def test_a_missing_cta_or_a_doubled_store_is_a_coverage_fault():
     assert fault.value.kind == COVERAGE and "stored 2 times" in str(fault.value)
 
 
+def test_a_fragment_stored_without_its_zero_fill_is_a_fragment_fault():
+    """K = 0: no wgmma writes the fragment, so without the fill the stores write uninitialized registers."""
+    source = _source(128, 256, None, zero_fill=True)
+    unfilled = re.sub(r"acc_r1_ptr\[\d+\] = 0x0p\+0f/\*0\.000000e\+00\*/;", "", source)
+    assert unfilled != source
+    with pytest.raises(KernelFault, match="which no fill or wgmma wrote") as fault:
+        _simulate(unfilled, 128, 256, 0, (1, 1))
+    assert fault.value.kind == FRAGMENT
+
+
 @pytest.mark.parametrize("old,new,message", [
     ("tvm_builtin_cuda_cta_sync();", "tvm_builtin_ptx_bar_sync_count_sync((uint)1, (uint)384);",
      "cannot parse the kernel line 'tvm_builtin_ptx_bar_sync_count_sync"),
