@@ -260,8 +260,9 @@ class _Copy:
 @dataclasses.dataclass(frozen=True)
 class Store:
     """One `C[index] = fragment[register]`: the storing thread and the products the register holds, one per wgmma
-    that accumulated into it: `(A row, B row, k)` of the 64-row block's first row, the B tile's first row and the
-    K step, and the register's position in the wgmma's fragment."""
+    that accumulated into it, `(a_row0, b_row0, k, position)`: the first A row of the wgmma's 64-row block, the first
+    B row of its tile, its K step, and the register's position in its D fragment (whose layout gives the element's
+    offsets from those rows)."""
 
     thread: int
     register: int
@@ -281,7 +282,7 @@ class _Cta:
         self.groups: dict[int, list[set]] = defaultdict(list)  # committed, unretired groups' stages, per thread
         self.open_group: dict[int, set] = defaultdict(set)
         self.descriptors: dict[tuple[int, str], int] = {}
-        self.registers: dict[tuple[int, str], dict[int, list | None]] = defaultdict(dict)
+        self.registers: dict[tuple[int, str], dict[int, list]] = defaultdict(dict)  # (thread, fragment) -> products
         self.register_requests: dict[int, dict[int, int]] = defaultdict(dict)  # warpgroup -> thread -> setmaxnreg
         self.stores: dict[int, list[Store]] = defaultdict(list)
 
@@ -375,7 +376,7 @@ class _Cta:
     def step(self, t: int, event: Event) -> bool:
         """Execute `event` of thread `t`; False if it blocks (a wait on an unfinished phase, a barrier)."""
         kind = event[0]
-        if kind == "wait":
+        if kind == "wait":  # try_wait.parity(p) passes once the phase of parity p completed
             return (self.barriers[event[1]].phase & 1) != event[2]
         if kind == "init":
             self.barriers[event[1]] = _Barrier(event[2], event[2])
@@ -405,7 +406,8 @@ class _Cta:
 
     def run(self, completion_odds: float) -> None:
         pending: dict[int, Event] = {}
-        runnable, at_barrier, finished = set(self.threads), set(), set()
+        everyone = set(self.threads)
+        runnable, at_barrier, finished = set(everyone), set(), set()
         while runnable or self.copies:
             if self.copies and (not runnable or self.rng.random() < completion_odds):
                 self.land(self.copies[self.rng.choice(sorted(self.copies))])
@@ -428,7 +430,7 @@ class _Cta:
                 elif self.step(t, pending[t]):
                     del pending[t]
                     progressed = True
-            if at_barrier and at_barrier | finished == set(self.threads):
+            if at_barrier and at_barrier | finished == everyone:
                 if finished:
                     raise KernelFault(DEADLOCK, "__syncthreads after some threads exited")
                 at_barrier.clear()
