@@ -1,0 +1,167 @@
+"""The generated sm_90a CUDA of the Hopper GEMMs, simulated event by event on the CPU (`cuda_events`).
+
+Each kernel (warp-specialized with static, symbolic and zero-filled K; the persistent form; the unspecialized
+ablation) runs safely in random interleavings with TMA copies landing late, and stores every C element once from
+the register holding the products of its A row and B row over every K step. Planted bugs in the generated text
+(the audit's mutations) are each reported with their kind, so the checks bite.
+"""
+
+import functools
+import re
+
+import pytest
+import tvm
+
+from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
+from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
+
+from .cuda_events import (
+    COVERAGE,
+    DEADLOCK,
+    DESCRIPTOR,
+    EARLY_READ,
+    FRAGMENT,
+    REGISTERS,
+    STAGE_RACE,
+    TRANSACTION,
+    UNRETIRED_STORE,
+    KernelFault,
+    check_descriptor_encoder,
+    simulate_gemm,
+    transpile,
+)
+
+
+@functools.cache
+def _source(m: int, n: int, k: int | None, zero_fill: bool = False, ctas: int | None = None,
+            specialized: bool = True) -> str:
+    func = examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas)
+    mod = (WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func})) if specialized
+           else tvm.IRModule({"main": unspecialized_hopper_kernel(func)}))
+    return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+
+
+def _simulate(source: str, m: int, n: int, k: int, grid: tuple[int, int], seed: int = 0) -> None:
+    check_descriptor_encoder(source)
+    assert simulate_gemm(transpile(source), m, n, k, grid, seed) == m * n
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_warp_specialized_kernel_over_a_grid_of_ctas(seed):
+    _simulate(_source(256, 512, 256), 256, 512, 256, (2, 2), seed)
+
+
+@pytest.mark.parametrize("k,zero_fill", [(64, False), (512, False), (0, True), (8, True), (200, True)])
+def test_symbolic_k_kernel(k, zero_fill):
+    """Fewer K tiles than stages, more (stages are reused, groups stay in flight), none, a partial one."""
+    _simulate(_source(128, 256, None, zero_fill), 128, 256, k, (1, 1), seed=k)
+
+
+@pytest.mark.parametrize("k,kernel_k,ctas", [(200, None, 3), (320, 320, 1)])
+def test_persistent_kernel(k, kernel_k, ctas):
+    """4 tiles on 3 CTAs (CTA 0 runs two) or all on one: the running step `tt * N_k + ko` carries stages and
+    phases from tile to tile."""
+    _simulate(_source(256, 512, kernel_k, zero_fill=kernel_k is None, ctas=ctas), 256, 512, k, (ctas, 1), seed=k)
+
+
+@pytest.mark.parametrize("k", [72, 320])
+def test_unspecialized_ablation(k):
+    _simulate(_source(128, 256, None, zero_fill=True, specialized=False), 128, 256, k, (1, 1), seed=k)
+
+
+def _planted(source: str, old: str, new: str, count: int = 1) -> str:
+    assert old in source, f"the mutation's text {old!r} is no longer generated: update the mutation"
+    return source.replace(old, new, count)
+
+
+# A planted bug's kind can depend on the interleaving (a flipped parity reads early if the consumer comes first,
+# else waits for a phase that never comes); the seeds are fixed, the kinds listed are those the bug can give.
+SYMBOLIC_K_MUTATIONS = {
+    "consumer full-barrier parity flipped": (
+        "((ko_r1 & 7) >> 2))", "(((ko_r1 & 7) >> 2) ^ 1))", 1, {EARLY_READ, DEADLOCK}),
+    "producer skips the empty-barrier waits": (
+        "if (4 <= ko_r0) {", "if (4 <= ko_r0 && 0) {", -1, {STAGE_RACE, DEADLOCK}),
+    "consumer releases the stage it reads instead of the previous one": (
+        "[(((ko_r1 + 3) & 3) + 8)]", "[((ko_r1 & 3) + 8)]", 1, {STAGE_RACE, DEADLOCK}),
+    "no wait_group 1 before the release": (
+        "tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_1();", "", 1, {STAGE_RACE}),
+    "expect_tx short by 32 bytes": ("(uint)49152", "(uint)49120", 1, {TRANSACTION}),
+    "K step descriptor 16 bytes short": ("+ 528)])), 1, 64, 3)", "+ 520)])), 1, 64, 3)", 1, {DESCRIPTOR}),
+    "descriptor without swizzle": ("+ 528)])), 1, 64, 3)", "+ 528)])), 1, 64, 0)", 1, {DESCRIPTOR}),
+    "fragment registers 1 and 2 swapped in a store": ("= acc_r1_ptr[1];", "= acc_r1_ptr[2];", 1, {FRAGMENT}),
+    "fragment registers 1 and 2 swapped in a wgmma": (
+        "(acc_r1_ptr[0], acc_r1_ptr[1], acc_r1_ptr[2],", "(acc_r1_ptr[0], acc_r1_ptr[2], acc_r1_ptr[1],", 1,
+        {FRAGMENT}),
+    "empty barrier expects 129 arrivals": ("[8]))), (uint)128)", "[8]))), (uint)129)", 1, {DEADLOCK}),
+    "consumer warpgroups take 240 registers": (
+        "setmaxnreg_inc_sync_aligned_u32_232", "setmaxnreg_inc_sync_aligned_u32_240", -1, {REGISTERS}),
+    "descriptor encoder with the 64-byte swizzle layout": (
+        "case 3: _desc.bitfield.layout_type_ = uint8_t(1)", "case 3: _desc.bitfield.layout_type_ = uint8_t(2)", 1,
+        {DESCRIPTOR}),
+}
+
+
+@pytest.mark.parametrize("name", SYMBOLIC_K_MUTATIONS)
+def test_planted_bug_in_the_symbolic_k_kernel_is_reported(name):
+    old, new, count, kinds = SYMBOLIC_K_MUTATIONS[name]
+    planted = _planted(_source(128, 256, None), old, new, count)
+    with pytest.raises(KernelFault) as fault:
+        _simulate(planted, 128, 256, 512, (1, 1))
+    assert fault.value.kind in kinds, str(fault.value)
+
+
+PERSISTENT_MUTATIONS = {
+    "no release of a tile's last stage": (
+        "tvm_builtin_ptx_mbarrier_arrive_nocount_arrive_shared_b64(tvm_builtin_cuda_cvta_generic_to_shared("
+        "(&(((uint64_t*)buf_dyn_shmem_ptr)[(tt_r1 + 8)]))));", "", {DEADLOCK}),
+    "in-loop release also at ko = 0 (released twice)": (
+        "&& (1 <= ko_r1)) {", "&& (0 <= ko_r1)) {", {STAGE_RACE, DEADLOCK, FRAGMENT}),
+    "no drain before the stores": ("tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_0();", "",
+                                   {UNRETIRED_STORE}),
+    "consumer parity of the running step off by a tile": (
+        "((((tt_r1 * 5) + ko_r1) & 7) >> 2));", "((((tt_r1 * 4) + ko_r1) & 7) >> 2));", {EARLY_READ, DEADLOCK}),
+}
+
+
+@pytest.mark.parametrize("name", PERSISTENT_MUTATIONS)
+def test_planted_bug_in_the_persistent_kernel_is_reported(name):
+    """All 4 tiles on one CTA (the most tile-to-tile carries), K = 320: 5 K steps a tile, 20 in all."""
+    old, new, kinds = PERSISTENT_MUTATIONS[name]
+    planted = _planted(_source(256, 512, 320, ctas=1), old, new)
+    with pytest.raises(KernelFault) as fault:
+        _simulate(planted, 256, 512, 320, (1, 1))
+    assert fault.value.kind in kinds, str(fault.value)
+
+
+def test_a_missing_cta_or_a_doubled_store_is_a_coverage_fault():
+    with pytest.raises(KernelFault, match="32768 of the 131072 C elements stored"):
+        simulate_gemm(transpile(_source(256, 512, 256)), 256, 512, 256, (1, 1), seed=0)
+    source = _source(128, 256, None)
+    store = re.search(r"C_ptr\[(.+?)\] = acc_r1_ptr\[0\];", source)
+    doubled = source.replace(store[0], f"{store[0]}\nC_ptr[{store[1]}] = acc_r1_ptr[0];", 1)
+    with pytest.raises(KernelFault) as fault:
+        _simulate(doubled, 128, 256, 64, (1, 1))
+    assert fault.value.kind == COVERAGE and "stored 2 times" in str(fault.value)
+
+
+def test_a_fragment_stored_without_its_zero_fill_is_a_fragment_fault():
+    """K = 0: no wgmma writes the fragment, so without the fill the stores write uninitialized registers."""
+    source = _source(128, 256, None, zero_fill=True)
+    unfilled = re.sub(r"acc_r1_ptr\[\d+\] = 0x0p\+0f/\*0\.000000e\+00\*/;", "", source)
+    assert unfilled != source
+    with pytest.raises(KernelFault, match="which no fill or wgmma wrote") as fault:
+        _simulate(unfilled, 128, 256, 0, (1, 1))
+    assert fault.value.kind == FRAGMENT
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("tvm_builtin_cuda_cta_sync();", "tvm_builtin_ptx_bar_sync_count_sync((uint)1, (uint)384);",
+     "cannot parse the kernel line 'tvm_builtin_ptx_bar_sync_count_sync"),
+    ("(uint)49152", "(uint)(K ? 49152 : 0)", "cannot parse the kernel line"),
+    ("if (4 <= ko_r0) {", "if ((ko_r0 % 4) == 0) {", r"unsupported C expression '\(ko_r0 % 4\) == 0'"),
+])
+def test_unknown_generated_text_is_rejected_by_name(old, new, message):
+    """A codegen change in TVM breaks the transpiler loudly, naming the line (it never passes silently)."""
+    with pytest.raises(ValueError, match=message):
+        transpile(_planted(_source(128, 256, None), old, new))
