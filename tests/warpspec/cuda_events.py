@@ -18,6 +18,8 @@ emits:
   `tvm_builtin_ptx_wgmma_commit_group_commit_group_sync_aligned()`,
   `tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_{D}()`;
 * `tvm_builtin_ptx_setmaxnreg_{dec,inc}_sync_aligned_u32_{R}()`, `tvm_builtin_cuda_cta_sync()`;
+* `tvm_builtin_cuda_trap_when_assert_failed(((cvta(&..[offset]) & (uint)mask) == (uint)0))` (the kernel traps
+  unless a ring starts on a swizzle atom; the window is taken to start at shared address 0);
 * the fragment's zero fill `acc_rX_ptr[r] = 0x0p+0f`, the stores `C_ptr[index] = acc_rX_ptr[r];`;
 * no-ops: the fences (`tvm_builtin_ptx_fence_proxy..`, `..fence_mbarrier_init..`, `..wgmma_fence..`,
   `tvm_tailsplit_fence_operand`) and the declarations of the shared buffer, fragments and descriptors.
@@ -46,7 +48,8 @@ than expected or an arrival past a barrier's count (`TRANSACTION`); a descriptor
 groups are in flight (`UNRETIRED_STORE`); a C element stored other than exactly once (`COVERAGE`); a stored register
 other than the one the PTX m64nNk16 D-fragment layout assigns to that element, or not holding exactly the products
 of the element's A row and B row at every 16-wide K step of the K tiles (`FRAGMENT`); a warpgroup not executing one
-`setmaxnreg` value on all its threads, or the values exceeding the register file (`REGISTERS`).
+`setmaxnreg` value on all its threads, or the values exceeding the register file (`REGISTERS`); a trap whose
+condition fails (`TRAP`).
 A stored register that no fill or wgmma wrote is a `FRAGMENT` fault too.
 
 Limits: random interleavings (a few seeds), not all of them: a pass is evidence, a fault a counterexample; one CTA
@@ -76,6 +79,7 @@ UNRETIRED_STORE = "unretired store"
 COVERAGE = "coverage"
 FRAGMENT = "fragment"
 REGISTERS = "registers"
+TRAP = "trap"
 
 THREADS_PER_ROUND = 8
 """Rule: a scheduling round steps at most 8 random runnable threads (fine interleavings, few rounds)."""
@@ -153,6 +157,8 @@ _EVENTS: list[tuple[str, re.Pattern, str]] = [(kind, re.compile(pattern), groups
     ("wait_group", r"tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_(\d+)\(\);", "i"),
     ("setmaxnreg", r"tvm_builtin_ptx_setmaxnreg_(dec|inc)_sync_aligned_u32_(\d+)\(\);", "si"),
     ("sync", r"tvm_builtin_cuda_cta_sync\(\);", ""),
+    ("aligned", r"tvm_builtin_cuda_trap_when_assert_failed\(\(\("
+                rf"tvm_builtin_cuda_cvta_generic_to_shared\(\(&{_HALF}\)\) & \(uint\)(\d+)\) == \(uint\)0\)\);", "ei"),
     ("zero", r"(acc_r\d+)_ptr\[(\d+)\] = 0x0p\+0f/\*0\.000000e\+00\*/;", "si"),
     ("store", r"C_ptr\[(.+)\] = (acc_r\d+)_ptr\[(\d+)\];", "esi"),
 ]]
@@ -398,6 +404,10 @@ class _Cta:
             self.registers[(t, event[1])][event[2]] = []
         elif kind == "store":
             self.store(t, *event[1:])
+        elif kind == "aligned":
+            if (event[1] * 2) & event[2]:  # fp16 elements of the dynamic buffer, from shared address 0
+                raise KernelFault(TRAP, f"thread {t} traps: shared byte {event[1] * 2} is not on a multiple of "
+                                        f"{event[2] + 1}")
         elif kind == "setmaxnreg":
             self.register_requests[t // WARPGROUP][t] = event[2]
         elif kind != "start":

@@ -25,6 +25,7 @@ from .cuda_events import (
     REGISTERS,
     STAGE_RACE,
     TRANSACTION,
+    TRAP,
     UNRETIRED_STORE,
     KernelFault,
     check_descriptor_encoder,
@@ -96,6 +97,8 @@ SYMBOLIC_K_MUTATIONS = {
     "empty barrier expects 129 arrivals": ("[8]))), (uint)128)", "[8]))), (uint)129)", 1, {DEADLOCK}),
     "consumer warpgroups take 240 registers": (
         "setmaxnreg_inc_sync_aligned_u32_232", "setmaxnreg_inc_sync_aligned_u32_240", -1, {REGISTERS}),
+    "ring checked at a shared address off the swizzle atom": (
+        "buf_dyn_shmem_ptr)[512]))) & (uint)1023)", "buf_dyn_shmem_ptr)[520]))) & (uint)1023)", 1, {TRAP}),
     "descriptor encoder with the 64-byte swizzle layout": (
         "case 3: _desc.bitfield.layout_type_ = uint8_t(1)", "case 3: _desc.bitfield.layout_type_ = uint8_t(2)", 1,
         {DESCRIPTOR}),
