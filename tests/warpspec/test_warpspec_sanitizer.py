@@ -4,6 +4,7 @@ form and the ablation. Each runs in a child process under the sanitizer (which i
 on a small shape with a symbolic K that is not a multiple of the tile (TMA's zero fill), and checks its result
 against numpy there, so that a run that computed nothing cannot pass."""
 
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -16,10 +17,10 @@ SECONDS = 600  # the sanitizer slows a kernel down by 10-1000x; the child compil
 
 CHILD = """
 import sys
-import numpy as np
 import tvm
-from tvm_tailsplit.cuda import cuda_target
-from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples, unspecialized_hopper_kernel
+sys.path.insert(0, sys.argv[2])  # this directory: the GPU check of test_warpspec_hopper
+from test_warpspec_hopper import _assert_gemm_on_the_gpu
+from tvm_tailsplit.warpspec import WarpSpecialize, examples, unspecialized_hopper_kernel
 
 form = sys.argv[1]
 m, n, k = 256, 512, 200
@@ -28,14 +29,7 @@ if form == "ablation":
     mod = tvm.IRModule({"main": unspecialized_hopper_kernel(func)})
 else:
     mod = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
-executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-rng = np.random.default_rng(0)
-a = rng.standard_normal((m, k)).astype("float16")
-b = rng.standard_normal((n, k)).astype("float16")
-device = tvm.cuda(0)
-c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)
-executable(tvm.runtime.tensor(a, device), tvm.runtime.tensor(b, device), c)
-np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32").T, rtol=2e-3, atol=2e-2)
+_assert_gemm_on_the_gpu(mod, m, n, k, seed=0)
 print("child: result matches numpy", flush=True)
 """
 
@@ -46,8 +40,9 @@ print("child: result matches numpy", flush=True)
 def test_compute_sanitizer_reports_nothing_on_the_hopper_gemm(form, tool):
     if shutil.which("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not on PATH (it comes with the CUDA toolkit)")
-    done = subprocess.run(["compute-sanitizer", "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", CHILD,
-                           form], capture_output=True, text=True, timeout=SECONDS)
+    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", CHILD, form,
+               str(pathlib.Path(__file__).parent)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=SECONDS)
     output = done.stdout + done.stderr
     summary = [line for line in output.splitlines() if "SUMMARY" in line]
     print(form, tool, summary)
