@@ -34,8 +34,11 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     require_concurrent_threads,
     tile_plan,
 )
-from tvm_tailsplit.warpspec.check import DEADLOCK, MISSING_ARRIVE  # noqa: E402
-from tvm_tailsplit.warpspec.check import _programs as check_programs  # noqa: E402
+from tvm_tailsplit.warpspec.check import (  # noqa: E402
+    DEADLOCK,
+    MISSING_ARRIVE,
+    role_programs,  # noqa: E402
+)
 from tvm_tailsplit.warpspec.graphs import ancestor_bitsets  # noqa: E402
 from tvm_tailsplit.warpspec.hopper import hopper_protocol  # noqa: E402
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases  # noqa: E402
@@ -105,7 +108,7 @@ def test_hopper_protocol_of_the_persistent_gemm_is_safe(k, zero_fill):
     assert report.ok, report.describe()
     # Each tile ends with a drain (wait_group 0) before its stores: in each consumer's program (as the checker
     # explores it) every wgmma instance is retired exactly once, and none is in flight when a store runs.
-    for role, program in check_programs(protocol).items():
+    for role, program in role_programs(protocol).items():
         issued, retired, flying = [], [], set()
         for step in program:
             retired += step.retired

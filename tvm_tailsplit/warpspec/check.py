@@ -43,7 +43,7 @@ from .analysis import analyze
 from .graphs import Instance, boxes_overlap
 from .protocol import ARRIVE, WAIT, Protocol, SyncOp
 
-__all__ = ["CheckReport", "Issue", "check", "check_protocol"]
+__all__ = ["CheckReport", "Issue", "Step", "check", "check_protocol", "role_programs"]
 
 DEADLOCK = "deadlock"
 RACE = "race"
@@ -85,7 +85,10 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
-class _Step:
+class Step:
+    """One step of a warp role's program (`role_programs`): running a task instance, a synchronization operation
+    on a channel with its parity, or the retirement of in-flight wgmma instances."""
+
     instance: Instance
     op: SyncOp | None = None
     channel: int = -1
@@ -107,8 +110,10 @@ class _Step:
         return f"{self.op.verb} on channel {self.channel} (parity {self.parity}) at {self.instance.name}"
 
 
-def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
-    programs: dict[int, list[_Step]] = {role: [] for role in protocol.tree.roles}
+def role_programs(protocol: Protocol) -> dict[int, list[Step]]:
+    """The program of every warp role as `check` explores it: its steps (tasks, synchronization operations with
+    their channels and parities, retirements of in-flight wgmma instances) in program order."""
+    programs: dict[int, list[Step]] = {role: [] for role in protocol.tree.roles}
 
     instances = protocol.plan.graph.instances
     extents = {loop.var.name: loop.extent for loop in protocol.tree.loops()}
@@ -121,7 +126,7 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
         loops = inst.task.loops
         return not loops or run_iteration(inst) == extents[loops[-1].loop_var.name] - 1
 
-    def sync_steps(inst: Instance, ops: list[SyncOp], index: int | None = None) -> list[_Step]:
+    def sync_steps(inst: Instance, ops: list[SyncOp], index: int | None = None) -> list[Step]:
         """The active operations of `ops` at instance `inst` (evaluated at `index`, default its own; a lagged
         operation at its own index only from the run's iteration `lag` on)."""
         steps = []
@@ -131,12 +136,12 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
             edge = op.edge(inst.index if index is None else index)
             if edge is not None:
                 source = instances[op.group.edges[edge][0]].name
-                steps.append(_Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
+                steps.append(Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
         return steps
 
     # A transaction arrive completes its phase when its copies have delivered `tx_bytes`: its step is placed after
     # the copy task at which the delivered bytes first reach the count (never, if they do not).
-    pending: dict[int, list[tuple[_Step, int, dict[str, int]]]] = {role: [] for role in programs}
+    pending: dict[int, list[tuple[Step, int, dict[str, int]]]] = {role: [] for role in programs}
     issued: dict[int, list[int]] = {role: [] for role in programs}  # in-flight instance positions, oldest first
     for inst in protocol.plan.graph.instances:
         program = programs[inst.role]
@@ -145,7 +150,7 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
                 pending[inst.role].append((step, step.op.tx_bytes, dict(step.op.tx_copies)))
             else:
                 program.append(step)
-        program.append(_Step(inst))
+        program.append(Step(inst))
         waiting = []
         for step, remaining, copies in pending[inst.role]:
             if step.instance.index == inst.index and inst.task.name in copies:
@@ -161,10 +166,10 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
             flight.append(inst.position)
             retired, issued[inst.role] = flight[:-depth], flight[-depth:]
             if retired:
-                program.append(_Step(inst, retired=tuple(retired)))
+                program.append(Step(inst, retired=tuple(retired)))
         program += sync_steps(inst, protocol.after(inst.task.name))
         if depth and run_ends(inst):  # the drain after each run: wait_group 0, then the lagged releases
-            program.append(_Step(inst, retired=tuple(issued[inst.role])))
+            program.append(Step(inst, retired=tuple(issued[inst.role])))
             issued[inst.role] = []
             for op in protocol.after(inst.task.name):
                 for extra in range(1, op.lag + 1):
@@ -172,7 +177,7 @@ def _programs(protocol: Protocol) -> dict[int, list[_Step]]:
     return programs
 
 
-def _in_flight_issues(protocol: Protocol, programs: dict[int, list[_Step]]) -> list[str]:
+def _in_flight_issues(protocol: Protocol, programs: dict[int, list[Step]]) -> list[str]:
     """Arrives that signal an instance which is still in flight in its role's program."""
     instances = protocol.plan.graph.instances
     messages = []
@@ -205,7 +210,7 @@ def _transaction_issues(protocol: Protocol) -> list[str]:
     return messages
 
 
-def _key(step: _Step) -> tuple[str, str, int]:
+def _key(step: Step) -> tuple[str, str, int]:
     group = step.op.signalling_group
     return (group.src_task, group.dst_task, step.edge)
 
@@ -218,7 +223,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
     if protocol.plan.graph is None:
         raise ValueError("check needs a protocol over explicit instances; a symbolic protocol is checked through "
                          "Analysis.small_protocol()")
-    programs = _programs(protocol)
+    programs = role_programs(protocol)
     roles = sorted(programs)
     report = CheckReport(steps_per_role={r: len(programs[r]) for r in roles})
     found: set[tuple[str, str]] = set()
