@@ -110,7 +110,7 @@ def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
     shape = (127, 255, 129)
     rule, other = ms.choose_tiling(*shape), ms.DEFAULT_TILING
     monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [shape])
-    monkeypatch.setattr(bench_tails_cuda, "sweep_tilings", lambda m, n, k: [rule, other])
+    monkeypatch.setattr(bench_tails_cuda, "sweep_tilings", lambda m, k: [rule, other])
     bench_tails_cuda.main(["--dry-run", "--quick", "--tilings"])
     report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
     assert [row["column"] for row in report["rows"]] == ["guarded", "pad_einsum", "tailsplit", "divisible", "dlight",
