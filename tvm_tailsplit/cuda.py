@@ -37,22 +37,22 @@ from tvm import tirx
 
 __all__ = [
     "DEFAULT_ARCH",
+    "DEFAULT_MULTIPROCESSORS",
     "MAX_THREADS_PER_BLOCK",
     "SHARED_MEMORY_PER_BLOCK",
-    "CudaLimits",
-    "shared_memory_per_block",
     "THREAD_SYNC_DISABLED_PASSES",
+    "CudaLimits",
     "PtxasUsage",
-    "cuda_source",
     "compile_cuda_source",
     "cuda_ptx",
-    "DEFAULT_MULTIPROCESSORS",
+    "cuda_source",
     "device_arch",
     "gpu_available",
     "multiprocessor_count",
     "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
+    "shared_memory_per_block",
 ]
 
 THREAD_SYNC_DISABLED_PASSES = ("s_tir.ThreadSync",)
@@ -221,23 +221,30 @@ def parse_ptxas_report(text: str, arch: str) -> list[PtxasUsage]:
     return usages
 
 
+def _run_nvcc(source: str, arch: str, output: str, options: tuple[str, ...]) -> tuple[bytes, str]:
+    """Compile `source` with nvcc for `arch` to an `output` ("cubin" or "ptx") with `options`: (the output file,
+    nvcc's stderr). Raises `RuntimeError` with nvcc's complete output when compilation fails."""
+    if not nvcc_available():
+        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
+    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
+        source_path, output_path = os.path.join(workdir, "kernel.cu"), os.path.join(workdir, f"kernel.{output}")
+        with open(source_path, "w") as handle:
+            handle.write(source)
+        command = ["nvcc", f"--{output}", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", *options,
+                   "-o", output_path, source_path]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
+        with open(output_path, "rb") as handle:
+            return handle.read(), result.stderr
+
+
 def cuda_ptx(source: str, arch: str) -> str:
     """The PTX that nvcc generates from CUDA source for `arch` (to read the memory instructions of a kernel).
 
     Raises `RuntimeError` with nvcc's complete output when compilation fails.
     """
-    if not nvcc_available():
-        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
-    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
-        source_path, ptx_path = os.path.join(workdir, "kernel.cu"), os.path.join(workdir, "kernel.ptx")
-        with open(source_path, "w") as handle:
-            handle.write(source)
-        command = ["nvcc", "--ptx", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", "-o", ptx_path, source_path]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
-        with open(ptx_path) as handle:
-            return handle.read()
+    return _run_nvcc(source, arch, "ptx", ())[0].decode()
 
 
 def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] = ()) -> list[PtxasUsage]:
@@ -245,20 +252,7 @@ def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] =
 
     Raises `RuntimeError` with nvcc's complete output when compilation fails.
     """
-    if not nvcc_available():
-        raise RuntimeError("nvcc is not on PATH; CUDA sources cannot be compiled on this machine")
-    with tempfile.TemporaryDirectory(prefix="tvm_tailsplit_nvcc_") as workdir:
-        source_path = os.path.join(workdir, "kernel.cu")
-        with open(source_path, "w") as handle:
-            handle.write(source)
-        command = [
-            "nvcc", "--cubin", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", "-Xptxas", "-v",
-            *extra_options, "-o", os.path.join(workdir, "kernel.cubin"), source_path,
-        ]
-        result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"nvcc failed for {arch} (exit {result.returncode}):\n{result.stderr}\n{result.stdout}")
-    return parse_ptxas_report(result.stderr, arch)
+    return parse_ptxas_report(_run_nvcc(source, arch, "cubin", ("-Xptxas", "-v", *extra_options))[1], arch)
 
 
 # ---- the launch limits of each architecture ----------------------------------------------------------------------

@@ -89,9 +89,9 @@ CUDA_STAGE_MIN_LANES = 2
 # consecutive vectors (CUDA_STAGE_VECTOR_FLOATS), behind one barrier, and the first pass reads it there; the last
 # pass's stores stay in global memory (their fastest thread index is the output's element: already consecutive
 # threads on consecutive complex elements, each one 8- or 16-byte vector: `template`, complex_vectors). While the
-# input is compact and the block's scratch and row fit in the
-# architecture's shared memory per block (`cuda.CudaLimits.shared`: staging never adds a kernel), else the first pass
-# reads the row in place. (cuFFT and VkFFT read their input coalesced; the issue requires it.)
+# input is compact and the block's scratch and row fit in the architecture's shared memory per block
+# (`cuda.CudaLimits.shared`: staging never adds a kernel), else the first pass reads the row in place. (cuFFT and
+# VkFFT read their input coalesced; the issue requires it.)
 CUDA_STAGE_INPUT = True
 # ... in vectors of this many floats of the plan's real type (one complex element: 8 bytes for complex64, 16 for
 # complex128; one float for a row of an odd number of reals), each staged row padded to an odd number of vectors
