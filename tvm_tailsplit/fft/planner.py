@@ -701,12 +701,12 @@ def plan(
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
     "llvm" (the host CPU), "cuda" (the architecture of the GPU present, sm_80 without one) or a target dict or
     Target (a CUDA one's `arch`, e.g. "sm_90", sets the shared memory and threads per block the plan may use:
-    `cuda.CudaLimits`). istride/idist and ostride/odist
-    are the steps between elements and between transforms of the input and output, in elements (complex or real); the
-    output's transforms must not overlap. codelet_limit: the largest DFT computed by one codelet; radix_limit:
-    the largest radix of a pass of a larger transform (see `factor`); a search tries other limits up to
-    codelet_limit. lanes: transforms per lane group on llvm in the rules' variant (vectorized side by side;
-    default: `schedule.choose_lanes`, which may also put one transform per group, vectorized inside).
+    `cuda.CudaLimits`). istride/idist and ostride/odist are the steps between elements and between transforms of
+    the input and output, in elements (complex or real); the output's transforms must not overlap. codelet_limit:
+    the largest DFT computed by one codelet; radix_limit: the largest radix of a pass of a larger transform (see
+    `factor`); a search tries other limits up to codelet_limit. lanes: transforms per lane group on llvm in the
+    rules' variant (vectorized side by side; default: `schedule.choose_lanes`, which may also put one transform per
+    group, vectorized inside).
     effort (FFTW's planner flags): "estimate" builds the variant of the rules of `tuning`; "measure" compiles a
     handful of variants (breakdown, lanes, vectors, prefetch, parallel tasks; on CUDA threads per block and
     kernels) and times them on this machine, side by side on buffers of the plan's shapes (`rounds` rounds,

@@ -59,7 +59,7 @@ from .template import (
     ExternalLayout,
     physical_scratch_elements,
     stage_vector_floats,
-    staged_float,
+    staged_row_length,
 )
 from .tuning import (
     CUDA_STAGE_MIN_LANES,
@@ -243,7 +243,7 @@ def staged_bytes(layouts: tuple[ExternalLayout, ExternalLayout], staged: tuple[s
     (several transforms) or skewed (`template.staged_float`: one transform)."""
     floats = [layout.floats() for name, layout in zip(("input", "output"), layouts, strict=True) if name in staged]
     if lanes == 1:
-        return sum(staged_float(f - 1, f, True) + 1 for f in floats) * np.dtype(real_dtype).itemsize
+        return sum(staged_row_length(f, True) for f in floats) * np.dtype(real_dtype).itemsize
     return lanes * sum(staged_row_floats(f) for f in floats) * np.dtype(real_dtype).itemsize
 
 

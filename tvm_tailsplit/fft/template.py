@@ -57,7 +57,7 @@ from .passes import PassList, View
 from .tuning import CACHE_LINE, CUDA_STAGE_SKEW_VECTORS, CUDA_STAGE_VECTOR_FLOATS, PARALLEL_TASKS
 
 __all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float"]
+           "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float", "staged_row_length"]
 
 
 @dataclass(frozen=True)
@@ -409,8 +409,8 @@ def build_primfunc(
                 scratch = {logical: scratch_physical[phys] for logical, phys in assignment.items()}
                 # a block of one transform skews its row (`staged_float`)
                 rows = {name: (T.sblock_alloc_buffer(
-                    (groups, width, staged_float(external[name][1].floats() - 1, external[name][1].floats(),
-                                                 lanes == 1) + 1), dtype, scope=scratch_scope), lanes == 1)
+                    (groups, width, staged_row_length(external[name][1].floats(), lanes == 1)), dtype,
+                    scope=scratch_scope), lanes == 1)
                     for name in staged}
                 numbered = list(enumerate(passes.passes))
                 for segment in ([[item] for item in numbered] if kernel_per_pass else [numbered]):
@@ -465,6 +465,11 @@ def staged_float(offset, floats: int, skew: bool):
     so that the first pass's reads a codelet stride apart meet in fewer banks; a vector stays whole and aligned."""
     vector = stage_vector_floats(floats)
     return offset + vector * (offset // (vector * CUDA_STAGE_SKEW_VECTORS)) if skew else offset
+
+
+def staged_row_length(floats: int, skew: bool) -> int:
+    """Floats of shared memory that a staged row of `floats` floats spans (`staged_float` of its last float, + 1)."""
+    return staged_float(floats - 1, floats, skew) + 1
 
 
 def stage_rows(external, rows, load: bool, variant: str, group_loop, groups, width: int, first: int) -> None:
