@@ -40,7 +40,7 @@ from ..cuda import CudaLimits
 from .factor import Breakdown, Codelet, CooleyTukey
 from .passes import PassList
 from .schedule import cuda_block_threads
-from .template import BARRIER_BLOCK, assign_buffers
+from .template import BARRIER_BLOCK, physical_scratch_elements
 from .tuning import CUDA_SECTOR_BYTES
 
 __all__ = ["KernelGroup", "choose_kernel_groups", "shared_bytes", "schedule_cuda_grouped", "schedule_cuda_multikernel"]
@@ -87,11 +87,8 @@ def _chain(tree: Breakdown) -> list[int]:
 
 def shared_bytes(passes: PassList, group: KernelGroup, real_dtype: str) -> int:
     """Shared memory of one block of the group: its physical scratch buffers (interval colouring)."""
-    sub = PassList(passes=passes.passes[group.start:group.stop], buffers=dict(group.shared))
-    sizes: dict[str, int] = {}
-    for logical, phys in assign_buffers(sub).items():
-        sizes[phys] = max(sizes.get(phys, 0), sub.buffers[logical])
-    return 2 * np.dtype(real_dtype).itemsize * group.columns_per_block * sum(sizes.values())
+    own = PassList(passes=passes.passes[group.start:group.stop], buffers=dict(group.shared))
+    return 2 * np.dtype(real_dtype).itemsize * group.columns_per_block * physical_scratch_elements(own)
 
 
 def _group(passes: PassList, start: int, stop: int, digits: tuple[int, ...], modulus: int,

@@ -57,7 +57,8 @@ from .passes import PassList, View
 from .tuning import CACHE_LINE, CUDA_STAGE_SKEW_VECTORS, CUDA_STAGE_VECTOR_FLOATS, PARALLEL_TASKS
 
 __all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float", "staged_row_length"]
+           "physical_buffers", "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float",
+           "staged_row_length"]
 
 
 @dataclass(frozen=True)
@@ -106,12 +107,19 @@ def assign_buffers(passes: PassList) -> dict[str, str]:
     return assignment
 
 
+def physical_buffers(passes: PassList) -> tuple[dict[str, str], dict[str, int]]:
+    """The physical scratch buffer of each logical one (`assign_buffers`) and each physical buffer's complex
+    elements per lane (the largest of its logical buffers)."""
+    assignment = assign_buffers(passes)
+    sizes: dict[str, int] = {}
+    for logical, phys in assignment.items():
+        sizes[phys] = max(sizes.get(phys, 0), passes.buffers[logical])
+    return assignment, sizes
+
+
 def physical_scratch_elements(passes: PassList) -> int:
     """Complex elements per lane of all physical scratch buffers."""
-    sizes: dict[str, int] = {}
-    for logical, phys in assign_buffers(passes).items():
-        sizes[phys] = max(sizes.get(phys, 0), passes.buffers[logical])
-    return sum(sizes.values())
+    return sum(physical_buffers(passes)[1].values())
 
 
 class _Emitter:
@@ -277,10 +285,7 @@ def _emit_column_kernel(passes: PassList, group, kernel: int, batch: int, dtype,
     per_transform = -(-group.columns // width)
     blocks = batch * per_transform
     own = PassList(passes=passes.passes[group.start:group.stop], buffers=dict(group.shared))
-    sizes: dict[str, int] = {}
-    assignment = assign_buffers(own)
-    for logical, phys in assignment.items():
-        sizes[phys] = max(sizes.get(phys, 0), own.buffers[logical])
+    assignment, sizes = physical_buffers(own)
     physical = {phys: T.sblock_alloc_buffer((blocks, 2, size, width), dtype, scope=shared_scope)
                 for phys, size in sizes.items()}
     scratch = {**global_scratch, **{logical: physical[phys] for logical, phys in assignment.items()}}
@@ -378,10 +383,7 @@ def build_primfunc(
     each group is one kernel (`_emit_column_kernel`) with its own scratch in `shared_scopes[k]` and the scratch
     that crosses kernels in global memory, one buffer per logical buffer.
     """
-    assignment = assign_buffers(passes)
-    physical_size = {}
-    for logical, phys in assignment.items():
-        physical_size[phys] = max(physical_size.get(phys, 0), passes.buffers[logical])
+    assignment, physical_size = physical_buffers(passes)
     with IRBuilder() as builder:
         with T.prim_func(s_tir=True):
             T.func_name("main")
