@@ -1,7 +1,8 @@
 """Hopper GEMM benchmark (issue #14): the warp-specialized TMA + wgmma GEMM derived by WarpSpecialize against the
 same tiles without warp specialization, TVM's dlight and cuBLAS.
 
-``C[M, N] = A[M, K] @ B[N, K].T``, fp16 inputs (both K-major), fp32 sums and output, shapes ``SHAPES``. Columns:
+``C[M, N] = A[M, K] @ B[N, K].T``, fp16 inputs (both K-major), fp32 sums and output, shapes ``SHAPES`` (the last
+two with ragged outputs, split by ``TailSplit(strategy="partial")`` before WarpSpecialize). Columns:
 
 - ``warp_specialized``: ``examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA producer warpgroup
   and two wgmma consumer warpgroups) through ``WarpSpecialize("cuda", hopper=True)``;
@@ -33,6 +34,7 @@ from collections.abc import Callable
 import tvm
 
 from bench import gpu
+from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_source, multiprocessor_count
 from tvm_tailsplit.split.mma_schedule import matmul_fp16_func
 from tvm_tailsplit.warpspec import (
@@ -42,7 +44,8 @@ from tvm_tailsplit.warpspec import (
     unspecialized_hopper_kernel,
 )
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (8192, 8192, 2048)]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (8192, 8192, 2048),
+          (4000, 4000, 4000), (1000, 4096, 4096)]  # the last two: ragged outputs (issue #15), through TailSplit
 QUICK_SHAPES = [(1024, 1024, 1024)]
 COLUMNS = ("warp_specialized", "persistent", "ablation", "dlight", "cuBLAS")
 RATIOS = ("vs_cublas", "vs_ablation", "vs_dlight", "persistent_vs_cublas", "persistent_vs_warp_specialized")
@@ -52,14 +55,18 @@ FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
 
 def hopper_modules(m: int, n: int, k: int, sms: int = DEFAULT_MULTIPROCESSORS) -> dict[str, Callable[[], tvm.IRModule]]:
-    """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs)."""
-    ctas = examples.persistent_ctas((m // 128) * (n // 256), sms)  # the example's 128 x 256 output tiles
-    return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(
-                tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k)})),
-            "persistent": lambda: WarpSpecialize("cuda", hopper=True)(
-                tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, ctas=ctas)})),
-            "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(
-                examples.hopper_gemm_kernel(m, n, k))})}
+    """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs). A ragged
+    output (m or n not a multiple of the 128 x 256 tile) goes through TailSplit first (main tiles store without a
+    condition); K not a multiple of 64 is zero-filled by TMA."""
+    ctas = examples.persistent_ctas(-(-m // 128) * -(-n // 256), sms)  # the example's 128 x 256 output tiles
+
+    def kernel(**options) -> tvm.IRModule:
+        return TailSplit(strategy="partial")(tvm.IRModule({"main": examples.hopper_gemm_kernel(
+            m, n, k, zero_fill_k=k % 64 != 0, **options)}))
+
+    return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(kernel()),
+            "persistent": lambda: WarpSpecialize("cuda", hopper=True)(kernel(ctas=ctas)),
+            "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(kernel()["main"])})}
 
 
 def dlight_module(m: int, n: int, k: int, arch: str) -> tvm.IRModule:

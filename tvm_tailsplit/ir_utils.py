@@ -67,12 +67,13 @@ def map_loops(mod: tvm.IRModule, fn: Callable[[tirx.For], tirx.Stmt]) -> tvm.IRM
     return tvm.IRModule(functions, attrs=mod.attrs)
 
 
-def drop_loop_annotation(mod: tvm.IRModule, key: str) -> tvm.IRModule:
+def drop_loop_annotation(mod: tvm.IRModule, key: str, value: str | None = None) -> tvm.IRModule:
     """``mod`` without the loop annotation ``key`` (e.g. the marks, once no instruction is mapped: llvm codegen
-    would otherwise warn about an unknown pragma on every marked loop)."""
+    would otherwise warn about an unknown pragma on every marked loop); with ``value``, only where it has that
+    value."""
 
     def drop(loop: tirx.For) -> tirx.For:
-        if key not in loop.annotations:
+        if key not in loop.annotations or (value is not None and str(loop.annotations[key]) != value):
             return loop
         return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
 

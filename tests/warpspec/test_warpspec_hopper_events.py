@@ -12,6 +12,7 @@ import re
 import pytest
 import tvm
 
+from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import cuda_source
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
 from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
@@ -36,10 +37,12 @@ from .cuda_events import (
 
 @functools.cache
 def _source(m: int, n: int, k: int | None, zero_fill: bool = False, ctas: int | None = None,
-            specialized: bool = True) -> str:
-    func = examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas)
-    mod = (WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func})) if specialized
-           else tvm.IRModule({"main": unspecialized_hopper_kernel(func)}))
+            specialized: bool = True, tail_split: bool = False) -> str:
+    mod = tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas)})
+    if tail_split:
+        mod = TailSplit(strategy="partial")(mod)
+    mod = (WarpSpecialize("cuda", hopper=True)(mod) if specialized
+           else tvm.IRModule({"main": unspecialized_hopper_kernel(mod["main"])}))
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
@@ -69,6 +72,28 @@ def test_persistent_kernel(k, kernel_k, ctas):
 @pytest.mark.parametrize("k", [72, 320])
 def test_unspecialized_ablation(k):
     _simulate(_source(128, 256, None, zero_fill=True, specialized=False), 128, 256, k, (1, 1), seed=k)
+
+
+@pytest.mark.parametrize("tail_split", [False, True], ids=["guarded", "tailsplit"])
+@pytest.mark.parametrize("form", ["warp_specialized", "persistent", "ablation"])
+def test_ragged_output(form, tail_split):
+    """200 x 300 on 128 x 256 tiles: a main tile, tail tiles in rows, columns and both (the bottom band of the last
+    row of tiles holds 8 rows); K = 136, two full K tiles and a zero-filled one."""
+    ctas = 3 if form == "persistent" else None
+    source = _source(200, 300, None, zero_fill=True, ctas=ctas, specialized=form != "ablation",
+                     tail_split=tail_split)
+    _simulate(source, 200, 300, 136, (ctas, 1) if ctas else (2, 2), seed=7)
+
+
+def test_a_ragged_store_without_its_row_guard_is_a_coverage_fault():
+    """The guard of the output's rows dropped from the bottom band's stores (TVM simplifies `by * 128 + 64 + row <
+    200` to `(tx >> 8) + by < 2`): the rows past M of the last row of tiles are written."""
+    source = _source(200, 300, None, zero_fill=True)
+    unguarded = source.replace("if ((((((int)threadIdx.x) >> 8) + ((int)blockIdx.y)) < 2) && ", "if (")
+    assert unguarded != source
+    with pytest.raises(KernelFault, match="of the 60000 C elements stored") as fault:
+        _simulate(unguarded, 200, 300, 136, (2, 2))
+    assert fault.value.kind == COVERAGE
 
 
 def _planted(source: str, old: str, new: str, count: int = 1) -> str:

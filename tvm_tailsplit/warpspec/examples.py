@@ -21,10 +21,17 @@
   nest, `warpspec.symbolic`).
 * `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups);
   `ctas=persistent_ctas(tiles)` gives its persistent form with at most one CTA per multiprocessor.
+
+The GEMMs take any `m` and `n` (a *ragged* output): the grid covers `ceildiv(m, block_m) x ceildiv(n, block_n)`
+tiles, the loads of the edge tiles are guarded by the operands' bounds (zeros outside, which TMA does in hardware
+on Hopper) and the stores by the output's, under a mark (`tiles.FRAGMENT_STORE_MARK`) on their row loop, so that
+TailSplit (`strategy="partial"`) decides the tiles above the mark: main tiles store without a condition, tail tiles
+only their rows and columns inside the output.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from tvm import s_tir, te, tirx
@@ -33,6 +40,8 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
+from ..split.conditions import MARK_KEY
+from .tiles import FRAGMENT_STORE_MARK
 from .tree import WARP_ROLE
 
 __all__ = [
@@ -143,8 +152,8 @@ def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
 def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
                 block_k: int = 16, stages: int = 3, compute_roles: int = 1, b_transposed: bool = False
                 ) -> tirx.PrimFunc:
-    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32) with a copy role (0) and `compute_roles` compute roles:
-    `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
+    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32; any `m` and `n`) with a copy role (0) and `compute_roles`
+    compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
     if k % block_k:
         raise ValueError(_GEMM_SIZES_ERROR)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles, b_transposed)
@@ -155,8 +164,9 @@ def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block
                        block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
                        ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
-    `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each. `k=None`
-    keeps the reduction length symbolic. `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
+    `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each; any `m` and `n`
+    (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction length
+    symbolic. `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
     last K tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
@@ -184,7 +194,8 @@ def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
 def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
                            stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
                            zero_fill_k: bool = False, ctas: int | None = None) -> tirx.PrimFunc:
-    """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps.
+    """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps. Any `m` and
+    `n`: the edge tiles' loads and stores are guarded, the stores under a mark (module doc).
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
     `zero_fill_k`: any `K`, in `ceildiv(K, block_k)` steps whose loads store zeros past `K`.
 
@@ -200,7 +211,7 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     stages while the consumers store the current tile.
     """
     band = block_m // compute_roles  # the output rows of one compute role
-    if m % block_m or n % block_n or block_m % compute_roles:
+    if block_m % compute_roles:
         raise ValueError(_GEMM_SIZES_ERROR)
     if compute_roles not in (1, 2):
         raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
@@ -208,7 +219,10 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     top = "_top" if two_roles else ""
     b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
     b_ring_shape = (stages, b_rows, b_cols)
-    tiles_m, tiles_n = m // block_m, n // block_n
+    tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)
+    ragged_m, ragged_n = m % block_m != 0, n % block_n != 0
+    # the stores of a ragged output are marked for TailSplit, which decides their tiles above the mark
+    store_marks = {MARK_KEY: FRAGMENT_STORE_MARK} if ragged_m or ragged_n else None
     if ctas is not None and not 1 <= ctas <= tiles_m * tiles_n:
         raise ValueError(f"ctas must be between 1 and the {tiles_m * tiles_n} output tiles, got {ctas}")
 
@@ -218,8 +232,15 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     def k_steps(length):
         return tirx.ceildiv(length, block_k) if zero_fill_k else length // block_k
 
-    def k_guarded(k_index, length, value):  # the loaded element, or zero past the reduction length
-        return tirx.if_then_else(k_index < length, value, tirx.const(0, "float16")) if zero_fill_k else value
+    def in_bounds(row=None, col=None, k_index=None, length=None):  # the guard of a ragged index, or True
+        bounds = [index < extent for index, extent, ragged in
+                  ((row, m, ragged_m), (col, n, ragged_n), (k_index, length, zero_fill_k))
+                  if ragged and index is not None]
+        return functools.reduce(tirx.And, bounds) if bounds else True
+
+    def guarded(value, **indices):  # the loaded element, or zero outside the operand
+        bounds = in_bounds(**indices)
+        return value if bounds is True else tirx.if_then_else(bounds, value, tirx.const(0, "float16"))
 
     def stage(step0, ko):  # the ring stage of K step `ko` of a tile whose running steps start at `step0`
         return ko % stages if step0 is None else (step0 + ko) % stages
@@ -245,24 +266,27 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                 T.writes(A_ring[stage(step0, ko), 0:block_m, 0:block_k])
                 T.sblock_attr({"warp_role": 0})
                 for i, j in T.grid(block_m, block_k):
-                    A_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + j, K,
-                                                               A[by * block_m + i, ko * block_k + j])
+                    A_ring[stage(step0, ko), i, j] = guarded(A[by * block_m + i, ko * block_k + j],
+                                                             row=by * block_m + i, k_index=ko * block_k + j,
+                                                             length=K)
             if b_transposed:
                 with T.sblock("load_B"):
                     T.reads(B[bx * block_n:bx * block_n + block_n, ko * block_k:ko * block_k + block_k])
                     T.writes(B_ring[stage(step0, ko), 0:block_n, 0:block_k])
                     T.sblock_attr({"warp_role": 0})
                     for i, j in T.grid(block_n, block_k):
-                        B_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + j, K,
-                                                                   B[bx * block_n + i, ko * block_k + j])
+                        B_ring[stage(step0, ko), i, j] = guarded(B[bx * block_n + i, ko * block_k + j],
+                                                                 col=bx * block_n + i, k_index=ko * block_k + j,
+                                                                 length=K)
             else:
                 with T.sblock("load_B"):
                     T.reads(B[ko * block_k:ko * block_k + block_k, bx * block_n:bx * block_n + block_n])
                     T.writes(B_ring[stage(step0, ko), 0:block_k, 0:block_n])
                     T.sblock_attr({"warp_role": 0})
                     for i, j in T.grid(block_k, block_n):
-                        B_ring[stage(step0, ko), i, j] = k_guarded(ko * block_k + i, K,
-                                                                   B[ko * block_k + i, bx * block_n + j])
+                        B_ring[stage(step0, ko), i, j] = guarded(B[ko * block_k + i, bx * block_n + j],
+                                                                 col=bx * block_n + j, k_index=ko * block_k + i,
+                                                                 length=K)
             with T.sblock("mma" + top):
                 T.reads(A_ring[stage(step0, ko), 0:band, 0:block_k],
                         B_ring[stage(step0, ko), 0:b_rows, 0:b_cols], acc[0:band, 0:block_n])
@@ -285,15 +309,19 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
             T.reads(acc[0:band, 0:block_n])
             T.writes(C[by * block_m:by * block_m + band, bx * block_n:bx * block_n + block_n])
             T.sblock_attr({"warp_role": 1})
-            for i, j in T.grid(band, block_n):
-                C[by * block_m + i, bx * block_n + j] = acc[i, j]
+            for i in T.serial(band, annotations=store_marks):
+                for j in range(block_n):
+                    if in_bounds(row=by * block_m + i, col=bx * block_n + j):
+                        C[by * block_m + i, bx * block_n + j] = acc[i, j]
         if two_roles:
             with T.sblock("store_bottom"):
                 T.reads(acc[band:block_m, 0:block_n])
                 T.writes(C[by * block_m + band:by * block_m + block_m, bx * block_n:bx * block_n + block_n])
                 T.sblock_attr({"warp_role": 2})
-                for i, j in T.grid(band, block_n):
-                    C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
+                for i in T.serial(band, annotations=store_marks):
+                    for j in range(block_n):
+                        if in_bounds(row=by * block_m + band + i, col=bx * block_n + j):
+                            C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):

@@ -25,7 +25,11 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   then that of the tile `D` earlier (`SyncOp.lag`), whose group has retired, so the tensor cores work on one tile
   while the warpgroup waits for the next stage; after the loop `wgmma.wait_group 0` drains the groups (before the
   stores read the fragment) and the last `D` releases follow where a producer still acquires them (for a ring,
-  none). Fills zero the fragment; stores write it through the store task's own index expressions.
+  none). Fills zero the fragment; stores write it through the store task's own index expressions: each leaf of the
+  store tree (`warpspec.tiles`) once per register of the thread, its band loops' variables replaced by the
+  register's row and column, under the loops' ranges where they are not the whole band (a tail tile's store that
+  TailSplit cut to the rows and columns inside the output); the guards and `Bind`s above the band loops (TailSplit's
+  guard chain deciding the tile) stay as they are, so a main tile stores without a condition.
   Every register of the fragment is fenced as CUTLASS's `warpgroup_fence_operand` does, before the tile's
   `wgmma.fence` and after each `wgmma.wait_group`: an empty volatile asm `"+f"(reg)` with a memory clobber on the
   register by reference (`T.cuda.func_call` of our own helper: TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher
@@ -295,18 +299,60 @@ class _Hopper:
                             tirx.BufferStore(fragment, tirx.FloatImm("float32", 0.0), [r]))
         lane = self.thread - self.offset(task.role)
         warp, quad = tirx.floordiv(lane, 32), tirx.floormod(lane, 32)
-        column_block = tirx.Var("column_block", "int32")
         per_block = op.n * WGMMA_M // WARPGROUP
-        stores = []
-        for block in range(op.m // WGMMA_M):
-            for element in range(4):
-                row = block * WGMMA_M + 16 * warp + tirx.floordiv(quad, 4) + 8 * (element // 2)
-                col = 8 * column_block + 2 * tirx.floormod(quad, 4) + element % 2
-                register = block * per_block + 4 * column_block + element
-                i, j = op.loop_vars
-                store = substitute(rename(op.store), {i: row, j: col})
-                stores.append(_replace_loads(store, op.accumulator, fragment, register))
-        return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
+        row_loops, col_loops = op.band_loops
+
+        def registers(leaf: tirx.Stmt, row_loop: tirx.For, col_loop: tirx.For) -> tirx.Stmt:
+            """The leaf for each register of the thread: the fragment element's row and column substituted for the
+            band loops' variables, under the loops' ranges where they are not the whole band."""
+            column_block = tirx.Var("column_block", "int32")
+            stores = []
+            for block in range(op.m // WGMMA_M):
+                for element in range(4):
+                    row = block * WGMMA_M + 16 * warp + tirx.floordiv(quad, 4) + 8 * (element // 2)
+                    col = 8 * column_block + 2 * tirx.floormod(quad, 4) + element % 2
+                    register = block * per_block + 4 * column_block + element
+                    store = substitute(leaf, {row_loop.loop_var: row, col_loop.loop_var: col})
+                    store = _replace_loads(store, op.accumulator, fragment, register)
+                    inside = _within(row, row_loop, op.m) + _within(col, col_loop, op.n)
+                    if inside:
+                        store = tirx.IfThenElse(_conjunction(inside), store, None)
+                    stores.append(store)
+            return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
+
+        def lower(stmt: tirx.Stmt, loops: tuple[tirx.For, ...]) -> tirx.Stmt:
+            if isinstance(stmt, tirx.SeqStmt):
+                return _seq([lower(s, loops) for s in stmt.seq])
+            band = row_loops if not loops else col_loops
+            if isinstance(stmt, tirx.For) and any(stmt.loop_var.same_as(var) for var in band):
+                return lower(stmt.body, (*loops, stmt))
+            if len(loops) == 2:
+                return registers(stmt, *loops)
+            if isinstance(stmt, tirx.IfThenElse):
+                return tirx.IfThenElse(stmt.condition, lower(stmt.then_case, loops),
+                                       None if stmt.else_case is None else lower(stmt.else_case, loops))
+            return stmt  # a Bind above the band loops
+
+        return lower(rename(op.store), ())
+
+
+def _within(index: tirx.PrimExpr, loop: tirx.For, extent: int) -> list[tirx.PrimExpr]:
+    """The bounds of `loop`'s range on `index`, but those of the whole band `[0, extent)`, which every index of the
+    fragment layout meets."""
+    analyzer = tvm.sym.Analyzer()
+    bounds = []
+    if not analyzer.can_prove(loop.min <= 0):
+        bounds.append(loop.min <= index)
+    if not analyzer.can_prove(loop.min + loop.extent >= extent):
+        bounds.append(index < loop.min + loop.extent)
+    return bounds
+
+
+def _conjunction(terms: list[tirx.PrimExpr]) -> tirx.PrimExpr:
+    result = terms[0]
+    for term in terms[1:]:
+        result = tirx.And(result, term)
+    return result
 
 
 def _replace_loads(stmt: tirx.Stmt, accumulator: tirx.Buffer, fragment: tirx.Buffer,

@@ -14,11 +14,13 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlock
 
+from ..ir_utils import drop_loop_annotation
+from ..split.conditions import MARK_KEY
 from .analysis import analyze
 from .check import check_protocol
 from .codegen import generate
 from .hopper import generate_hopper, hopper_protocol
-from .tiles import tile_plan
+from .tiles import FRAGMENT_STORE_MARK, tile_plan
 from .tree import WARP_ROLE
 
 __all__ = ["TARGETS", "WarpSpecialize", "WarpSpecializeCheckError", "has_warp_roles"]
@@ -120,7 +122,9 @@ class _Specializer:
             if not report.ok:
                 raise WarpSpecializeCheckError(report.describe())
             logger.debug("WarpSpecialize debug check: %s", report.describe())
-        return generate(analysis.protocol, kind, threads_per_role, delay_us, named_barriers)
+        func = generate(analysis.protocol, kind, threads_per_role, delay_us, named_barriers)
+        # the generic forms run the fragment stores as the loops they are: their marks are consumed here
+        return drop_loop_annotation(tvm.IRModule({"main": func}), MARK_KEY, FRAGMENT_STORE_MARK)["main"]
 
 
 class _WarpSpecializePass(_Specializer):

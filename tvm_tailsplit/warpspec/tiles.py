@@ -11,8 +11,13 @@ Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites
 * a **wgmma tile** when its body is `acc[a0 + i, j] = acc[a0 + i, j] + f32(A[s, a0 + i, kk]) * f32(B[s, j, kk])`
   over `(i, j, kk)`: A and B K-major stages of rings written only by TMA loads, `acc` float32; `i` spans a multiple
   of `WGMMA_M` rows, `j` a multiple of 8 columns (at most `WGMMA_MAX_N`), `kk` the whole `TMA_ROW_BYTES` row;
-* a **fragment fill** (`acc[a0 + i, j] = 0`) or **fragment store** (`out[...] = acc[a0 + i, j]`, any cast) of a
-  band of an accumulator.
+* a **fragment fill** (`acc[a0 + i, j] = 0` over the band) of a band of an accumulator;
+* a **fragment store** of the band its task reads (`T.reads(acc[a0:a0 + m, 0:n])`): a *store tree* whose leaves
+  write `out[...] = f(acc[a0 + i, j])` (any element-wise `f`, a cast say) under loops over `i` and `j` (the *band
+  loops*; each a sub-range of the band) and any guards (`if` over the tile's or the element's indices) and `Bind`s.
+  That is the form an irregular output takes: a guard `if row < M and col < N` under the band loops, or what
+  TailSplit makes of it under a mark (a guard chain above the mark deciding the tile, band loops cut to their
+  always-true ranges, `min` ends for a symbolic `M`).
 
 An accumulator whose every task is a fill, a wgmma tile or a store of one warp role, over one band of rows per
 role, becomes that role's **fragment**: registers in wgmma's accumulator layout instead of shared memory. Tasks of
@@ -31,9 +36,13 @@ from tvm import sym, tirx
 from ..ir_utils import substitute
 from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
-__all__ = ["TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask", "TilePlan", "TmaLoad",
-           "WgmmaTile", "tile_plan"]
+__all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
+           "TilePlan", "TmaLoad", "WgmmaTile", "tile_plan"]
 
+FRAGMENT_STORE_MARK = "wgmma_fragment_store"
+"""The mark (`MARK_KEY`) on the row loop of a fragment store that has guards (a ragged output): TailSplit splits
+them below it; the Hopper lowering maps the store tree to the fragment's registers, the other forms run its loops
+(and drop the mark)."""
 TMA_ROW_BYTES = 128
 """Rule: a TMA box row is 128 bytes (64 fp16), the 128-byte swizzle atom that wgmma's K-major descriptors read."""
 TMA_MAX_BOX_ROWS = 256
@@ -82,15 +91,17 @@ class WgmmaTile:
 
 @dataclass(frozen=True)
 class FragmentTask:
-    """A fill (`store is None`) or store task of rows `row0:row0+m` of an accumulator fragment."""
+    """A fill (`store is None`) or store task of rows `row0:row0+m` of an accumulator fragment. A store's `store`
+    is its store tree (the task's body), whose band loops are `band_loops` (row loops, column loops: variables of
+    the body's loops over the fragment's rows `i` and columns `j`, read as `acc[row0 + i, j]`)."""
 
     task: str
     accumulator: tirx.Buffer
     row0: int
     m: int
     n: int
-    store: tirx.BufferStore | None
-    loop_vars: tuple[tirx.Var, tirx.Var]
+    store: tirx.Stmt | None
+    band_loops: tuple[frozenset[tirx.Var], frozenset[tirx.Var]] = (frozenset(), frozenset())
 
 
 @dataclass(frozen=True)
@@ -238,27 +249,74 @@ def _wgmma_tile(task: TaskNode, analyzer: sym.Analyzer) -> WgmmaTile | None:
 
 def _fragment_task(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | None:
     loops, store = _loop_nest(task.realize.block.body)
-    if len(loops) != 2 or not isinstance(store, tirx.BufferStore):
-        return None
-    extents = _bands(loops)
-    if extents is None:
-        return None
-    i, j = (loop.loop_var for loop in loops)
-    m, n = extents
-    if store.buffer.dtype == "float32" and len(store.buffer.shape) == 2 and isinstance(store.value, tirx.FloatImm):
-        if float(store.value.value) != 0.0:
+    if (len(loops) == 2 and isinstance(store, tirx.BufferStore) and store.buffer.dtype == "float32"
+            and len(store.buffer.shape) == 2 and isinstance(store.value, tirx.FloatImm)):
+        extents = _bands(loops)
+        i, j = (loop.loop_var for loop in loops)
+        row0 = _constant(analyzer.simplify(store.indices[0] - i))
+        if (extents is None or float(store.value.value) != 0.0 or row0 is None
+                or not _same(analyzer, store.indices[1], j) or extents[0] % WGMMA_M):
             return None
-        acc, indices, kept = store.buffer, store.indices, None
-    else:
+        return FragmentTask(task.name, store.buffer, row0, extents[0], extents[1], None)
+    return _fragment_store(task, analyzer)
+
+
+def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | None:
+    """The store tree of `task` (see the module doc), or None."""
+    body = task.realize.block.body
+    leaves: list[tuple[tirx.Stmt, tuple[tirx.For, ...]]] = []  # each leaf with its enclosing loops
+
+    def collect(stmt: tirx.Stmt, loops: tuple[tirx.For, ...]) -> bool:
+        if isinstance(stmt, tirx.SeqStmt):
+            return all(collect(s, loops) for s in stmt.seq)
+        if isinstance(stmt, tirx.Bind):  # a band loop's end bound above the loops (TailSplit's symbolic ranges)
+            return len(loops) < 2
+        if isinstance(stmt, tirx.For):
+            return stmt.kind == tirx.ForKind.SERIAL and collect(stmt.body, (*loops, stmt))
+        if isinstance(stmt, tirx.IfThenElse) and len(loops) < 2:
+            return collect(stmt.then_case, loops) and (stmt.else_case is None or collect(stmt.else_case, loops))
+        if len(loops) != 2:
+            return False
+        leaves.append((stmt, loops))
+        return True
+
+    if not collect(body, ()) or not leaves:
+        return None
+    accumulators, row0s = set(), set()
+    rows, cols = set(), set()
+    for leaf, (row_loop, col_loop) in leaves:
         loads: list[tvm.ir.TensorLoad] = []
-        tvm_ffi.structural_walk(store.value, (tvm.ir.TensorLoad, loads.append))
-        if len(loads) != 1 or loads[0].source.dtype != "float32" or len(loads[0].source.shape) != 2:
+        stores: list[tirx.BufferStore] = []
+        tvm_ffi.structural_walk(leaf, [(tvm.ir.TensorLoad, loads.append), (tirx.BufferStore, stores.append)])
+        acc_loads = [load for load in loads if load.source.dtype == "float32" and len(load.source.shape) == 2]
+        if len(acc_loads) != 1 or len(loads) != 1 or len(stores) != 1 or _loops_inside(leaf):
             return None
-        acc, indices, kept = loads[0].source, loads[0].indices, store
-    row0 = _constant(analyzer.simplify(indices[0] - i))
-    if row0 is None or not _same(analyzer, indices[1], j) or m % WGMMA_M:
+        indices = acc_loads[0].indices
+        i, j = row_loop.loop_var, col_loop.loop_var
+        row0 = _constant(analyzer.simplify(indices[0] - i))
+        if row0 is None or not _same(analyzer, indices[1], j):
+            return None
+        accumulators.add(acc_loads[0].source)
+        row0s.add(row0)
+        rows.add(i)
+        cols.add(j)
+    if len(accumulators) != 1 or len(row0s) != 1:
         return None
-    return FragmentTask(task.name, acc, row0, m, n, kept, (i, j))
+    acc = accumulators.pop()
+    band = [r for r in task.reads if r.buffer.same_as(acc)]
+    if len(band) != 1:
+        return None
+    (row_min, row_extent), (col_min, col_extent) = band[0].bounds
+    row0, m, col0, n = (_constant(e) for e in (row_min, row_extent, col_min, col_extent))
+    if None in (row0, m, n) or col0 != 0 or row0 != row0s.pop() or m % WGMMA_M:
+        return None
+    return FragmentTask(task.name, acc, row0, m, n, body, (frozenset(rows), frozenset(cols)))
+
+
+def _loops_inside(stmt: tirx.Stmt) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.For, found.append)])
+    return bool(found)
 
 
 def _names(regions: tuple[Region, ...]) -> set[str]:
