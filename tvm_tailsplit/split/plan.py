@@ -690,7 +690,9 @@ class Planner:
         if mark is None and plans_body(realize):
             return self._plan_opaque_block(realize)
         if any(is_mark(loop) for loop in loop_vars_in(realize.block.body)):
-            self._note(f"block {name!r}", "marks inside a nested block are left unchanged")
+            self._note(f"block {name!r}", "marks inside a nested block are left unchanged: only an opaque block "
+                                          "above the marks (no iter vars, init, allocated or matched buffers) is "
+                                          "planned through")
         if mark is None:
             # Not under a mark (e.g. the init block of a reduction): nothing is split for it, but in a piece of
             # a split loop its predicate atoms are decided like any other (a predicate-free init vectorizes).
