@@ -16,13 +16,15 @@ The planner walks a loop nest from the outside in, keeping the current range of 
   each such variable, outermost first. Below the mark nothing branches on them any more.
 - **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
   removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
-- **Opaque blocks.** A block above the marks with no iter vars, no init and no buffers of its own (a task of a
-  tile-level kernel: ``with T.sblock("store"): T.reads(...); T.writes(...); for i in ...``) binds nothing, so
-  its body is planned like any nest: the loops around the block (thread-bound ones too) are already in the
-  ``RangeContext``, a mark inside gets its guard chain inside the block body, and the block is rebuilt around
-  the planned body (``OpaqueBlockPlan``: same name, reads, writes, annotations and predicate) in every copy of
-  the loops around it. It is dropped where its body never runs. Any other block with marks inside (iter vars,
-  allocations, buffer matches) is copied as it is, its marks left unchanged.
+- **Opaque blocks.** A block above the marks with no iter vars, no init and no buffers of its own (a task of
+  a tile-level kernel: ``with T.sblock("store"): T.reads(...); T.writes(...); for i in ...``) binds nothing,
+  so its body is planned like any nest: the loops around the block (thread-bound ones too) are in the
+  ``RangeContext``, narrowed to the piece being planned; the guard chain of a mark inside stands inside the
+  block body, and the mark and the loops below it are cut to their always-true intervals (always-false ones
+  dropped). The block is rebuilt around the planned body (``OpaqueBlockPlan``: same name, reads, writes,
+  annotations and predicate; the predicate is not assumed by the planner), once per copy of the loops around
+  it, and dropped where every guard in its body is always-false. Any other block with marks inside (iter vars,
+  an init, allocated or matched buffers) is copied as it is, its marks left unchanged (a note says so).
 
 **Symbolic ranges** (a loop bound or an atom mentions a symbolic variable such as ``n``): a loop above the
 mark is cut at symbolic split points (``decompose_symbolic_range``; a guard chain above the mark does the same
