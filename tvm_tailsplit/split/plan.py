@@ -16,6 +16,15 @@ The planner walks a loop nest from the outside in, keeping the current range of 
   each such variable, outermost first. Below the mark nothing branches on them any more.
 - **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
   removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
+- **Opaque blocks.** A block above the marks with no iter vars, no init and no buffers of its own (a task of
+  a tile-level kernel: ``with T.sblock("store"): T.reads(...); T.writes(...); for i in ...``) binds nothing,
+  so its body is planned like any nest: the loops around the block (thread-bound ones too) are in the
+  ``RangeContext``, narrowed to the piece being planned; the guard chain of a mark inside stands inside the
+  block body, and the mark and the loops below it are cut to their always-true intervals (always-false ones
+  dropped). The block is rebuilt around the planned body (``OpaqueBlockPlan``: same name, reads, writes,
+  annotations and predicate; the predicate is not assumed by the planner), once per copy of the loops around
+  it, and dropped where every guard in its body is always-false. Any other block with marks inside (iter vars,
+  an init, allocated or matched buffers) is copied as it is, its marks left unchanged (a note says so).
 
 **Symbolic ranges** (a loop bound or an atom mentions a symbolic variable such as ``n``): a loop above the
 mark is cut at symbolic split points (``decompose_symbolic_range``; a guard chain above the mark does the same
@@ -77,6 +86,7 @@ __all__ = [
     "LoopPiece",
     "LoopPlan",
     "Note",
+    "OpaqueBlockPlan",
     "PlanTooLong",
     "Planner",
     "RangeProof",
@@ -152,6 +162,14 @@ class RealizePlan:
     predicate_atoms: tuple[Atom, ...]
     if_decisions: dict = field(default_factory=dict)  # if stmt -> "then" | "else" | tuple of atoms kept
     changed: bool = False
+
+
+@dataclass
+class OpaqueBlockPlan:
+    """An opaque block with marks inside (see "Opaque blocks" above), rebuilt around the plan of its body."""
+
+    realize: SBlockRealize
+    body: object
 
 
 @dataclass
@@ -239,6 +257,8 @@ def code_length(plan) -> int:
         return 1 + code_length(plan.then_plan) + code_length(plan.else_plan)
     if isinstance(plan, RealizePlan):
         return 1 + _statement_count(plan.realize.block.body)
+    if isinstance(plan, OpaqueBlockPlan):
+        return 1 + code_length(plan.body)
     if isinstance(plan, VerbatimPlan):
         return _statement_count(plan.stmt)
     raise TypeError(f"unknown plan node {type(plan).__name__}")
@@ -247,8 +267,18 @@ def code_length(plan) -> int:
 _DEFINING_STATEMENTS = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer, tirx.AttrStmt, tirx.While)
 
 
-def copy_blocker(stmt) -> str | None:
-    """Why ``stmt`` cannot be copied into several pieces, or ``None`` when it can."""
+def plans_body(realize: SBlockRealize) -> bool:
+    """True for an opaque block with marks inside that the planner plans through (see "Opaque blocks" above):
+    no iter vars, no init, no allocated or matched buffers."""
+    block = realize.block
+    if block.iter_vars or block.init is not None or block.alloc_buffers or block.match_buffers:
+        return False
+    return any(is_mark(loop) for loop in loop_vars_in(block.body))
+
+
+def copy_blocker(stmt, below_mark: bool) -> str | None:
+    """Why ``stmt`` cannot be copied into several pieces, or ``None`` when it can. Above the marks, an opaque
+    block whose body the planner plans (``plans_body``) is copied with fresh definitions like a loop."""
     reasons: list[str] = []
 
     def on_node(node):
@@ -256,6 +286,8 @@ def copy_blocker(stmt) -> str | None:
             reasons.append(f"it contains a {type(node).__name__} statement")
         elif isinstance(node, SBlockRealize) and (node.block.alloc_buffers or node.block.match_buffers):
             reasons.append(f"block {node.block.name_hint!r} allocates or matches buffers")
+        elif isinstance(node, SBlockRealize) and not below_mark and plans_body(node):
+            pass
         elif isinstance(node, SBlockRealize) and _contains_loops_or_blocks(node.block.body):
             reasons.append(f"block {node.block.name_hint!r} contains loops or blocks (nested blocks are not copied)")
 
@@ -450,7 +482,7 @@ class Planner:
             return self._intersect_below_mark(loop, mark, atoms, low, hi, subject)
         if not self._splits_as_loop(loop, mark is not None):
             return self._whole(loop, mark)
-        blocker = copy_blocker(loop.body)
+        blocker = copy_blocker(loop.body, below_mark=mark is not None)
         if blocker is not None:
             self._note(subject, f"not split: {blocker}")
             return self._whole(loop, mark)
@@ -588,7 +620,7 @@ class Planner:
         return plans[0] if len(plans) == 1 else SequencePlan(plans)
 
     def _plan_mark(self, mark: tirx.For):
-        blocker = copy_blocker(mark)
+        blocker = copy_blocker(mark, below_mark=True)
         chain_loops = []
         self._mark_depth = len(self._enclosing)
         if blocker is None:
@@ -657,8 +689,12 @@ class Planner:
 
     def _plan_realize(self, realize: SBlockRealize, mark: tirx.For | None):
         name = realize.block.name_hint
+        if mark is None and plans_body(realize):
+            return self._plan_opaque_block(realize)
         if any(is_mark(loop) for loop in loop_vars_in(realize.block.body)):
-            self._note(f"block {name!r}", "marks inside a nested block are left unchanged")
+            self._note(f"block {name!r}", "marks inside a nested block are left unchanged: only an opaque block "
+                                          "above the marks (no iter vars, init, allocated or matched buffers) is "
+                                          "planned through")
         if mark is None:
             # Not under a mark (e.g. the init block of a reduction): nothing is split for it, but in a piece of
             # a split loop its predicate atoms are decided like any other (a predicate-free init vectorizes).
@@ -700,6 +736,18 @@ class Planner:
         if plan.changed:
             self.changed = True
         return plan
+
+    def _plan_opaque_block(self, realize: SBlockRealize):
+        """An opaque block with marks inside: its body planned like a nest, the block rebuilt around it."""
+        subject = f"block {realize.block.name_hint!r}"
+        body = self.plan(realize.block.body)
+        if body is None:
+            self.changed = True
+            self._note(subject, "dropped where no guarded point of its body runs")
+            return None
+        self._note(subject, "opaque block: its body planned like a loop nest (the marks inside split, the loops "
+                            "around it decided there), the block rebuilt around it")
+        return OpaqueBlockPlan(realize, body)
 
     def _why_kept(self, atom: Atom) -> str:
         if atom.linear is None:

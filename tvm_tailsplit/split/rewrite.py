@@ -4,8 +4,10 @@ Every loop piece becomes a copy of the loop over its interval (pieces below a ma
 0, so that the mark's loops look like the instruction's description); every guard case becomes an ``if`` over
 its range (disjoint ``if``s, never an if/else chain: TVM 0.27's ``HoistIfThenElse`` miscompiles those inside
 loop nests); every block copy gets fresh iter vars, a unique name (``B`` when it is emitted once, ``B_0``,
-``B_1``, ... otherwise) and keeps only the predicate atoms and ``if`` branches the plan kept. All loop
-variables and block iter vars are defined afresh, so the copies of one loop never share a definition.
+``B_1``, ... otherwise) and keeps only the predicate atoms and ``if`` branches the plan kept. An opaque block
+with marks inside is rebuilt (same reads, writes, annotations and predicate, named like a block copy) around
+the statements emitted for its body. All loop variables and block iter vars are defined afresh, so the copies
+of one loop never share a definition.
 
 Symbolic pieces below a mark are emitted as ``for v in range(v_extent)`` with ``v_start`` / ``v_extent``
 bound by ``Bind`` statements just above the mark (``if v_extent > 0`` guards the mark when the range may be
@@ -37,7 +39,17 @@ from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 from ..ir_utils import drop_loop_annotation, substitute, with_loop
 from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark
 from .intervals import as_expr
-from .plan import GuardChain, IfPlan, LoopPlan, Note, RealizePlan, SequencePlan, VerbatimPlan, WholeLoopPlan
+from .plan import (
+    GuardChain,
+    IfPlan,
+    LoopPlan,
+    Note,
+    OpaqueBlockPlan,
+    RealizePlan,
+    SequencePlan,
+    VerbatimPlan,
+    WholeLoopPlan,
+)
 
 __all__ = ["Emitter", "is_temporary_block_name", "remove_marks", "unique_block_names"]
 
@@ -77,6 +89,8 @@ class Emitter:
             return self._emit_chain(plan)
         if isinstance(plan, RealizePlan):
             return self._emit_realize(plan)
+        if isinstance(plan, OpaqueBlockPlan):
+            return self._emit_opaque_block(plan)
         if isinstance(plan, IfPlan):
             return self._emit_if(plan)
         if isinstance(plan, VerbatimPlan):
@@ -296,6 +310,22 @@ class Emitter:
         )
         iter_values = [substitute(v, self.var_map) for v in realize.iter_values]
         return SBlockRealize(iter_values, predicate, new_block)
+
+    def _emit_opaque_block(self, plan: OpaqueBlockPlan) -> tirx.Stmt:
+        realize = plan.realize
+        block = realize.block
+        new_block = SBlock(
+            [],
+            [substitute(r, self.var_map) for r in block.reads],
+            [substitute(w, self.var_map) for w in block.writes],
+            self._block_name(block.name_hint),
+            self.emit(plan.body),
+            None,
+            [],
+            [],
+            block.annotations,
+        )
+        return SBlockRealize([], substitute(realize.predicate, self.var_map), new_block)
 
     def _emit_verbatim(self, stmt) -> tirx.Stmt:
         return substitute(stmt, self.var_map)
