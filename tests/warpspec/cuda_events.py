@@ -20,7 +20,8 @@ emits:
 * `tvm_builtin_ptx_setmaxnreg_{dec,inc}_sync_aligned_u32_{R}()`, `tvm_builtin_cuda_cta_sync()`;
 * `tvm_builtin_cuda_trap_when_assert_failed(((cvta(&..[offset]) & (uint)mask) == (uint)0))` (the kernel traps
   unless a ring starts on a swizzle atom; the window is taken to start at shared address 0);
-* the fragment's zero fill `acc_rX_ptr[r] = 0x0p+0f`, the stores `C_ptr[index] = acc_rX_ptr[r];`;
+* the fragment's zero fill `acc_rX_ptr[r] = 0x0p+0f`, the stores `C_ptr[index] = acc_rX_ptr[r];` and
+  `*(float2*)(C_ptr + index) = make_float2(acc_rX_ptr[r], acc_rX_ptr[s]);` (elements `index` and `index + 1`);
 * no-ops: the fences (`tvm_builtin_ptx_fence_proxy..`, `..fence_mbarrier_init..`, `..wgmma_fence..`,
   `tvm_tailsplit_fence_operand`) and the declarations of the shared buffer, fragments and descriptors.
 
@@ -45,7 +46,8 @@ than expected or an arrival past a barrier's count (`TRANSACTION`); a descriptor
 128-byte-swizzle one (`make_gmma_desc<Major::K>` of `Layout_K_SW128_Atom`: leading byte offset 1, stride byte offset
 1024 B, B128; the emitted encoder is checked by `check_descriptor_encoder`), or not at a 16-element K step of a
 64-row block of a stage of its operand's ring, or A and B at different K (`DESCRIPTOR`); a fragment stored while
-groups are in flight (`UNRETIRED_STORE`); a C element stored other than exactly once (`COVERAGE`); a stored register
+groups are in flight (`UNRETIRED_STORE`); a `float2` store at an odd element (`MISALIGNED`, C taken to start
+8-byte aligned); a C element stored other than exactly once (`COVERAGE`); a stored register
 other than the one the PTX m64nNk16 D-fragment layout assigns to that element, or not holding exactly the products
 of the element's A row and B row at every 16-wide K step of the K tiles (`FRAGMENT`); a warpgroup not executing one
 `setmaxnreg` value on all its threads, or the values exceeding the register file (`REGISTERS`); a trap whose
@@ -76,6 +78,7 @@ EARLY_READ = "early read"
 TRANSACTION = "transaction"
 DESCRIPTOR = "descriptor"
 UNRETIRED_STORE = "unretired store"
+MISALIGNED = "misaligned vector store"
 COVERAGE = "coverage"
 FRAGMENT = "fragment"
 REGISTERS = "registers"
@@ -161,6 +164,8 @@ _EVENTS: list[tuple[str, re.Pattern, str]] = [(kind, re.compile(pattern), groups
                 rf"tvm_builtin_cuda_cvta_generic_to_shared\(\(&{_HALF}\)\) & \(uint\)(\d+)\) == \(uint\)0\)\);", "ei"),
     ("zero", r"(acc_r\d+)_ptr\[(\d+)\] = 0x0p\+0f/\*0\.000000e\+00\*/;", "si"),
     ("store", r"C_ptr\[(.+)\] = (acc_r\d+)_ptr\[(\d+)\];", "esi"),
+    ("store_pair", r"\*\(float2\*\)\(C_ptr \+ (.+)\) = make_float2\((acc_r\d+)_ptr\[(\d+)\], \2_ptr\[(\d+)\]\);",
+     "esii"),
 ]]
 _NO_OPS = re.compile(r"tvm_builtin_ptx_fence_proxy_proxy_async_shared__cta\(\);|"
                      r"tvm_builtin_ptx_fence_mbarrier_init_mbarrier_init_release_cluster\(\);|"
@@ -404,6 +409,12 @@ class _Cta:
             self.registers[(t, event[1])][event[2]] = []
         elif kind == "store":
             self.store(t, *event[1:])
+        elif kind == "store_pair":  # two adjacent elements from two registers, one vector store
+            index, fragment, first, second = event[1:]
+            if index % 2:
+                raise KernelFault(MISALIGNED, f"thread {t} stores a float2 at the odd element {index} of C")
+            self.store(t, index, fragment, first)
+            self.store(t, index + 1, fragment, second)
         elif kind == "aligned":
             if (event[1] * 2) & event[2]:  # fp16 elements of the dynamic buffer, from shared address 0
                 raise KernelFault(TRAP, f"thread {t} traps: shared byte {event[1] * 2} is not on a multiple of "

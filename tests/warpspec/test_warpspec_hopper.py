@@ -265,7 +265,7 @@ def test_nvcc_compiles_the_hopper_gemm_for_sm_90a(k, zero_fill):
     # With more K tiles than stages (symbolic K) each consumer keeps one group in flight and then releases the
     # previous stage; K = 256 is 4 tiles in 4 stages: no stage is ever released, and every group retires at once.
     # Every run of fragment stores follows `wgmma.wait_group 0` (the drain after the loop).
-    pattern = r"(wgmma_wait_group\w+|mbarrier_arrive\w*)\(|C_ptr\["
+    pattern = r"(wgmma_wait_group\w+|mbarrier_arrive\w*)\(|\(C_ptr \+ "
     events = [m.group(1) or "store C" for m in re.finditer(pattern, kernel)]
     after_in_flight = [events[i + 1] for i, e in enumerate(events) if e.endswith(f"aligned_{WGMMA_IN_FLIGHT}")]
     assert after_in_flight == (["mbarrier_arrive_nocount_arrive_shared_b64"] * 2 if k is None else [])

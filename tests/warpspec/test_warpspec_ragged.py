@@ -8,7 +8,9 @@ numpy over many shapes), TailSplit's effect (main tiles store without a conditio
 simulation of the Hopper forms is in `test_warpspec_hopper_events.py`; the `gpu` tests in `test_warpspec_hopper.py`.
 """
 
+import collections
 import os
+import re
 
 os.environ.setdefault("TVM_NUM_THREADS", str(max(2, os.cpu_count() or 2)))
 
@@ -19,7 +21,7 @@ import tvm_ffi  # noqa: E402
 from tvm import tirx  # noqa: E402
 
 from tvm_tailsplit import MARK_KEY, TailSplit  # noqa: E402
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_source  # noqa: E402
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_ptx, cuda_source  # noqa: E402
 from tvm_tailsplit.testing import guarded_array, run_with_guarded_output, threads_as_serial_loops  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
@@ -29,7 +31,7 @@ from tvm_tailsplit.warpspec import (  # noqa: E402
     tile_plan,
 )
 from tvm_tailsplit.warpspec.codegen import load_libatomic, require_concurrent_threads  # noqa: E402
-from tvm_tailsplit.warpspec.tiles import FRAGMENT_STORE_MARK  # noqa: E402
+from tvm_tailsplit.warpspec.tiles import FRAGMENT_STORE_MARK, pairs_columns  # noqa: E402
 
 A_BYTES, B_BYTES = 128 * 64 * 2, 256 * 64 * 2
 
@@ -148,11 +150,52 @@ def test_tailsplit_leaves_the_main_tiles_stores_condition_free():
     """200 x 300 on 128 x 256 tiles. Guarded: each band's 4 stores of the fragment layout (an unrolled loop over its
     column blocks) carry the element's bounds (the thread index). TailSplit decides the tiles above the mark: the
     main tile of each band (top: bx = 0; bottom: by = 0, bx = 0) stores without a condition of the element; the
-    tail tiles only their rows and columns inside C (rows < 8, columns < 44)."""
+    tail tiles only their rows and columns inside C (rows < 8, columns < 44), in register pairs (2 vector stores
+    per tile case)."""
     func = examples.hopper_gemm_kernel(200, 300, None, zero_fill_k=True)
     guarded = _c_store_guards(_specialized(func, "cuda", False, hopper=True)["main"].body)
     assert len(guarded) == 8 and all("tx" in names for names in guarded)
     split = _c_store_guards(_specialized(func, "cuda", True, hopper=True)["main"].body)
-    assert len(split) == 4 * (2 + 4)  # top: 2 tile cases (bx), bottom: 4 (by, bx)
+    assert len(split) == 2 * (2 + 4)  # top: 2 tile cases (bx), bottom: 4 (by, bx)
     condition_free = [names for names in split if "tx" not in names and "column_block" not in names]
-    assert len(condition_free) == 8 and all(names <= {"by", "bx"} for names in condition_free)
+    assert len(condition_free) == 4 and all(names <= {"by", "bx"} for names in condition_free)
+
+
+def _store_instructions(func: tirx.PrimFunc, tail_split: bool) -> collections.Counter:
+    mod = _specialized(func, "cuda", tail_split, hopper=True)
+    ptx = cuda_ptx(cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE), "sm_90a")
+    return collections.Counter(re.findall(r"\bst\.global[.\w]*", ptx))
+
+
+@pytest.mark.nvcc
+def test_register_pairs_are_stored_with_one_vector_store():
+    """wgmma's fragment holds columns `j, j + 1` in consecutive registers: 64 `st.global.v2.f32` per consumer
+    warpgroup of a 64 x 256 band (whole 32-byte sectors per warp) where the columns allow it: a divisible output,
+    a ragged one after TailSplit when its rows have an even length; scalar stores for odd rows (a pair would be
+    misaligned) and for the per-element guards left without TailSplit."""
+    assert _store_instructions(examples.hopper_gemm_kernel(256, 512, None), False) == {"st.global.v2.f32": 128}
+    ragged = examples.hopper_gemm_kernel(200, 300, None, zero_fill_k=True)
+    assert set(_store_instructions(ragged, True)) == {"st.global.v2.f32"}
+    assert set(_store_instructions(ragged, False)) == {"st.global.f32"}
+    odd = examples.hopper_gemm_kernel(200, 301, None, zero_fill_k=True)
+    assert set(_store_instructions(odd, True)) == {"st.global.f32"}
+
+
+@pytest.mark.parametrize("columns,index,guarded,expected", [
+    (300, lambda j, by, bx: (by, bx * 256 + j), False, True),
+    (301, lambda j, by, bx: (by, bx * 256 + j), False, False),        # odd rows: a pair is misaligned
+    (300, lambda j, by, bx: (by, bx * 256 + j + 1), False, False),    # odd base column
+    (300, lambda j, by, bx: (j, bx * 256 + j), False, False),         # the column in another index
+    (300, lambda j, by, bx: (by, bx * 256 + 2 * j), False, False),    # not adjacent columns
+    (300, lambda j, by, bx: (by, bx * 256 + j), True, False),         # a guard per element
+])
+def test_pairs_columns(columns, index, guarded, expected):
+    out = tirx.decl_buffer((300, columns), "float32", "C")
+    acc = tirx.decl_buffer((64, 256), "float32", "acc", scope="shared")
+    j, by, bx = (tirx.Var(name, "int32") for name in ("j", "by", "bx"))
+    leaf = tirx.BufferStore(out, tirx.BufferLoad(acc, [0, j]), list(index(j, by, bx)))
+    if guarded:
+        leaf = tirx.IfThenElse(bx * 256 + j < columns, leaf, None)
+    assert pairs_columns(leaf, tirx.For(j, 0, 256, tirx.ForKind.SERIAL, leaf)) is expected
+    # a column loop cut at an odd end splits a pair
+    assert not pairs_columns(leaf, tirx.For(j, 0, 43, tirx.ForKind.SERIAL, leaf))

@@ -29,7 +29,9 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   store tree (`warpspec.tiles`) once per register of the thread, its band loops' variables replaced by the
   register's row and column, under the loops' ranges where they are not the whole band (a tail tile's store that
   TailSplit cut to the rows and columns inside the output); the guards and `Bind`s above the band loops (TailSplit's
-  guard chain deciding the tile) stay as they are, so a main tile stores without a condition.
+  guard chain deciding the tile) stay as they are, so a main tile stores without a condition. The two columns of a
+  register pair (`j` even, `j + 1`: consecutive registers) go out in one 2-element vector store where
+  `tiles.pairs_columns` allows it (an aligned pair of addresses, a plain store).
   Every register of the fragment is fenced as CUTLASS's `warpgroup_fence_operand` does, before the tile's
   `wgmma.fence` and after each `wgmma.wait_group`: an empty volatile asm `"+f"(reg)` with a memory clobber on the
   register by reference (`T.cuda.func_call` of our own helper: TVM 0.27's `T.cuda.wgmma.noop_barrier` dispatcher
@@ -62,7 +64,7 @@ from ..ir_utils import substitute, with_loop
 from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
 from .retirement import in_flight_protocol
-from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile
+from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile, pairs_columns
 from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
@@ -304,20 +306,33 @@ class _Hopper:
 
         def registers(leaf: tirx.Stmt, row_loop: tirx.For, col_loop: tirx.For) -> tirx.Stmt:
             """The leaf for each register of the thread: the fragment element's row and column substituted for the
-            band loops' variables, under the loops' ranges where they are not the whole band."""
+            band loops' variables, under the loops' ranges where they are not the whole band; the two columns of a
+            register pair in one vector store where the leaf allows it (`tiles.pairs_columns`)."""
             column_block = tirx.Var("column_block", "int32")
+            paired = pairs_columns(leaf, col_loop)
+
+            def element(row: tirx.PrimExpr, col: tirx.PrimExpr, register: tirx.PrimExpr) -> tirx.Stmt:
+                store = substitute(leaf, {row_loop.loop_var: row, col_loop.loop_var: col})
+                return _replace_loads(store, op.accumulator, fragment, register)
+
+            def inside(store: tirx.Stmt, row: tirx.PrimExpr, col: tirx.PrimExpr) -> tirx.Stmt:
+                bounds = _within(row, row_loop, op.m) + _within(col, col_loop, op.n)
+                return tirx.IfThenElse(_conjunction(bounds), store, None) if bounds else store
+
             stores = []
             for block in range(op.m // WGMMA_M):
-                for element in range(4):
-                    row = block * WGMMA_M + 16 * warp + tirx.floordiv(quad, 4) + 8 * (element // 2)
-                    col = 8 * column_block + 2 * tirx.floormod(quad, 4) + element % 2
-                    register = block * per_block + 4 * column_block + element
-                    store = substitute(leaf, {row_loop.loop_var: row, col_loop.loop_var: col})
-                    store = _replace_loads(store, op.accumulator, fragment, register)
-                    inside = _within(row, row_loop, op.m) + _within(col, col_loop, op.n)
-                    if inside:
-                        store = tirx.IfThenElse(_conjunction(inside), store, None)
-                    stores.append(store)
+                for half in range(2):  # the thread's two rows of the block: registers 4 c + 2 half, + 1
+                    row = block * WGMMA_M + 16 * warp + tirx.floordiv(quad, 4) + 8 * half
+                    col = 8 * column_block + 2 * tirx.floormod(quad, 4)
+                    register = block * per_block + 4 * column_block + 2 * half
+                    first, second = element(row, col, register), element(row, col + 1, register + 1)
+                    if paired:
+                        *outer, last = first.indices
+                        pair = tirx.BufferStore(first.buffer, tirx.Shuffle([first.value, second.value], [0, 1]),
+                                                [*outer, tirx.Ramp(last, 1, 2)])
+                        stores.append(inside(pair, row, col))
+                    else:
+                        stores += [inside(first, row, col), inside(second, row, col + 1)]
             return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
 
         def lower(stmt: tirx.Stmt, loops: tuple[tirx.For, ...]) -> tirx.Stmt:

@@ -37,7 +37,7 @@ from ..ir_utils import substitute
 from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
-           "TilePlan", "TmaLoad", "WgmmaTile", "tile_plan"]
+           "TilePlan", "TmaLoad", "WgmmaTile", "pairs_columns", "tile_plan"]
 
 FRAGMENT_STORE_MARK = "wgmma_fragment_store"
 """The mark (`MARK_KEY`) on the row loop of a fragment store that has guards (a ragged output): TailSplit splits
@@ -311,6 +311,39 @@ def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | No
     if None in (row0, m, n) or col0 != 0 or row0 != row0s.pop() or m % WGMMA_M:
         return None
     return FragmentTask(task.name, acc, row0, m, n, body, (frozenset(rows), frozenset(cols)))
+
+
+def pairs_columns(leaf: tirx.Stmt, col_loop: tirx.For) -> bool:
+    """Whether a store tree's leaf under the column loop `col_loop` can write the two adjacent columns of a fragment
+    register pair (wgmma's `j` even, `j + 1`) with one 2-element vector store: the loop's ends are even (a pair is
+    wholly inside its range or outside), the leaf is a plain store (no guard) whose last index is `base + j` (`j`
+    nowhere else, `base` even) into a buffer whose other strides are even, its element offset even and its data
+    aligned to the pair. Then columns `j, j + 1` are one aligned pair of addresses (`st.global.v2`: whole 32-byte
+    sectors for a warp's 8 rows of 4 pairs, where two scalar stores fill each sector's half)."""
+    if not isinstance(leaf, tirx.BufferStore) or not leaf.indices:
+        return False
+    analyzer = sym.Analyzer()
+    col_var = col_loop.loop_var
+    buffer, *outer, last = leaf.buffer, *leaf.indices
+    base = analyzer.simplify(last - col_var)
+    if _uses(base, col_var) or any(_uses(index, col_var) for index in outer):
+        return False
+    pair_bytes = 2 * tvm.DataType(buffer.dtype).bits // 8
+    strides = list(buffer.strides) or [_product(buffer.shape[k + 1:]) for k in range(len(buffer.shape))]
+    even = [base, buffer.elem_offset, *strides[:-1], col_loop.min, col_loop.min + col_loop.extent]
+    return (buffer.data_alignment % pair_bytes == 0 and (not buffer.strides or _constant(strides[-1]) == 1)
+            and all(analyzer.can_prove_equal(tirx.floormod(e, 2), 0) for e in even))
+
+
+def _product(extents) -> tirx.PrimExpr:
+    result = tirx.IntImm("int32", 1)
+    for extent in extents:
+        result = result * extent
+    return result
+
+
+def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
+    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _loops_inside(stmt: tirx.Stmt) -> bool:
