@@ -172,9 +172,10 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
     `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each; any `m` and `n`
     (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction length
-    symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
-    last K tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
-    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
+    symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's tensor
+    map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
+    tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
+    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100; a constant `m` only). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
                                   zero_fill_k=zero_fill_k, ctas=ctas)
