@@ -4,7 +4,8 @@
 dimension, the grid `ceildiv(M, block_m)` rows of tiles, loads and stores always guarded by M (stores marked).
 Checked: the untransformed kernel's meaning on llvm (threads serialized, one module for many M), TailSplit +
 WarpSpecialize on the generic llvm form (roles as concurrent threads) and the Hopper form (nvcc for sm_90a, the
-event simulation over the grid of each M, the `gpu` test on an H100), and the refusal of the persistent form.
+event simulation over the grid of each M, the `gpu` test on an H100). The persistent form (`ctas`) keeps a constant
+CTA count for every M: CTAs past a small M's tiles run none.
 """
 
 import functools
@@ -49,14 +50,16 @@ def test_symbolic_m_kernel_has_a_symbolic_grid_and_marked_guarded_stores():
     script = func.script()
     assert "T.thread_binding((M + 127) // 128, thread=\"blockIdx.y\")" in script
     assert script.count("< M") == 3  # the A loads and the two bands' stores; B and K are not ragged
-    with pytest.raises(ValueError, match="ctas .* needs a constant m"):
-        examples.hopper_gemm_kernel(None, 512, 128, ctas=4)
+    with pytest.raises(ValueError, match="ctas must be at least 1, got 0"):
+        examples.hopper_gemm_kernel(None, 512, 128, ctas=0)
 
 
-def test_symbolic_m_hopper_example_means_a_times_b_transposed_for_every_m():
-    """One llvm module (threads serialized) for every M, against numpy; outputs canary-guarded."""
+@pytest.mark.parametrize("ctas", [None, 3], ids=["grid", "persistent"])
+def test_symbolic_m_hopper_example_means_a_times_b_transposed_for_every_m(ctas):
+    """One llvm module (threads serialized) for every M, against numpy; outputs canary-guarded. Persistent: 3 CTAs
+    whatever the tile count (2 tiles for M <= 128: CTA 2 runs none)."""
     n, k = 300, 136
-    func = examples.hopper_gemm_kernel(None, n, k, zero_fill_k=True)
+    func = examples.hopper_gemm_kernel(None, n, k, zero_fill_k=True, ctas=ctas)
     executable = tvm.compile(threads_as_serial_loops(tvm.IRModule({"main": func})), target="llvm")
     for m in M_VALUES:
         a, b = _operands(m, n, k, seed=m, b_transposed=True)
@@ -80,39 +83,44 @@ def test_symbolic_m_warp_specialized_gemm_on_llvm_matches_numpy():
 
 
 @functools.cache
-def _hopper_source(n: int, k: int | None) -> str:
-    func = examples.hopper_gemm_kernel(None, n, k, zero_fill_k=k is None)
+def _hopper_source(n: int, k: int | None, ctas: int | None = None) -> str:
+    func = examples.hopper_gemm_kernel(None, n, k, zero_fill_k=k is None, ctas=ctas)
     mod = _split_and_specialized(func, "cuda", hopper=True, debug_check=True)
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
 @pytest.mark.nvcc
-def test_nvcc_compiles_the_symbolic_m_hopper_gemm_for_sm_90a():
-    (usage,) = compile_cuda_source(_hopper_source(4096, None), "sm_90a")
-    print("symbolic M hopper gemm (TailSplit + WarpSpecialize)", usage)
+@pytest.mark.parametrize("ctas", [None, 132], ids=["grid", "persistent"])
+def test_nvcc_compiles_the_symbolic_m_hopper_gemm_for_sm_90a(ctas):
+    (usage,) = compile_cuda_source(_hopper_source(4096, None, ctas), "sm_90a")
+    print("symbolic M hopper gemm (TailSplit + WarpSpecialize)", "persistent" if ctas else "grid", usage)
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0 and usage.performance_losses == ()
 
 
+@pytest.mark.parametrize("ctas", [None, 3], ids=["grid", "persistent"])
 @pytest.mark.parametrize("m", [1, 65, 200])
-def test_symbolic_m_hopper_kernel_in_the_event_simulation(m):
-    """One generated kernel, M set at run time: the grid of ceildiv(M, 128) x ceildiv(300, 256) CTAs stores every
-    C element once from the right register (K = 136: two K tiles and a zero-filled one)."""
+def test_symbolic_m_hopper_kernel_in_the_event_simulation(m, ctas):
+    """One generated kernel, M set at run time: the grid of ceildiv(M, 128) x ceildiv(300, 256) CTAs (or 3
+    persistent CTAs over its 2 or 4 tiles) stores every C element once from the right register (K = 136: two K
+    tiles and a zero-filled one)."""
     n, k = 300, 136
-    source = _hopper_source(n, None)
+    source = _hopper_source(n, None, ctas)
     check_descriptor_encoder(source)
-    grid = (-(-n // 256), -(-m // 128))
+    grid = (ctas, 1) if ctas else (-(-n // 256), -(-m // 128))
     assert simulate_gemm(transpile(source), m, n, k, grid, seed=m) == m * n
 
 
 @pytest.mark.gpu
 def test_symbolic_m_hopper_gemm_on_the_gpu():
-    """One compiled TailSplit + WarpSpecialize kernel for M in 1, 16, 33, 127, 1000 (x 4096 x 4096)."""
+    """One compiled TailSplit + WarpSpecialize kernel for M in 1, 16, 33, 127, 1000 (x 4096 x 4096), and one
+    persistent kernel (the CTAs of M = 1000's 128 tiles on an H100) for the same M."""
     from tvm_tailsplit.cuda import cuda_target
 
     from .test_warpspec_hopper import _assert_gemm_on_the_gpu
 
     n, k = 4096, 4096
-    mod = _split_and_specialized(examples.hopper_gemm_kernel(None, n, k), "cuda", hopper=True)
-    executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-    for m in (1, 16, 33, 127, 1000):
-        _assert_gemm_on_the_gpu(executable, m, n, k, seed=m)
+    for ctas in (None, examples.persistent_ctas(-(-1000 // 128) * (n // 256))):
+        mod = _split_and_specialized(examples.hopper_gemm_kernel(None, n, k, ctas=ctas), "cuda", hopper=True)
+        executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+        for m in (1, 16, 33, 127, 1000):
+            _assert_gemm_on_the_gpu(executable, m, n, k, seed=m)

@@ -58,10 +58,6 @@ __all__ = [
 
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
 _GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
-CTAS_WITH_SYMBOLIC_M_ERROR = (
-    "ctas (the persistent form) needs a constant m: with a symbolic M the tile count is a run-time value, and "
-    "the persistent grid's CTA count would have to be chosen at launch (launch the non-persistent form, one CTA a "
-    "tile, or specialize m)")
 
 
 def _copy_block(name: str, role: int, dst: tirx.Buffer, src: tirx.Buffer, row: int, lo: int, hi: int,
@@ -175,7 +171,7 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's tensor
     map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
     tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
-    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100; a constant `m` only). Lower it with
+    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
                                   zero_fill_k=zero_fill_k, ctas=ctas)
@@ -218,7 +214,10 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     stores of tile `t`. The rings are indexed by the running step `tt * K_steps + ko` (stage
     `(tt * K_steps + ko) % stages`), continuing from tile to tile: WarpSpecialize sees the nest as one pipeline
     over the running step (`warpspec.symbolic`, persistent nests), so the producer fills the next tile's first
-    stages while the consumers store the current tile.
+    stages while the consumers store the current tile. With a symbolic `M` the tile count
+    `ceildiv(M, block_m) * ceildiv(n, block_n)` is a run-time value and `ctas` a constant chosen for the largest M
+    expected (any count >= 1): a CTA `bx` past the tiles of a smaller M runs no tile (its trip count is at most 0),
+    producer and consumers alike.
     """
     band = block_m // compute_roles  # the output rows of one compute role
     if block_m % compute_roles:
@@ -229,14 +228,17 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     top = "_top" if two_roles else ""
     b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
     b_ring_shape = (stages, b_rows, b_cols)
-    if m is None and ctas is not None:
-        raise ValueError(CTAS_WITH_SYMBOLIC_M_ERROR)
     tiles_n = -(-n // block_n)
     ragged_m, ragged_n = m is None or m % block_m != 0, n % block_n != 0
     # the stores of a ragged output are marked for TailSplit, which decides their tiles above the mark
     store_marks = {MARK_KEY: FRAGMENT_STORE_MARK} if ragged_m or ragged_n else None
-    if ctas is not None and not 1 <= ctas <= -(-m // block_m) * tiles_n:
+    if ctas is not None and m is None and ctas < 1:
+        raise ValueError(f"ctas must be at least 1, got {ctas}")
+    if ctas is not None and m is not None and not 1 <= ctas <= -(-m // block_m) * tiles_n:
         raise ValueError(f"ctas must be between 1 and the {-(-m // block_m) * tiles_n} output tiles, got {ctas}")
+
+    def tiles_m(A):  # the rows of tiles: a constant, or ceildiv(M, block_m) at run time
+        return tirx.ceildiv(A.shape[0], block_m) if m is None else -(-m // block_m)
 
     def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
         return (stage, j, kk) if b_transposed else (stage, kk, j)
@@ -348,12 +350,12 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
         B_ring = T.sblock_alloc_buffer(b_ring_shape, "float16", scope="shared")
         acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
         if ctas is None:
-            for by in T.thread_binding(tirx.ceildiv(A.shape[0], block_m), thread="blockIdx.y"):
+            for by in T.thread_binding(tiles_m(A), thread="blockIdx.y"):
                 for bx in T.thread_binding(tiles_n, thread="blockIdx.x"):
                     output_tile(A, B, C, A_ring, B_ring, acc, K, by, bx, None)
         else:
             for cta in T.thread_binding(ctas, thread="blockIdx.x"):
-                for tt in range(tirx.ceildiv(-(-m // block_m) * tiles_n - cta, ctas)):
+                for tt in range(tirx.ceildiv(tiles_m(A) * tiles_n - cta, ctas)):
                     output_tile(A, B, C, A_ring, B_ring, acc, K, (cta + tt * ctas) // tiles_n,
                                 (cta + tt * ctas) % tiles_n, tt * k_steps(K))
 
