@@ -23,7 +23,7 @@ from tvm_tailsplit.testing import guarded_array, run_with_guarded_output, thread
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples  # noqa: E402
 from tvm_tailsplit.warpspec.codegen import load_libatomic, require_concurrent_threads  # noqa: E402
 
-from .cuda_events import check_descriptor_encoder, simulate_gemm, transpile  # noqa: E402
+from .cuda_events import COVERAGE, KernelFault, check_descriptor_encoder, simulate_gemm, transpile  # noqa: E402
 
 # below one 128-row tile, one tile and a row more or less, several tiles and a tail
 M_VALUES = (1, 2, 63, 64, 65, 127, 128, 129, 200, 300)
@@ -124,3 +124,15 @@ def test_symbolic_m_hopper_gemm_on_the_gpu():
         executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
         for m in (1, 16, 33, 127, 1000):
             _assert_gemm_on_the_gpu(executable, m, n, k, seed=m)
+
+
+def test_a_main_tile_test_off_by_a_tile_is_a_coverage_fault():
+    """TailSplit's test of the top band's main tiles (`by <= (M - 64) // 128`, no condition on the stores) widened to
+    `by <= (M + 63) // 128`: for M = 1 the band's main case runs as well as its tail case (row 0 stored twice)."""
+    source = _hopper_source(300, None)
+    main_test = "if (((int)blockIdx.y) <= ((M - 64) >> 7)) {"
+    assert source.count(main_test) == 1
+    widened = source.replace(main_test, "if (((int)blockIdx.y) <= ((M + 63) >> 7)) {")
+    with pytest.raises(KernelFault, match="stored 2 times") as fault:
+        simulate_gemm(transpile(widened), 1, 300, 136, (2, 1), seed=0)
+    assert fault.value.kind == COVERAGE
