@@ -26,7 +26,9 @@ The GEMMs take any `m` and `n` (a *ragged* output): the grid covers `ceildiv(m, 
 tiles, the loads of the edge tiles are guarded by the operands' bounds (zeros outside, which TMA does in hardware
 on Hopper) and the stores by the output's, under a mark (`tiles.FRAGMENT_STORE_MARK`) on their row loop, so that
 TailSplit (`strategy="partial"`) decides the tiles above the mark: main tiles store without a condition, tail tiles
-only their rows and columns inside the output.
+only their rows and columns inside the output. `m=None` makes the rows a symbolic `M` (a buffer dimension, at least
+1: a CUDA grid has no empty dimension): one kernel for every M, its grid `ceildiv(M, block_m)` rows of tiles, its
+loads and stores always guarded by M (TailSplit decides the tiles by a chain of tests on `blockIdx.y` and M).
 """
 
 from __future__ import annotations
