@@ -18,7 +18,14 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
 - (e) ``divisible``: the (d) kernel on the nearest divisible shape (``divisible_shape``), its time multiplied by
   the useful work (points of the shape / points of the divisible shape); with M symbolic, the same kernel as (d);
 - (f) ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule (its tensor-core path: wmma) on the irregular shape;
-- (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded).
+- (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded);
+- (h) ``hopper``: the Hopper GEMM ``warpspec.examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA
+  producer warpgroup and two wgmma consumer warpgroups; K not a multiple of 64 zero-filled by TMA) through
+  ``TailSplit(strategy="partial")`` and ``WarpSpecialize("cuda", hopper=True)`` for sm_90a; with M symbolic one
+  compiled kernel for every M (``hopper_gemm_kernel(m=None)``). It computes ``A @ B.T`` with B given n x K
+  (K-major, as wgmma reads it): the transposed copy of the table's B is built once per row, outside the timing.
+  Only on sm_90 GPUs (elsewhere the column is absent, with the reason), and only for K a multiple of
+  ``HOPPER_K_MULTIPLE`` (TMA's 16-byte row stride; 127 x 255 x 129 has no (h) entry, its row says why).
 
 (b), (d) and (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
 the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``), recorded in each row. ``--tilings``
@@ -29,8 +36,8 @@ or corrects the rule; with ``--dry-run`` it builds them.
 Timing as ``bench.gpu`` says (side by side, medians of the rounds). TFLOP/s = 2·M·N·K / time. Every column's
 output is checked on fresh random inputs against torch's fp32 product of the fp16 inputs (TF32 off), the output
 poisoned with NaN before: ``‖C − ref‖ / ‖ref‖ <= TOLERANCE`` (fp16 output of cuBLAS: ``FP16_TOLERANCE``) and every
-element written. Ratios as in the CPU benchmark: d/a = time(a) / time(d), d/b, d/f, d/g likewise (above 1: (d) is
-faster), d/e = time(d) / time(e) (1: the tails cost nothing).
+element written. Ratios as in the CPU benchmark: d/a = time(a) / time(d), d/b, d/f, d/g, d/h likewise (above 1: (d)
+is faster), d/e = time(d) / time(e) (1: the tails cost nothing).
 
 ``--dry-run`` needs no GPU: it builds every kernel (TVM's CUDA source compiled by nvcc for ``--arch``) and
 records compile time and kernel count. Run: ``make bench`` (without a GPU or torch this one prints why and writes
@@ -51,9 +58,11 @@ import tvm
 from tvm import s_tir
 
 from bench import gpu
-from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, multiprocessor_count
+from tvm_tailsplit import TailSplit
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_target, multiprocessor_count
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
+from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
 
 if TYPE_CHECKING:
     import torch
@@ -64,7 +73,12 @@ SYMBOLIC_MS = (1, 16, 33, 127, 1000)
 QUICK_STATIC_SHAPES = [(127, 255, 129)]
 QUICK_SYMBOLIC_MS = (33,)
 COLUMNS = ("guarded", "pad_einsum", "tailsplit", "divisible", "dlight", "cuBLAS")
-LETTERS = dict(zip(COLUMNS, "abdefg", strict=True))
+HOPPER = "hopper"  # (h), where the GPU and K allow it (hopper_unsupported)
+LETTERS = {**dict(zip(COLUMNS, "abdefg", strict=True)), HOPPER: "h"}
+# (h) is built for this architecture (wgmma and setmaxnreg need the architecture-specific target) on sm_90 GPUs
+HOPPER_ARCH = "sm_90a"
+# (h): TMA's row stride (K fp16 elements of A and B) must be a multiple of 16 bytes, so K a multiple of 8
+HOPPER_K_MULTIPLE = 8
 # (a): thread-block tile (M, N, K slice) and outputs per thread (M, N): 16 x 16 threads of 4 x 4 fp32 sums each
 SIMT_TILE = (64, 64, 32)
 SIMT_THREAD_TILE = (4, 4)
@@ -137,6 +151,25 @@ def kernels(m: int | None, n: int, k: int, arch: str,
     return result
 
 
+def hopper_unsupported(k: int | None, arch: str) -> str | None:
+    """Why (h) has no kernel for the reduction length ``k`` (None: on no shape) on ``arch``, or None."""
+    if not arch.startswith("sm_90"):
+        return f"the Hopper GEMM needs an sm_90 GPU (TMA, wgmma), not {arch}"
+    if k is not None and k % HOPPER_K_MULTIPLE:
+        return (f"K = {k} is not a multiple of {HOPPER_K_MULTIPLE}: TMA needs a 16-byte row stride of A and B "
+                "(K fp16 elements)")
+    return None
+
+
+def hopper_module(m: int | None, n: int, k: int) -> tvm.IRModule:
+    """(h): ``examples.hopper_gemm_kernel`` (``C = A @ B.T``, B n x K; ``m=None``: M symbolic) through TailSplit
+    (main tiles store without conditions) and WarpSpecialize's Hopper lowering; K zero-filled past a multiple of
+    64."""
+    func = examples.hopper_gemm_kernel(m, n, k, zero_fill_k=k % 64 != 0)
+    return tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True)])(
+        tvm.IRModule({"main": func}))
+
+
 def sweep_tilings(m: int | None, k: int) -> list[ms.MmaTiling]:
     """The tilings ``--tilings`` times (d) with: ``tile_tiling`` of each of the rule's ``candidate_tiles`` (they
     depend on M, and their K slices on K)."""
@@ -177,8 +210,8 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 
     rows = []
 
-    def build_row(shape, column, build, pipeline, tiling, sweep=False):
-        built = gpu.nvcc_build(lambda: cuda_source(build(), arch, pipeline), arch)
+    def build_row(shape, column, build, pipeline, tiling, sweep=False, build_arch=arch):
+        built = gpu.nvcc_build(lambda: cuda_source(build(), build_arch, pipeline), build_arch)
         name = tiling.name() if column in TILED_COLUMNS else None
         rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, "sweep": sweep,
                      "tiling": name, **built})
@@ -189,6 +222,13 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
         tiling = ms.choose_tiling(*shape)
         for column, (build, pipeline) in kernels(*shape, arch, tiling).items():
             build_row(shape, column, build, pipeline, tiling)
+        if (absent := hopper_unsupported(shape[2], arch)) is None:
+            build_row(shape, HOPPER, lambda shape=shape: hopper_module(*shape), WARP_SPECIALIZED_PIPELINE, tiling,
+                      build_arch=HOPPER_ARCH)
+        else:
+            rows.append({"shape": shape_text(*shape), "column": HOPPER, "pipeline": WARP_SPECIALIZED_PIPELINE,
+                         "sweep": False, "tiling": None, "compiled": False, "absent": absent})
+            print(f"{shape_text(*shape)} (h) {HOPPER}: no entry: {absent}", flush=True)
         for other in sweep_tilings(shape[0], shape[2]) if tilings else ():
             if other != tiling:
                 build_row(shape, "tailsplit", lambda shape=shape, other=other: ms.matmul_mma_cuda(*shape,
@@ -201,12 +241,15 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 def dry_run_markdown(report: dict) -> str:
     lines = [*gpu.dry_run_heading("CUDA tail-benchmark kernels", report),
              f"Tilings of (b), (d), (e): the rule's (`choose_tiling`, {report['sm_count']} SMs); rows marked sweep: "
-             "(d) with another candidate tiling (`--tilings`).", "",
+             "(d) with another candidate tiling (`--tilings`). (h) hopper: TailSplit + WarpSpecialize Hopper GEMM, "
+             f"built for {HOPPER_ARCH} (`C = A @ B.T`, B n x K).", "",
              "| shape | column | tiling | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 9]
     for row in report["rows"]:
         tiling = f"{row['tiling']}{' (sweep)' if row['sweep'] else ''}" if row["tiling"] else "-"
         head = f"| {row['shape']} | ({LETTERS[row['column']]}) {row['column']} | {tiling} | {row['pipeline']} |"
-        if row["compiled"]:
+        if "absent" in row:
+            lines.append(f"{head} no entry: {row['absent']} | - | - | - | - |")
+        elif row["compiled"]:
             lines.append(f"{head} yes | {row['kernels']} | {row['tvm_seconds']:.1f} | {row['nvcc_seconds']:.1f} | "
                          f"{'; '.join(row['ptxas'])} |")
         else:
@@ -233,7 +276,7 @@ def checked_runner(function: Callable[..., object], left: torch.Tensor, right: t
     import torch
     import tvm_ffi
 
-    out = torch.full((left.shape[0], right.shape[1]), math.nan, device="cuda")
+    out = torch.full(tuple(want.shape), math.nan, device="cuda")
     views = [tvm_ffi.from_dlpack(t) for t in (left, right, out)]
     function(*views)
     torch.cuda.synchronize()
@@ -241,9 +284,10 @@ def checked_runner(function: Callable[..., object], left: torch.Tensor, right: t
 
 
 def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool,
-                  tiling: ms.MmaTiling, sweep: dict[str, object]) -> dict:
+                  tiling: ms.MmaTiling, sweep: dict[str, object], hopper_absent: str | None) -> dict:
     """Every column on one shape (``tiling``: that of (b), (d), (e)): checked against torch's fp32 product, then
-    timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side."""
+    timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side.
+    (h) runs unless ``hopper_absent`` says why not, on B transposed once here (n x K), outside the timing."""
     a, b = operands(m, n, k, seed)
     reference = a.float() @ b.float()
     divisible = divisible_shape(m, n, k, tiling)
@@ -251,8 +295,11 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     row: dict = {"shape": [m, n, k], "m_symbolic": symbolic, "tiling": tiling_record(tiling),
                  "divisible_shape": list(divisible), "useful_work": m * n * k / math.prod(divisible), "errors": {},
                  "all_written": {}}
+    columns = COLUMNS if hopper_absent else (*COLUMNS, HOPPER)
+    if hopper_absent:
+        row["hopper_absent"] = hopper_absent
     runners = {}
-    for column in COLUMNS:
+    for column in columns:
         if column == "cuBLAS":
             out = gpu.cublas_mm(a, b)
             row["cublas_output"] = str(out.dtype)
@@ -260,7 +307,9 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
             row["errors"][column], row["all_written"][column] = gpu.relative_error(out, reference), True
             continue
         function = executables["tailsplit" if column == "divisible" and symbolic else column]["main"]
-        if column == "divisible":
+        if column == HOPPER:
+            checked = checked_runner(function, a, b.t().contiguous(), reference)
+        elif column == "divisible":
             checked = checked_runner(function, a_div, b_div, a_div.float() @ b_div.float())
         else:
             checked = checked_runner(function, a, b, reference)
@@ -272,9 +321,11 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     d = seconds["tailsplit"]
     row["ratios"] = {"d/a": seconds["guarded"] / d, "d/b": seconds["pad_einsum"] / d,
                      "d/e": d / seconds["divisible"], "d/f": seconds["dlight"] / d, "d/g": seconds["cuBLAS"] / d}
+    if HOPPER in seconds:
+        row["ratios"]["d/h"] = seconds[HOPPER] / d
     tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
-                 else TOLERANCE for column in COLUMNS}
-    row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)
+                 else TOLERANCE for column in columns}
+    row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in columns)
     if sweep:
         swept = {name: checked_runner(executable["main"], a, b, reference) for name, executable in sweep.items()}
         sweep_seconds = gpu.median_seconds({name: runner for name, (runner, _, _) in swept.items()}, rounds)
@@ -298,9 +349,9 @@ def run(quick: bool, tilings: bool) -> dict:
     print(f"machine: {info}, {sm_count} SMs", flush=True)
     rows, compile_seconds = [], {}
 
-    def compiled(name: str, module: tvm.IRModule, pipeline: str):
+    def compiled(name: str, module: tvm.IRModule, pipeline: str, on=target):
         start = time.perf_counter()
-        executable = tvm.compile(module, target=target, tir_pipeline=pipeline)
+        executable = tvm.compile(module, target=on, tir_pipeline=pipeline)
         compile_seconds[name] = time.perf_counter() - start
         return executable
 
@@ -308,24 +359,34 @@ def run(quick: bool, tilings: bool) -> dict:
         tiling = ms.choose_tiling(*shape, sm_count=sm_count)
         executables = {column: compiled(f"{shape_text(*shape)} {column}", build(), pipeline)
                        for column, (build, pipeline) in kernels(*shape, arch, tiling).items()}
+        hopper_absent = hopper_unsupported(shape[2], arch)
+        if hopper_absent is None:
+            executables[HOPPER] = compiled(f"{shape_text(*shape)} {HOPPER}", hopper_module(*shape),
+                                           WARP_SPECIALIZED_PIPELINE, cuda_target(HOPPER_ARCH))
         sweep = {other.name(): compiled(f"{shape_text(*shape)} tailsplit [{other.name()}]",
                                         ms.matmul_mma_cuda(*shape, tiling=other), MMA_PIPELINE)
                  for other in (sweep_tilings(shape[0], shape[2]) if tilings else ())}
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
             row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,
-                                tiling=tiling, sweep=sweep)
+                                tiling=tiling, sweep=sweep, hopper_absent=hopper_absent)
             rows.append(row)
             print(f"{shape_text(*shape)} M={m_value} [{tiling.name()}]: " + " ".join(
-                  f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in COLUMNS)
+                  f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in row["us"])
                   + f" ratios {row['ratios']} ok={row['ok']}"
                   + (f" sweep best {row['sweep_best']}" if sweep else ""), flush=True)
     return {"machine": info, "sm_count": sm_count, "rounds": rounds, "quick": quick, "tilings": tilings,
-            "rows": rows, "compile_seconds": compile_seconds, "command": command(quick, tilings)}
+            "hopper_absent": hopper_unsupported(None, arch), "rows": rows, "compile_seconds": compile_seconds,
+            "command": command(quick, tilings)}
 
 
 def markdown(report: dict) -> str:
     info = report["machine"]
+    hopper = report["hopper_absent"] is None  # the (h) column: on sm_90 GPUs
+    columns = (*COLUMNS, HOPPER) if hopper else COLUMNS
+    ratio_names = ("d/a", "d/b", "d/e", "d/f", "d/g", *(("d/h",) if hopper else ()))
+    hopper_text = ("(h) TailSplit + WarpSpecialize Hopper GEMM (TMA + wgmma, examples.hopper_gemm_kernel; it takes B "
+                   "as n x K, the transposed copy built once per row outside the timing); " if hopper else "")
     lines = [
         "# CUDA tail benchmark: TailSplit + tensor cores against TVM's guarded, padded and dlight kernels and cuBLAS",
         "", f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
@@ -333,17 +394,19 @@ def markdown(report: dict) -> str:
         "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
         "to whole thread-block tiles + the tensor-core schedule; (d) TailSplit + tensorize (tailsplit_mma); (e) "
         "the (d) kernel on the nearest divisible shape, time x useful work; (f) dlight gpu.Matmul; (g) cuBLAS "
-        "(torch.mm). Rows `M=..` with M symbolic: one kernel per column for every M. (b), (d) and (e) use the "
+        f"(torch.mm); {hopper_text}Rows `M=..` with M symbolic: one kernel per column for every M. (b), (d) and "
+        "(e) use the "
         f"tiling `choose_tiling` gives the shape ({report['sm_count']} SMs; block tile x K slice / stages, warps, "
         "warp tiles). Ratios: d/x = time(x) / "
         f"time(d), d/e = time(d) / time(e). Command: `{report['command']}`.", "",
-        "| shape | tiling | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in COLUMNS)
-        + " | d/a | d/b | d/e | d/f | d/g | ok | max error |", "|" + "---|" * (len(COLUMNS) + 9)]
+        "| shape | tiling | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in columns)
+        + f" | {' | '.join(ratio_names)} | ok | max error |", "|" + "---|" * (len(columns) + len(ratio_names) + 4)]
     for row in report["rows"]:
         m, n, k = row["shape"]
         shape = f"{'M=' if row['m_symbolic'] else ''}{m}x{n}x{k}"
-        cells = " | ".join(f"{row['us'][c]:.1f} / {row['tflops'][c]:.1f}" for c in COLUMNS)
-        ratios = " | ".join(f"{row['ratios'][r]:.2f}" for r in ("d/a", "d/b", "d/e", "d/f", "d/g"))
+        cells = " | ".join(f"{row['us'][c]:.1f} / {row['tflops'][c]:.1f}" if c in row["us"]
+                           else f"no entry: {row['hopper_absent']}" for c in columns)
+        ratios = " | ".join(f"{row['ratios'][r]:.2f}" if r in row["ratios"] else "-" for r in ratio_names)
         lines.append(f"| {shape} | {row['tiling']['name']} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
                      f"{max(row['errors'].values()):.1e} |")
     if report["tilings"]:
@@ -357,6 +420,8 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {name} | {result['us']:.1f} | "
                              f"{result['tflops']:.1f} | {'yes' if result['ok'] else 'NO'} | {', '.join(notes)} |")
     outputs = sorted({row["cublas_output"] for row in report["rows"]})
+    if not hopper:
+        lines += ["", f"(h) hopper: absent on this GPU: {report['hopper_absent']}."]
     lines += ["", f"cuBLAS output dtype: {', '.join(outputs)}. Compile seconds (tvm.compile on the GPU machine): "
               + ", ".join(f"{name} {s:.1f}" for name, s in report["compile_seconds"].items()) + "."]
     return "\n".join(lines) + "\n"

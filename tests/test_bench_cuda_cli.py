@@ -90,6 +90,27 @@ def test_guarded_cuda_core_kernel_means_the_matmul(m):
     np.testing.assert_allclose(got, a.astype("float32") @ b.astype("float32"), rtol=1e-5, atol=1e-5)
 
 
+def test_hopper_column_rule():
+    """(h): sm_90 GPUs only, K a multiple of 8 (TMA's 16-byte row stride of fp16 A and B)."""
+    assert bench_tails_cuda.hopper_unsupported(4096, "sm_90") is None
+    assert bench_tails_cuda.hopper_unsupported(4000, "sm_90a") is None
+    assert "not a multiple of 8" in bench_tails_cuda.hopper_unsupported(129, "sm_90")
+    assert "needs an sm_90 GPU" in bench_tails_cuda.hopper_unsupported(None, "sm_80")
+
+
+@pytest.mark.nvcc
+def test_tails_dry_run_builds_the_symbolic_m_hopper_kernel(results, monkeypatch):
+    """(h) of the M-symbolic rows: one TailSplit + WarpSpecialize kernel for sm_90a, without spills."""
+    monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [(None, *bench_tails_cuda.SYMBOLIC_NK)])
+    monkeypatch.setattr(bench_tails_cuda, "kernels", lambda *args: {})
+    bench_tails_cuda.main(["--dry-run", "--quick"])
+    report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
+    (row,) = report["rows"]
+    assert (row["shape"], row["column"], row["compiled"], row["kernels"], row["spills"]) == (
+        "Mx4096x4096", "hopper", True, 1, 0), row
+    assert "[sm_90a]" in row["ptxas"][0]
+
+
 @pytest.mark.nvcc
 def test_fft_dry_run_builds_every_quick_plan(results):
     bench_fft_cuda.main(["--dry-run", "--quick"])
@@ -106,7 +127,8 @@ def test_fft_dry_run_builds_every_quick_plan(results):
 @pytest.mark.nvcc
 def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
     """One static shape (the M-symbolic kernels compile the same schedules, and take longer), ``--tilings`` with
-    one other tiling: (b), (d), (e) built with the rule's tiling, then (d) with the other."""
+    one other tiling: (b), (d), (e) built with the rule's tiling, then (d) with the other; (h) has no entry (K =
+    129 is not a multiple of 8), the row says why."""
     shape = (127, 255, 129)
     rule, other = ms.choose_tiling(*shape), ms.DEFAULT_TILING
     monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [shape])
@@ -114,9 +136,13 @@ def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
     bench_tails_cuda.main(["--dry-run", "--quick", "--tilings"])
     report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
     assert [row["column"] for row in report["rows"]] == ["guarded", "pad_einsum", "tailsplit", "divisible", "dlight",
-                                                         "tailsplit"]
+                                                         "hopper", "tailsplit"]
+    (hopper,) = [row for row in report["rows"] if row["column"] == "hopper"]
+    assert not hopper["compiled"] and "K = 129 is not a multiple of 8" in hopper["absent"]
+    assert "(h) hopper | - | warp_specialized | no entry: K = 129" in (
+        results / "quick" / "tails_cuda_dry_run.md").read_text()
     for row in report["rows"]:
-        assert row["compiled"] and row["spills"] == 0, row
+        assert row is hopper or row["compiled"] and row["spills"] == 0, row
     mma = [row for row in report["rows"] if row["pipeline"] == "tailsplit_mma"]
     # the tensor-core kernels: (b) the matmul and the copy of the padded C back; (d) and (e) the matmul alone
     assert [row["kernels"] for row in mma] == [2, 1, 1, 1]
@@ -159,8 +185,10 @@ def test_tails_quick_run_on_the_gpu(results):
                                                                for m in bench_tails_cuda.QUICK_SYMBOLIC_MS)]
     for row in report["rows"]:
         assert row["ok"], row
-        assert set(row["us"]) == set(bench_tails_cuda.COLUMNS)
         m, n, k = row["shape"]
+        hopper = bench_tails_cuda.hopper_unsupported(k, report["machine"]["arch"]) is None  # (h): sm_90, K % 8 == 0
+        assert set(row["us"]) == {*bench_tails_cuda.COLUMNS, *(("hopper",) if hopper else ())}
+        assert hopper or row["hopper_absent"]
         rule = ms.choose_tiling(None if row["m_symbolic"] else m, n, k, sm_count=report["sm_count"])
         assert row["tiling"]["name"] == rule.name()
         assert rule.name() in row["sweep"] and all(result["ok"] for result in row["sweep"].values()), row["sweep"]

@@ -2,7 +2,7 @@
 
 `transpile` turns the body of the `extern "C" __global__` kernel that `cuda.cuda_source` returns for a
 `WarpSpecialize("cuda", hopper=True)` GEMM (or `ablation.unspecialized_hopper_kernel`) into a Python generator
-function of `(tx, bx, by)`: its `for`/`if`/`else` blocks and `int cse_v = ...;` bindings become Python, and every
+function of `(tx, bx, by)`: its `for`/`if`/`else` blocks and `int v = ...;` bindings become Python, and every
 statement with an effect becomes one yielded event. The statements it understands, by the helper names TVM 0.27
 emits:
 
@@ -217,8 +217,8 @@ def kernel_lines(source: str) -> list[str]:
 
 
 def transpile(source: str) -> Kernel:
-    """The kernel of `source` (see the module doc) as a generator function of `(tx, bx, by)`; the symbolic `K` is a
-    global of the function (`simulate_gemm` sets it)."""
+    """The kernel of `source` (see the module doc) as a generator function of `(tx, bx, by)`; the symbolic `K` and
+    `M` are globals of the function (`simulate_gemm` sets them)."""
     out = ["def thread(tx, bx, by):", "    yield ('start',)"]  # a generator even if the thread does nothing
     depth = 1
     for line in kernel_lines(source):
@@ -233,7 +233,7 @@ def transpile(source: str) -> Kernel:
             out += ["    " * (depth - 1) + "else:", f"{indent}pass"]
         elif line == "}":
             depth -= 1
-        elif binding := re.fullmatch(r"int (cse_v\d+) = (.+);", line):
+        elif binding := re.fullmatch(r"int (\w+) = (.+);", line):  # CSE values, Binds (a tail's `min` extent)
             out.append(f"{indent}{binding[1]} = {python_expression(binding[2])}")
         elif (event := _event_line(line)) is not None:
             out.append(indent + event)
@@ -531,7 +531,7 @@ def simulate_gemm(kernel: Kernel, m: int, n: int, k: int, grid: tuple[int, int],
     """Simulate every CTA of `grid` (x, y) of the GEMM kernel (C: `m` x `n`, reduction length `k`) with `seed`;
     check that every C element is stored once, from the right register with the right products (module doc).
     Returns the number of C elements stored; raises `KernelFault`."""
-    kernel.thread.__globals__["K"] = k
+    kernel.thread.__globals__.update(K=k, M=m)
     stores: dict[int, list[Store]] = defaultdict(list)
     for bx in range(grid[0]):
         for by in range(grid[1]):

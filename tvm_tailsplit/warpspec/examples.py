@@ -26,7 +26,9 @@ The GEMMs take any `m` and `n` (a *ragged* output): the grid covers `ceildiv(m, 
 tiles, the loads of the edge tiles are guarded by the operands' bounds (zeros outside, which TMA does in hardware
 on Hopper) and the stores by the output's, under a mark (`tiles.FRAGMENT_STORE_MARK`) on their row loop, so that
 TailSplit (`strategy="partial"`) decides the tiles above the mark: main tiles store without a condition, tail tiles
-only their rows and columns inside the output.
+only their rows and columns inside the output. `m=None` makes the rows a symbolic `M` (a buffer dimension, at least
+1: a CUDA grid has no empty dimension): one kernel for every M, its grid `ceildiv(M, block_m)` rows of tiles, its
+loads and stores always guarded by M (TailSplit decides the tiles by a chain of tests on `blockIdx.y` and M).
 """
 
 from __future__ import annotations
@@ -96,9 +98,11 @@ def seed_example(ranges: Sequence[tuple[int, int]] = SEED_RANGES) -> tirx.PrimFu
         {"global_symbol": "seed_example", "tirx.noalias": True, "s_tir": True})
 
 
-def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int, ...]) -> tirx.PrimFunc:
-    """`func` with the buffer parameter number `param` given the constant `shape` (binding its symbolic dims)."""
+def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int | None, ...]) -> tirx.PrimFunc:
+    """`func` with the buffer parameter number `param` given the constant `shape` (binding its symbolic dims); a
+    `None` in `shape` keeps that dimension symbolic."""
     buffer = func.params[param]
+    shape = tuple(dim if value is None else value for dim, value in zip(buffer.shape, shape, strict=True))
     return func.specialize({buffer: tirx.decl_buffer(shape, buffer.dtype, buffer.name)})
 
 
@@ -149,25 +153,26 @@ def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
     return sch.mod["main"]
 
 
-def gemm_kernel(m: int = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
+def gemm_kernel(m: int | None = 64, n: int = 64, k: int = 128, block_m: int = 32, block_n: int = 32,
                 block_k: int = 16, stages: int = 3, compute_roles: int = 1, b_transposed: bool = False
                 ) -> tirx.PrimFunc:
-    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32; any `m` and `n`) with a copy role (0) and `compute_roles`
-    compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
+    """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32; any `m` and `n`; `m=None`: a symbolic `M`) with a copy role
+    (0) and `compute_roles` compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
     if k % block_k:
         raise ValueError(_GEMM_SIZES_ERROR)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles, b_transposed)
     return _specialize_shape(func, 0, (m, k))
 
 
-def hopper_gemm_kernel(m: int = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
+def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
                        block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
                        ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
     `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each; any `m` and `n`
     (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction length
-    symbolic. `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the
-    last K tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
+    symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's tensor
+    map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
+    tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
@@ -191,13 +196,16 @@ def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
     return -(-tiles // waves)
 
 
-def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
+def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
                            stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
                            zero_fill_k: bool = False, ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps. Any `m` and
     `n`: the edge tiles' loads and stores are guarded, the stores under a mark (module doc).
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
     `zero_fill_k`: any `K`, in `ceildiv(K, block_k)` steps whose loads store zeros past `K`.
+    `m=None`: a symbolic row count `M` (A: M x K, C: M x n, a buffer dimension like `K`): the grid has
+    `ceildiv(M, block_m)` rows of tiles (a symbolic `blockIdx.y` extent), and the loads and stores are always guarded
+    by `M` (its stores marked), since any M may be ragged.
 
     One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
     half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
@@ -208,7 +216,10 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     stores of tile `t`. The rings are indexed by the running step `tt * K_steps + ko` (stage
     `(tt * K_steps + ko) % stages`), continuing from tile to tile: WarpSpecialize sees the nest as one pipeline
     over the running step (`warpspec.symbolic`, persistent nests), so the producer fills the next tile's first
-    stages while the consumers store the current tile.
+    stages while the consumers store the current tile. With a symbolic `M` the tile count
+    `ceildiv(M, block_m) * ceildiv(n, block_n)` is a run-time value and `ctas` a constant chosen for the largest M
+    expected (any count >= 1): a CTA `bx` past the tiles of a smaller M runs no tile (its trip count is at most 0),
+    producer and consumers alike.
     """
     band = block_m // compute_roles  # the output rows of one compute role
     if block_m % compute_roles:
@@ -219,12 +230,17 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     top = "_top" if two_roles else ""
     b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
     b_ring_shape = (stages, b_rows, b_cols)
-    tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)
-    ragged_m, ragged_n = m % block_m != 0, n % block_n != 0
+    tiles_n = -(-n // block_n)
+    ragged_m, ragged_n = m is None or m % block_m != 0, n % block_n != 0
     # the stores of a ragged output are marked for TailSplit, which decides their tiles above the mark
     store_marks = {MARK_KEY: FRAGMENT_STORE_MARK} if ragged_m or ragged_n else None
-    if ctas is not None and not 1 <= ctas <= tiles_m * tiles_n:
-        raise ValueError(f"ctas must be between 1 and the {tiles_m * tiles_n} output tiles, got {ctas}")
+    if ctas is not None and m is None and ctas < 1:
+        raise ValueError(f"ctas must be at least 1, got {ctas}")
+    if ctas is not None and m is not None and not 1 <= ctas <= -(-m // block_m) * tiles_n:
+        raise ValueError(f"ctas must be between 1 and the {-(-m // block_m) * tiles_n} output tiles, got {ctas}")
+
+    def tiles_m(A):  # the rows of tiles: a constant, or ceildiv(M, block_m) at run time
+        return tirx.ceildiv(A.shape[0], block_m) if m is None else -(-m // block_m)
 
     def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
         return (stage, j, kk) if b_transposed else (stage, kk, j)
@@ -232,9 +248,9 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
     def k_steps(length):
         return tirx.ceildiv(length, block_k) if zero_fill_k else length // block_k
 
-    def in_bounds(row=None, col=None, k_index=None, length=None):  # the guard of a ragged index, or True
+    def in_bounds(row=None, rows=None, col=None, k_index=None, length=None):  # a ragged index's guard, or True
         bounds = [index < extent for index, extent, ragged in
-                  ((row, m, ragged_m), (col, n, ragged_n), (k_index, length, zero_fill_k))
+                  ((row, rows, ragged_m), (col, n, ragged_n), (k_index, length, zero_fill_k))
                   if ragged and index is not None]
         return functools.reduce(tirx.And, bounds) if bounds else True
 
@@ -267,7 +283,8 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                 T.sblock_attr({"warp_role": 0})
                 for i, j in T.grid(block_m, block_k):
                     A_ring[stage(step0, ko), i, j] = guarded(A[by * block_m + i, ko * block_k + j],
-                                                             row=by * block_m + i, k_index=ko * block_k + j,
+                                                             row=by * block_m + i, rows=A.shape[0],
+                                                             k_index=ko * block_k + j,
                                                              length=K)
             if b_transposed:
                 with T.sblock("load_B"):
@@ -311,7 +328,7 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
             T.sblock_attr({"warp_role": 1})
             for i in T.serial(band, annotations=store_marks):
                 for j in range(block_n):
-                    if in_bounds(row=by * block_m + i, col=bx * block_n + j):
+                    if in_bounds(row=by * block_m + i, rows=C.shape[0], col=bx * block_n + j):
                         C[by * block_m + i, bx * block_n + j] = acc[i, j]
         if two_roles:
             with T.sblock("store_bottom"):
@@ -320,26 +337,27 @@ def symbolic_k_gemm_kernel(m: int = 64, n: int = 64, block_m: int = 32, block_n:
                 T.sblock_attr({"warp_role": 2})
                 for i in T.serial(band, annotations=store_marks):
                     for j in range(block_n):
-                        if in_bounds(row=by * block_m + band + i, col=bx * block_n + j):
+                        if in_bounds(row=by * block_m + band + i, rows=C.shape[0], col=bx * block_n + j):
                             C[by * block_m + band + i, bx * block_n + j] = acc[band + i, j]
 
     @T.prim_func(s_tir=True)
     def gemm(a: T.handle, b: T.handle, c: T.handle):
         T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
         K = T.int32()
-        A = T.match_buffer(a, (m, K), "float16")
+        M = T.int32()
+        A = T.match_buffer(a, (M if m is None else m, K), "float16")
         B = T.match_buffer(b, (n, K) if b_transposed else (K, n), "float16")
-        C = T.match_buffer(c, (m, n), "float32")
+        C = T.match_buffer(c, (M if m is None else m, n), "float32")
         A_ring = T.sblock_alloc_buffer((stages, block_m, block_k), "float16", scope="shared")
         B_ring = T.sblock_alloc_buffer(b_ring_shape, "float16", scope="shared")
         acc = T.sblock_alloc_buffer((block_m, block_n), "float32", scope="shared")
         if ctas is None:
-            for by in T.thread_binding(tiles_m, thread="blockIdx.y"):
+            for by in T.thread_binding(tiles_m(A), thread="blockIdx.y"):
                 for bx in T.thread_binding(tiles_n, thread="blockIdx.x"):
                     output_tile(A, B, C, A_ring, B_ring, acc, K, by, bx, None)
         else:
             for cta in T.thread_binding(ctas, thread="blockIdx.x"):
-                for tt in range(tirx.ceildiv(tiles_m * tiles_n - cta, ctas)):
+                for tt in range(tirx.ceildiv(tiles_m(A) * tiles_n - cta, ctas)):
                     output_tile(A, B, C, A_ring, B_ring, acc, K, (cta + tt * ctas) // tiles_n,
                                 (cta + tt * ctas) % tiles_n, tt * k_steps(K))
 

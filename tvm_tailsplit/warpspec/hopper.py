@@ -11,7 +11,8 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   executed by that warp and the `expect_tx` arrive and each copy
   (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
   descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
-  and box) and passed to the kernel as `__grid_constant__` parameters. The rings live in dynamic shared memory
+  and box; the buffer's shape as given at the call, so symbolic dimensions such as a symbolic M are run-time
+  values there) and passed to the kernel as `__grid_constant__` parameters. The rings live in dynamic shared memory
   aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte
   aligned, so thread 0 checks each ring's shared address and traps if it is not on an atom (TMA's swizzle and the
   descriptors' would disagree: wrong results otherwise).

@@ -258,12 +258,15 @@ def check_declared_regions(block: SBlock, buffers: dict) -> None:
     The analysis derives the synchronization from the declared regions only, so an understated region would give
     a racy program. A detected region must provably lie within the hull of the declared regions of its buffer
     (read regions within the reads, write regions within the writes; an opaque access counts as both), with the
-    block's iteration variables in their domains. `buffers` maps the buffers visible to the block to themselves.
+    block's iteration variables in their domains and the variables the body binds (`Bind`, e.g. TailSplit's
+    `min` extents of a tail tile's loops) at their values. `buffers` maps the buffers visible to the block to
+    themselves.
     """
     detected_reads, detected_writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
     analyzer = sym.Analyzer()
     for iter_var in block.iter_vars:
         analyzer.bind(iter_var.var, iter_var.dom)
+    tvm_ffi.structural_walk(block.body, (tirx.Bind, lambda bind: analyzer.bind(bind.var, bind.value)))
     for kind, detected, declared in (("reads", detected_reads, block.reads), ("writes", detected_writes, block.writes)):
         for accessed in detected:
             same = [d for d in declared if d.source.same_as(accessed.source)]
