@@ -527,10 +527,12 @@ def check_stores(stores: dict[int, list[Store]], n: int, k_tiles: int) -> None:
 
 
 def simulate_gemm(kernel: Kernel, m: int, n: int, k: int, grid: tuple[int, int], seed: int,
-                  rings: tuple[Ring, ...] = gemm_rings()) -> int:
+                  rings: tuple[Ring, ...] = gemm_rings(),
+                  stored: Callable[[int, int], bool] = lambda i, j: True) -> int:
     """Simulate every CTA of `grid` (x, y) of the GEMM kernel (C: `m` x `n`, reduction length `k`) with `seed`;
-    check that every C element is stored once, from the right register with the right products (module doc).
-    Returns the number of C elements stored; raises `KernelFault`."""
+    check that every C element `(i, j)` with `stored(i, j)` (all of them by default), and no other, is stored once,
+    from the right register with the right products (module doc). Returns the number of C elements stored; raises
+    `KernelFault`."""
     kernel.thread.__globals__.update(K=k, M=m)
     stores: dict[int, list[Store]] = defaultdict(list)
     for bx in range(grid[0]):
@@ -540,6 +542,10 @@ def simulate_gemm(kernel: Kernel, m: int, n: int, k: int, grid: tuple[int, int],
             for index, writers in cta.stores.items():
                 stores[index] += writers
     check_stores(stores, n, -(-k // BLOCK_K))
-    if len(stores) != m * n:
-        raise KernelFault(COVERAGE, f"{len(stores)} of the {m * n} C elements stored")
+    expected = {i * n + j for i in range(m) for j in range(n) if stored(i, j)}
+    if set(stores) != expected:
+        wrong = sorted(set(stores) ^ expected)[:4]
+        raise KernelFault(COVERAGE, f"{len(stores)} of the {len(expected)} C elements stored (of {m * n}); "
+                                    f"first elements stored but not expected or the reverse: "
+                                    f"{[divmod(index, n) for index in wrong]}")
     return len(stores)

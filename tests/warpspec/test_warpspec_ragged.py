@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 import tvm_ffi  # noqa: E402
 from tvm import tirx  # noqa: E402
+from tvm.s_tir import SBlock  # noqa: E402
 
 from tvm_tailsplit import MARK_KEY, TailSplit  # noqa: E402
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_ptx, cuda_source  # noqa: E402
@@ -26,6 +27,7 @@ from tvm_tailsplit.testing import guarded_array, run_with_guarded_output, thread
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
+    WarpSpecializeInputError,
     analyze,
     examples,
     tile_plan,
@@ -199,3 +201,69 @@ def test_pairs_columns(columns, index, guarded, expected):
     assert pairs_columns(leaf, tirx.For(j, 0, 256, tirx.ForKind.SERIAL, leaf)) is expected
     # a column loop cut at an odd end splits a pair
     assert not pairs_columns(leaf, tirx.For(j, 0, 43, tirx.ForKind.SERIAL, leaf))
+
+
+def _with_store_top(func: tirx.PrimFunc, make_body) -> tirx.PrimFunc:
+    """`func` whose `store_top` block body is `make_body(i, j, row, col, leaf)`: band loop variables `i`, `j`, the
+    output row and column expressions and the plain store of the example (`C[row, col] = acc[i, j]`)."""
+    stores = []
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, stores.append))
+    (leaf,) = [s for s in stores if s.buffer.name == "C" and "64" not in str(s.value.indices[0])]
+    i, j = leaf.value.indices
+    row, col = leaf.indices
+
+    def replace(block):
+        if block.name_hint != "store_top":
+            return block
+        return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, make_body(i, j, row, col, leaf),
+                      block.init, block.alloc_buffers, block.match_buffers, block.annotations)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (SBlock, replace), order="post"))
+
+
+def _loop(var, lo, extent, body, mark=False):
+    return tirx.For(var, lo, extent, tirx.ForKind.SERIAL, body, None,
+                    {MARK_KEY: FRAGMENT_STORE_MARK} if mark else None)
+
+
+STORE_TREES = {
+    # the row guard between the band loops, the column guard under them
+    "row guard between the loops": (lambda i, j, row, col, leaf: _loop(i, 0, 64, tirx.IfThenElse(
+        row < 200, _loop(j, 0, 256, tirx.IfThenElse(col < 300, leaf, None)), None)), lambda r, c: True),
+    # two leaves over rows [0, 24) and [24, 64)
+    "two row ranges": (lambda i, j, row, col, leaf: tirx.SeqStmt([
+        _loop(i, 0, 24, _loop(j, 0, 256, tirx.IfThenElse(tirx.And(row < 200, col < 300), leaf, None))),
+        _loop(i, 24, 40, _loop(j, 0, 256, tirx.IfThenElse(tirx.And(row < 200, col < 300), leaf, None)))]),
+        lambda r, c: True),
+    # TailSplit cuts the marked loops past the band's start and rebases them (`acc[i + 2, j]`, `acc[i, j + 2]`)
+    "rows from 2, through TailSplit": (lambda i, j, row, col, leaf: _loop(i, 0, 64, _loop(j, 0, 256, tirx.IfThenElse(
+        tirx.And(tirx.And(row < 200, col < 300), i >= 2), leaf, None)), mark=True),
+        lambda r, c: r % 128 >= 2),
+    "columns from 2, through TailSplit": (lambda i, j, row, col, leaf: _loop(i, 0, 64, _loop(j, 0, 256, tirx.IfThenElse(
+        tirx.And(tirx.And(row < 200, col < 300), j >= 2), leaf, None)), mark=True),
+        lambda r, c: c % 256 >= 2 or r % 128 >= 64),
+}
+
+
+@pytest.mark.parametrize("name", STORE_TREES)
+def test_store_trees_are_lowered_to_the_right_registers(name):
+    """Other store trees of `store_top` (rows 0..63 of each 128-row tile): each C element its tree writes (and no
+    other) is stored once, from the register holding its products, in the event simulation of the Hopper code."""
+    from .cuda_events import simulate_gemm, transpile
+
+    make_body, stored = STORE_TREES[name]
+    func = _with_store_top(examples.hopper_gemm_kernel(200, 300, None, zero_fill_k=True), make_body)
+    mod = _specialized(func, "cuda", "TailSplit" in name, hopper=True, debug_check=True)
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    simulate_gemm(transpile(source), 200, 300, 136, (2, 2), seed=7, stored=stored)
+
+
+@pytest.mark.parametrize("make_body", [
+    lambda i, j, row, col, leaf: _loop(j, 0, 256, _loop(i, 0, 64, leaf)),  # the column loop outside
+    lambda i, j, row, col, leaf: _loop(i, 0, 64, tirx.SeqStmt([              # a Bind between the band loops
+        tirx.Bind(tirx.Var("r", "int32"), row), _loop(j, 0, 256, leaf)])),
+])
+def test_store_trees_the_hopper_lowering_cannot_map_are_refused(make_body):
+    func = _with_store_top(examples.hopper_gemm_kernel(256, 512, None), make_body)
+    with pytest.raises(WarpSpecializeInputError, match="'store_top' touches the accumulator 'acc'"):
+        tile_plan(analyze(func).tree)

@@ -65,7 +65,7 @@ from ..ir_utils import substitute, with_loop
 from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
 from .retirement import in_flight_protocol
-from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile, pairs_columns
+from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile, band_offsets, pairs_columns
 from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
@@ -306,18 +306,21 @@ class _Hopper:
         row_loops, col_loops = op.band_loops
 
         def registers(leaf: tirx.Stmt, row_loop: tirx.For, col_loop: tirx.For) -> tirx.Stmt:
-            """The leaf for each register of the thread: the fragment element's row and column substituted for the
-            band loops' variables, under the loops' ranges where they are not the whole band; the two columns of a
-            register pair in one vector store where the leaf allows it (`tiles.pairs_columns`)."""
+            """The leaf for each register of the thread: the band loops' variables replaced by the fragment
+            element's row and column (less the leaf's offsets, `tiles.band_offsets`), under the loops' ranges where
+            they are not the whole band; the two columns of a register pair in one vector store where the leaf
+            allows it (`tiles.pairs_columns`)."""
             column_block = tirx.Var("column_block", "int32")
-            paired = pairs_columns(leaf, col_loop)
+            row_offset, col_offset = band_offsets(leaf, op.accumulator, op.row0, row_loop, col_loop)
+            paired = pairs_columns(leaf, col_loop, col_offset)
 
             def element(row: tirx.PrimExpr, col: tirx.PrimExpr, register: tirx.PrimExpr) -> tirx.Stmt:
-                store = substitute(leaf, {row_loop.loop_var: row, col_loop.loop_var: col})
+                store = substitute(leaf, {row_loop.loop_var: row - row_offset, col_loop.loop_var: col - col_offset})
                 return _replace_loads(store, op.accumulator, fragment, register)
 
             def inside(store: tirx.Stmt, row: tirx.PrimExpr, col: tirx.PrimExpr) -> tirx.Stmt:
-                bounds = _within(row, row_loop, op.m) + _within(col, col_loop, op.n)
+                bounds = (_within(row, row_loop, row_offset, op.m)
+                          + _within(col, col_loop, col_offset, op.n))
                 return tirx.IfThenElse(_conjunction(bounds), store, None) if bounds else store
 
             stores = []
@@ -336,31 +339,38 @@ class _Hopper:
                         stores += [inside(first, row, col), inside(second, row, col + 1)]
             return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
 
-        def lower(stmt: tirx.Stmt, loops: tuple[tirx.For, ...]) -> tirx.Stmt:
+        def lower(stmt: tirx.Stmt, loops: tuple[tirx.For, ...], guards: tuple[tirx.PrimExpr, ...]) -> tirx.Stmt:
+            """`stmt` of the store tree under the band loops `loops` and the element guards `guards` (the ifs
+            between the row and the column loop, which mention the row: they go into each leaf)."""
             if isinstance(stmt, tirx.SeqStmt):
-                return _seq([lower(s, loops) for s in stmt.seq])
+                return _seq([lower(s, loops, guards) for s in stmt.seq])
             band = row_loops if not loops else col_loops
             if isinstance(stmt, tirx.For) and any(stmt.loop_var.same_as(var) for var in band):
-                return lower(stmt.body, (*loops, stmt))
+                return lower(stmt.body, (*loops, stmt), guards)
             if len(loops) == 2:
-                return registers(stmt, *loops)
+                return registers(tirx.IfThenElse(_conjunction(list(guards)), stmt, None) if guards else stmt, *loops)
+            if isinstance(stmt, tirx.IfThenElse) and loops:
+                return _seq([lower(stmt.then_case, loops, (*guards, stmt.condition)),
+                             None if stmt.else_case is None
+                             else lower(stmt.else_case, loops, (*guards, tirx.Not(stmt.condition)))])
             if isinstance(stmt, tirx.IfThenElse):
-                return tirx.IfThenElse(stmt.condition, lower(stmt.then_case, loops),
-                                       None if stmt.else_case is None else lower(stmt.else_case, loops))
+                return tirx.IfThenElse(stmt.condition, lower(stmt.then_case, loops, guards),
+                                       None if stmt.else_case is None else lower(stmt.else_case, loops, guards))
             return stmt  # a Bind above the band loops
 
-        return lower(rename(op.store), ())
+        return lower(rename(op.store), (), ())
 
 
-def _within(index: tirx.PrimExpr, loop: tirx.For, extent: int) -> list[tirx.PrimExpr]:
-    """The bounds of `loop`'s range on `index`, but those of the whole band `[0, extent)`, which every index of the
-    fragment layout meets."""
+def _within(index: tirx.PrimExpr, loop: tirx.For, offset: tirx.PrimExpr, extent: int) -> list[tirx.PrimExpr]:
+    """The bounds of `loop`'s range, moved by `offset` into the band, on the band index `index`; but those of the
+    whole band `[0, extent)`, which every index of the fragment layout meets."""
     analyzer = tvm.sym.Analyzer()
+    lo, hi = offset + loop.min, offset + loop.min + loop.extent
     bounds = []
-    if not analyzer.can_prove(loop.min <= 0):
-        bounds.append(loop.min <= index)
-    if not analyzer.can_prove(loop.min + loop.extent >= extent):
-        bounds.append(index < loop.min + loop.extent)
+    if not analyzer.can_prove(lo <= 0):
+        bounds.append(lo <= index)
+    if not analyzer.can_prove(hi >= extent):
+        bounds.append(index < hi)
     return bounds
 
 

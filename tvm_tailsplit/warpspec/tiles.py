@@ -13,8 +13,10 @@ Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites
   of `WGMMA_M` rows, `j` a multiple of 8 columns (at most `WGMMA_MAX_N`), `kk` the whole `TMA_ROW_BYTES` row;
 * a **fragment fill** (`acc[a0 + i, j] = 0` over the band) of a band of an accumulator;
 * a **fragment store** of the band its task reads (`T.reads(acc[a0:a0 + m, 0:n])`): a *store tree* whose leaves
-  write `out[...] = f(acc[a0 + i, j])` (any element-wise `f`, a cast say) under loops over `i` and `j` (the *band
-  loops*; each a sub-range of the band) and any guards (`if` over the tile's or the element's indices) and `Bind`s.
+  write `out[...] = f(acc[a0 + dr + i, dc + j])` (any element-wise `f`, a cast say; offsets `dr`, `dc` free of the
+  loops) under loops over `i` and `j` (the *band loops*, row loop outside; each a sub-range of the band) and any
+  guards (`if` over the tile's indices above the loops, or over the element's between or below them) and `Bind`s
+  (above the loops).
   That is the form an irregular output takes: a guard `if row < M and col < N` under the band loops, or what
   TailSplit makes of it under a mark (a guard chain above the mark deciding the tile, band loops cut to their
   always-true ranges, `min` ends for a symbolic `M`).
@@ -37,7 +39,7 @@ from ..ir_utils import substitute
 from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
-           "TilePlan", "TmaLoad", "WgmmaTile", "pairs_columns", "tile_plan"]
+           "TilePlan", "TmaLoad", "WgmmaTile", "band_offsets", "pairs_columns", "tile_plan"]
 
 FRAGMENT_STORE_MARK = "wgmma_fragment_store"
 """The mark (`MARK_KEY`) on the row loop of a fragment store that has guards (a ragged output): TailSplit splits
@@ -93,7 +95,8 @@ class WgmmaTile:
 class FragmentTask:
     """A fill (`store is None`) or store task of rows `row0:row0+m` of an accumulator fragment. A store's `store`
     is its store tree (the task's body), whose band loops are `band_loops` (row loops, column loops: variables of
-    the body's loops over the fragment's rows `i` and columns `j`, read as `acc[row0 + i, j]`)."""
+    the body's loops over the fragment's rows `i` and columns `j`, read as `acc[row0 + dr + i, dc + j]`, see
+    `band_offsets`)."""
 
     task: str
     accumulator: tirx.Buffer
@@ -270,7 +273,7 @@ def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | No
         if isinstance(stmt, tirx.SeqStmt):
             return all(collect(s, loops) for s in stmt.seq)
         if isinstance(stmt, tirx.Bind):  # a band loop's end bound above the loops (TailSplit's symbolic ranges)
-            return len(loops) < 2
+            return not loops
         if isinstance(stmt, tirx.For):
             return stmt.kind == tirx.ForKind.SERIAL and collect(stmt.body, (*loops, stmt))
         if isinstance(stmt, tirx.IfThenElse) and len(loops) < 2:
@@ -282,25 +285,16 @@ def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | No
 
     if not collect(body, ()) or not leaves:
         return None
-    accumulators, row0s = set(), set()
-    rows, cols = set(), set()
-    for leaf, (row_loop, col_loop) in leaves:
+    accumulators = set()
+    for leaf, _ in leaves:
         loads: list[tvm.ir.TensorLoad] = []
         stores: list[tirx.BufferStore] = []
         tvm_ffi.structural_walk(leaf, [(tvm.ir.TensorLoad, loads.append), (tirx.BufferStore, stores.append)])
-        acc_loads = [load for load in loads if load.source.dtype == "float32" and len(load.source.shape) == 2]
-        if len(acc_loads) != 1 or len(loads) != 1 or len(stores) != 1 or _loops_inside(leaf):
+        if (len(loads) != 1 or len(stores) != 1 or _loops_inside(leaf) or loads[0].source.dtype != "float32"
+                or len(loads[0].source.shape) != 2):
             return None
-        indices = acc_loads[0].indices
-        i, j = row_loop.loop_var, col_loop.loop_var
-        row0 = _constant(analyzer.simplify(indices[0] - i))
-        if row0 is None or not _same(analyzer, indices[1], j):
-            return None
-        accumulators.add(acc_loads[0].source)
-        row0s.add(row0)
-        rows.add(i)
-        cols.add(j)
-    if len(accumulators) != 1 or len(row0s) != 1:
+        accumulators.add(loads[0].source)
+    if len(accumulators) != 1:
         return None
     acc = accumulators.pop()
     band = [r for r in task.reads if r.buffer.same_as(acc)]
@@ -308,18 +302,43 @@ def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | No
         return None
     (row_min, row_extent), (col_min, col_extent) = band[0].bounds
     row0, m, col0, n = (_constant(e) for e in (row_min, row_extent, col_min, col_extent))
-    if None in (row0, m, n) or col0 != 0 or row0 != row0s.pop() or m % WGMMA_M:
+    if None in (row0, m, n) or col0 != 0 or m % WGMMA_M:
         return None
-    return FragmentTask(task.name, acc, row0, m, n, body, (frozenset(rows), frozenset(cols)))
+    if any(band_offsets(leaf, acc, row0, *loops) is None for leaf, loops in leaves):
+        return None
+    rows = frozenset(loops[0].loop_var for _, loops in leaves)
+    cols = frozenset(loops[1].loop_var for _, loops in leaves)
+    return FragmentTask(task.name, acc, row0, m, n, body, (rows, cols))
 
 
-def pairs_columns(leaf: tirx.Stmt, col_loop: tirx.For) -> bool:
-    """Whether a store tree's leaf under the column loop `col_loop` can write the two adjacent columns of a fragment
-    register pair (wgmma's `j` even, `j + 1`) with one 2-element vector store: the loop's ends are even (a pair is
-    wholly inside its range or outside), the leaf is a plain store (no guard) whose last index is `base + j` (`j`
-    nowhere else, `base` even) into a buffer whose other strides are even, its element offset even and its data
-    aligned to the pair. Then columns `j, j + 1` are one aligned pair of addresses (`st.global.v2`: whole 32-byte
-    sectors for a warp's 8 rows of 4 pairs, where two scalar stores fill each sector's half)."""
+def band_offsets(leaf: tirx.Stmt, accumulator: tirx.Buffer, row0: int, row_loop: tirx.For,
+                 col_loop: tirx.For) -> tuple[tirx.PrimExpr, tirx.PrimExpr] | None:
+    """The offsets `(dr, dc)` of a store tree's leaf, which reads `acc[row0 + dr + i, dc + j]` for its band loops'
+    variables `i` and `j` (TailSplit rebases a loop cut past the band's start to start at 0, moving the cut into
+    the index); None unless the leaf reads the accumulator once, that way, with offsets free of `i` and `j`."""
+    loads: list[tvm.ir.TensorLoad] = []
+    tvm_ffi.structural_walk(leaf, (tvm.ir.TensorLoad, loads.append))
+    reads = [load for load in loads if load.source.same_as(accumulator)]
+    if len(reads) != 1:
+        return None
+    analyzer = sym.Analyzer()
+    i, j = row_loop.loop_var, col_loop.loop_var
+    offsets = (analyzer.simplify(reads[0].indices[0] - row0 - i), analyzer.simplify(reads[0].indices[1] - j))
+    if any(_uses(offset, var) for offset in offsets for var in (i, j)):
+        return None
+    return offsets
+
+
+def pairs_columns(leaf: tirx.Stmt, col_loop: tirx.For, col_offset: tirx.PrimExpr = 0) -> bool:
+    """Whether a store tree's leaf under the column loop `col_loop` (band column `col_offset + j`, see
+    `band_offsets`) can write the two adjacent columns of a fragment register pair (wgmma's band columns `c` even,
+    `c + 1`) with one 2-element vector store: the loop's ends in band columns are even (a pair is wholly inside
+    its range or outside), the leaf is a plain store (no guard) whose last index is `base + j` (`j` nowhere else,
+    `base - col_offset` even) into a buffer whose other strides are even, its element offset even and its data
+    aligned to the pair. Then band columns `c, c + 1` are one aligned pair of addresses (`st.global.v2`: whole
+    32-byte sectors for a warp's 8 rows of 4 pairs, where two scalar stores fill each sector's half). The buffer's
+    `data_alignment` is TVM's promise (64 bytes unless declared otherwise; TVM 0.27 itself annotates every argument
+    with it for LLVM without checking it at the call)."""
     if not isinstance(leaf, tirx.BufferStore) or not leaf.indices:
         return False
     analyzer = sym.Analyzer()
@@ -330,7 +349,8 @@ def pairs_columns(leaf: tirx.Stmt, col_loop: tirx.For) -> bool:
         return False
     pair_bytes = 2 * tvm.DataType(buffer.dtype).bits // 8
     strides = list(buffer.strides) or [_product(buffer.shape[k + 1:]) for k in range(len(buffer.shape))]
-    even = [base, buffer.elem_offset, *strides[:-1], col_loop.min, col_loop.min + col_loop.extent]
+    even = [base - col_offset, buffer.elem_offset, *strides[:-1], col_offset + col_loop.min,
+            col_offset + col_loop.min + col_loop.extent]
     return (buffer.data_alignment % pair_bytes == 0 and (not buffer.strides or _constant(strides[-1]) == 1)
             and all(analyzer.can_prove_equal(tirx.floormod(e, 2), 0) for e in even))
 
