@@ -17,30 +17,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tvm  # noqa: E402
 
-from tvm_tailsplit import TailSplit  # noqa: E402
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source  # noqa: E402
-from tvm_tailsplit.testing import guarded_array, run_with_guarded_output, threads_as_serial_loops  # noqa: E402
-from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples  # noqa: E402
+from tvm_tailsplit.testing import run_with_guarded_output, threads_as_serial_loops  # noqa: E402
+from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, examples  # noqa: E402
 from tvm_tailsplit.warpspec.codegen import load_libatomic, require_concurrent_threads  # noqa: E402
 
 from .cuda_events import COVERAGE, KernelFault, check_descriptor_encoder, simulate_gemm, transpile  # noqa: E402
+from .test_warpspec_ragged import _operands, _specialized  # noqa: E402
 
 # below one 128-row tile, one tile and a row more or less, several tiles and a tail
 M_VALUES = (1, 2, 63, 64, 65, 127, 128, 129, 200, 300)
-
-
-def _split_and_specialized(func: tvm.tirx.PrimFunc, target: str, **options) -> tvm.IRModule:
-    passes = [TailSplit(strategy="partial"), WarpSpecialize(target, **options)]
-    return tvm.transform.Sequential(passes)(tvm.IRModule({"main": func}))
-
-
-def _operands(m: int, n: int, k: int, seed: int, b_transposed: bool) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    a = guarded_array((m, k), "float16").array
-    b = guarded_array((n, k) if b_transposed else (k, n), "float16").array
-    a[:] = rng.standard_normal(a.shape)
-    b[:] = rng.standard_normal(b.shape)
-    return a, b
 
 
 def test_symbolic_m_kernel_has_a_symbolic_grid_and_marked_guarded_stores():
@@ -74,7 +60,7 @@ def test_symbolic_m_warp_specialized_gemm_on_llvm_matches_numpy():
     require_concurrent_threads(2)
     n, k = 40, 48
     func = examples.gemm_kernel(m=None, n=n, k=k, block_m=16, block_n=16, block_k=16, stages=2)
-    executable = tvm.compile(_split_and_specialized(func, "llvm", debug_check=True), target="llvm")
+    executable = tvm.compile(_specialized(func, "llvm", True, debug_check=True), target="llvm")
     for m in (1, 15, 16, 17, 33, 64, 65):
         a, b = _operands(m, n, k, seed=m, b_transposed=False)
         np.testing.assert_allclose(run_with_guarded_output(executable, [a, b], (m, n)),
@@ -85,7 +71,7 @@ def test_symbolic_m_warp_specialized_gemm_on_llvm_matches_numpy():
 @functools.cache
 def _hopper_source(n: int, k: int | None, ctas: int | None = None) -> str:
     func = examples.hopper_gemm_kernel(None, n, k, zero_fill_k=k is None, ctas=ctas)
-    mod = _split_and_specialized(func, "cuda", hopper=True, debug_check=True)
+    mod = _specialized(func, "cuda", True, hopper=True, debug_check=True)
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
@@ -120,7 +106,7 @@ def test_symbolic_m_hopper_gemm_on_the_gpu():
 
     n, k = 4096, 4096
     for ctas in (None, examples.persistent_ctas(-(-1000 // 128) * (n // 256))):
-        mod = _split_and_specialized(examples.hopper_gemm_kernel(None, n, k, ctas=ctas), "cuda", hopper=True)
+        mod = _specialized(examples.hopper_gemm_kernel(None, n, k, ctas=ctas), "cuda", True, hopper=True)
         executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
         for m in (1, 16, 33, 127, 1000):
             _assert_gemm_on_the_gpu(executable, m, n, k, seed=m)
