@@ -42,7 +42,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..split.conditions import MARK_KEY
+from ..ir_utils import EMIT_INSN_PRAGMA
 from .tiles import FRAGMENT_STORE_MARK
 from .tree import WARP_ROLE
 
@@ -233,7 +233,7 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     tiles_n = -(-n // block_n)
     ragged_m, ragged_n = m is None or m % block_m != 0, n % block_n != 0
     # the stores of a ragged output are marked for TailSplit, which decides their tiles above the mark
-    store_marks = {MARK_KEY: FRAGMENT_STORE_MARK} if ragged_m or ragged_n else None
+    store_marks = {EMIT_INSN_PRAGMA: FRAGMENT_STORE_MARK} if ragged_m or ragged_n else None
     if ctas is not None and m is None and ctas < 1:
         raise ValueError(f"ctas must be at least 1, got {ctas}")
     if ctas is not None and m is not None and not 1 <= ctas <= -(-m // block_m) * tiles_n:

@@ -14,8 +14,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlock
 
-from ..ir_utils import drop_loop_annotation
-from ..split.conditions import MARK_KEY
+from ..ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation
 from .analysis import analyze
 from .check import check_protocol
 from .codegen import generate
@@ -124,7 +123,7 @@ class _Specializer:
             logger.debug("WarpSpecialize debug check: %s", report.describe())
         func = generate(analysis.protocol, kind, threads_per_role, delay_us, named_barriers)
         # the generic forms run the fragment stores as the loops they are: their marks are consumed here
-        return drop_loop_annotation(tvm.IRModule({"main": func}), MARK_KEY, FRAGMENT_STORE_MARK)["main"]
+        return drop_loop_annotation(tvm.IRModule({"main": func}), EMIT_INSN_PRAGMA, FRAGMENT_STORE_MARK)["main"]
 
 
 class _WarpSpecializePass(_Specializer):
