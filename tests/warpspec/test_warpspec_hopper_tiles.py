@@ -3,8 +3,8 @@
 
 Checked per width: the untransformed kernel's meaning on llvm (threads serialized, canary-guarded outputs), TailSplit
 + WarpSpecialize (with the model check) for sm_90a through nvcc (no spills, no ptxas performance note: `setmaxnreg`
-only where `hopper.rebalances_registers`), the event simulation of the generated CUDA on a ragged shape and a
-symbolic-M one, and the `gpu` test on an H100 for decode-like and large M.
+only where `hopper.rebalances_registers`), the event simulation of the generated CUDA on a ragged shape, a
+symbolic-M one and its persistent form, and the `gpu` test on an H100 for decode-like and large M.
 """
 
 import functools
@@ -57,8 +57,8 @@ def test_narrow_tiles_mean_a_times_b_transposed(block_n):
 
 
 @functools.cache
-def _source(m: int | None, n: int, block_n: int) -> str:
-    func = examples.hopper_gemm_kernel(m, n, None, block_n=block_n, zero_fill_k=True)
+def _source(m: int | None, n: int, block_n: int, ctas: int | None = None) -> str:
+    func = examples.hopper_gemm_kernel(m, n, None, block_n=block_n, zero_fill_k=True, ctas=ctas)
     mod = _specialized(func, "cuda", True, hopper=True, debug_check=True)
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
@@ -80,15 +80,20 @@ def test_nvcc_compiles_each_tile_width_for_sm_90a(block_n):
         assert usage.registers * 384 >= 128 * (PRODUCER_REGISTERS + 2 * consumer_registers(2))
 
 
+# (M of the kernel, n, ctas, M simulated): ragged; a symbolic M; the persistent form of a symbolic M, 3 CTAs over
+# 2 x ceildiv(500, block_n) tiles (a power of two: other counts make TVM emit a C `%`, which the transpiler refuses)
+SIMULATED = {"ragged": (200, 300, None, 200), "symbolic_m": (None, 300, None, 65), "persistent": (None, 500, 3, 200)}
+
+
 @pytest.mark.parametrize("block_n", HOPPER_BLOCK_N)
-@pytest.mark.parametrize("m", [200, None], ids=["ragged", "symbolic_m"])
-def test_each_tile_width_in_the_event_simulation(m, block_n):
-    """200 x 300 (or M = 65 rows of a symbolic M) x K = 136: every C element stored once from the right register
-    (two K tiles and a zero-filled one)."""
-    n, k, rows = 300, 136, m or 65
-    source = _source(m, n, block_n)
+@pytest.mark.parametrize("form", SIMULATED)
+def test_each_tile_width_in_the_event_simulation(form, block_n):
+    """K = 136 (two K tiles and a zero-filled one): every C element stored once from the right register."""
+    m, n, ctas, rows = SIMULATED[form]
+    k = 136
+    source = _source(m, n, block_n, ctas)
     check_descriptor_encoder(source)
-    grid = (-(-n // block_n), -(-rows // 128))
+    grid = (ctas, 1) if ctas else (-(-n // block_n), -(-rows // 128))
     stored = simulate_gemm(transpile(source), rows, n, k, grid, seed=block_n, rings=gemm_rings(block_n=block_n))
     assert stored == rows * n
 
@@ -96,11 +101,14 @@ def test_each_tile_width_in_the_event_simulation(m, block_n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("block_n", [128, 64, 32])
 def test_narrow_tiles_on_the_gpu(block_n):
-    """One TailSplit + WarpSpecialize kernel of symbolic M per width, for M in 1, 33, 1000 (x 4096 x 4096)."""
+    """One TailSplit + WarpSpecialize kernel of symbolic M per width, for M in 1, 33, 1000 (x 4096 x 4096), and its
+    persistent form (the CTAs of M = 1000's tiles on an H100)."""
     from .test_warpspec_hopper import _assert_gemm_on_the_gpu
 
     n, k = 4096, 4096
-    mod = _specialized(examples.hopper_gemm_kernel(None, n, k, block_n=block_n), "cuda", True, hopper=True)
-    executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-    for m in (1, 33, 1000):
-        _assert_gemm_on_the_gpu(executable, m, n, k, seed=m + block_n)
+    for ctas in (None, examples.persistent_ctas(hopper_ctas(1000, n, block_n))):
+        mod = _specialized(examples.hopper_gemm_kernel(None, n, k, block_n=block_n, ctas=ctas), "cuda", True,
+                           hopper=True)
+        executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+        for m in (1, 33, 1000):
+            _assert_gemm_on_the_gpu(executable, m, n, k, seed=m + block_n)
