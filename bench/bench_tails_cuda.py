@@ -19,7 +19,8 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
   the useful work (points of the shape / points of the divisible shape); with M symbolic, the same kernel as (d);
 - (f) ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule (its tensor-core path: wmma) on the irregular shape;
 - (g) ``cuBLAS``: ``torch.mm`` with fp32 output (``out_dtype``, where torch has it; else fp16 output, recorded);
-- (h) ``hopper``: the Hopper GEMM ``warpspec.examples.hopper_gemm_kernel`` (128 x 256 x 64 tiles, 4 stages, a TMA
+- (h) ``hopper``: the Hopper GEMM ``warpspec.examples.hopper_gemm_kernel`` (128 x ``block_n`` x 64 tiles,
+  ``block_n`` the rule's ``warpspec.tiling.hopper_block_n`` for the shape (recorded in the row), 4 stages, a TMA
   producer warpgroup and two wgmma consumer warpgroups; K not a multiple of 64 zero-filled by TMA) through
   ``TailSplit(strategy="partial")`` and ``WarpSpecialize("cuda", hopper=True)`` for sm_90a; with M symbolic one
   compiled kernel for every M (``hopper_gemm_kernel(m=None)``). It computes ``A @ B.T`` with B given n x K
@@ -31,7 +32,8 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
 the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``), recorded in each row. ``--tilings``
 also times (d) with every tiling of ``mma_schedule.candidate_tiles`` (``tile_tiling`` of each block tile) side by
 side, each checked like the columns, and records them per row (``sweep``) with the fastest, so a GPU run confirms
-or corrects the rule; with ``--dry-run`` it builds them.
+or corrects the rule; likewise (h) with every ``warpspec.tiling.HOPPER_BLOCK_N`` (``hopper_sweep``); with
+``--dry-run`` it builds them (rows marked sweep).
 
 Timing as ``bench.gpu`` says (side by side, medians of the rounds). TFLOP/s = 2·M·N·K / time. Every column's
 output is checked on fresh random inputs against torch's fp32 product of the fp16 inputs (TF32 off), the output
@@ -63,6 +65,7 @@ from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_target, multiproces
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
+from tvm_tailsplit.warpspec.tiling import HOPPER_BLOCK_M, HOPPER_BLOCK_N, hopper_block_n
 
 if TYPE_CHECKING:
     import torch
@@ -161,11 +164,11 @@ def hopper_unsupported(k: int | None, arch: str) -> str | None:
     return None
 
 
-def hopper_module(m: int | None, n: int, k: int) -> tvm.IRModule:
-    """(h): ``examples.hopper_gemm_kernel`` (``C = A @ B.T``, B n x K; ``m=None``: M symbolic) through TailSplit
-    (main tiles store without conditions) and WarpSpecialize's Hopper lowering; K zero-filled past a multiple of
-    64."""
-    func = examples.hopper_gemm_kernel(m, n, k, zero_fill_k=k % 64 != 0)
+def hopper_module(m: int | None, n: int, k: int, block_n: int) -> tvm.IRModule:
+    """(h): ``examples.hopper_gemm_kernel`` (``C = A @ B.T``, B n x K; ``m=None``: M symbolic; tiles ``block_n``
+    wide) through TailSplit (main tiles store without conditions) and WarpSpecialize's Hopper lowering; K
+    zero-filled past a multiple of 64."""
+    func = examples.hopper_gemm_kernel(m, n, k, block_n=block_n, zero_fill_k=k % 64 != 0)
     return tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True)])(
         tvm.IRModule({"main": func}))
 
@@ -174,6 +177,11 @@ def sweep_tilings(m: int | None, k: int) -> list[ms.MmaTiling]:
     """The tilings ``--tilings`` times (d) with: ``tile_tiling`` of each of the rule's ``candidate_tiles`` (they
     depend on M, and their K slices on K)."""
     return [ms.tile_tiling(rows, cols, k) for rows, cols in ms.candidate_tiles(m)]
+
+
+def hopper_tiling_name(block_n: int) -> str:
+    """The (h) tile as the rows name it: block rows x columns x K tile."""
+    return f"{HOPPER_BLOCK_M}x{block_n}x64"
 
 
 def tiling_record(tiling: ms.MmaTiling) -> dict:
@@ -210,9 +218,9 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 
     rows = []
 
-    def build_row(shape, column, build, pipeline, tiling, sweep=False, build_arch=arch):
+    def build_row(shape, column, build, pipeline, tiling, sweep=False, build_arch=arch, name=None):
         built = gpu.nvcc_build(lambda: cuda_source(build(), build_arch, pipeline), build_arch)
-        name = tiling.name() if column in TILED_COLUMNS else None
+        name = tiling.name() if column in TILED_COLUMNS else name
         rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, "sweep": sweep,
                      "tiling": name, **built})
         print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}{f' [{name}]' if name else ''}: "
@@ -223,8 +231,11 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
         for column, (build, pipeline) in kernels(*shape, arch, tiling).items():
             build_row(shape, column, build, pipeline, tiling)
         if (absent := hopper_unsupported(shape[2], arch)) is None:
-            build_row(shape, HOPPER, lambda shape=shape: hopper_module(*shape), WARP_SPECIALIZED_PIPELINE, tiling,
-                      build_arch=HOPPER_ARCH)
+            block_n = hopper_block_n(shape[0], shape[1])
+            for width in (HOPPER_BLOCK_N if tilings else (block_n,)):
+                build_row(shape, HOPPER, lambda shape=shape, width=width: hopper_module(*shape, width),
+                          WARP_SPECIALIZED_PIPELINE, tiling, sweep=width != block_n, build_arch=HOPPER_ARCH,
+                          name=hopper_tiling_name(width))
         else:
             rows.append({"shape": shape_text(*shape), "column": HOPPER, "pipeline": WARP_SPECIALIZED_PIPELINE,
                          "sweep": False, "tiling": None, "compiled": False, "absent": absent})
@@ -241,8 +252,9 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 def dry_run_markdown(report: dict) -> str:
     lines = [*gpu.dry_run_heading("CUDA tail-benchmark kernels", report),
              f"Tilings of (b), (d), (e): the rule's (`choose_tiling`, {report['sm_count']} SMs); rows marked sweep: "
-             "(d) with another candidate tiling (`--tilings`). (h) hopper: TailSplit + WarpSpecialize Hopper GEMM, "
-             f"built for {HOPPER_ARCH} (`C = A @ B.T`, B n x K).", "",
+             "(d) with another candidate tiling, (h) with another tile width (`--tilings`). (h) hopper: TailSplit + "
+             f"WarpSpecialize Hopper GEMM, built for {HOPPER_ARCH} (`C = A @ B.T`, B n x K; tile: the rule's "
+             "`hopper_block_n`).", "",
              "| shape | column | tiling | pipeline | compiled | kernels | TVM s | nvcc s | ptxas |", "|" + "---|" * 9]
     for row in report["rows"]:
         tiling = f"{row['tiling']}{' (sweep)' if row['sweep'] else ''}" if row["tiling"] else "-"
@@ -284,10 +296,12 @@ def checked_runner(function: Callable[..., object], left: torch.Tensor, right: t
 
 
 def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool,
-                  tiling: ms.MmaTiling, sweep: dict[str, object], hopper_absent: str | None) -> dict:
+                  tiling: ms.MmaTiling, sweep: dict[str, object], hopper_absent: str | None,
+                  hopper_width: int | None, hopper_sweep: dict[str, object]) -> dict:
     """Every column on one shape (``tiling``: that of (b), (d), (e)): checked against torch's fp32 product, then
-    timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side.
-    (h) runs unless ``hopper_absent`` says why not, on B transposed once here (n x K), outside the timing."""
+    timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side, and
+    the (h) kernels of ``hopper_sweep`` likewise. (h) (tiles ``hopper_width`` wide) runs unless ``hopper_absent``
+    says why not, on B transposed once here (n x K), outside the timing."""
     a, b = operands(m, n, k, seed)
     reference = a.float() @ b.float()
     divisible = divisible_shape(m, n, k, tiling)
@@ -298,6 +312,9 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     columns = COLUMNS if hopper_absent else (*COLUMNS, HOPPER)
     if hopper_absent:
         row["hopper_absent"] = hopper_absent
+    else:
+        row["hopper_block_n"], row["hopper_tiling"] = hopper_width, hopper_tiling_name(hopper_width)
+    b_transposed = None if hopper_absent else b.t().contiguous()
     runners = {}
     for column in columns:
         if column == "cuBLAS":
@@ -308,7 +325,7 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
             continue
         function = executables["tailsplit" if column == "divisible" and symbolic else column]["main"]
         if column == HOPPER:
-            checked = checked_runner(function, a, b.t().contiguous(), reference)
+            checked = checked_runner(function, a, b_transposed, reference)
         elif column == "divisible":
             checked = checked_runner(function, a_div, b_div, a_div.float() @ b_div.float())
         else:
@@ -326,14 +343,17 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
                  else TOLERANCE for column in columns}
     row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in columns)
-    if sweep:
-        swept = {name: checked_runner(executable["main"], a, b, reference) for name, executable in sweep.items()}
+    for key, kernels_swept, right in (("sweep", sweep, b), ("hopper_sweep", hopper_sweep, b_transposed)):
+        if not kernels_swept:
+            continue
+        swept = {name: checked_runner(executable["main"], a, right, reference)
+                 for name, executable in kernels_swept.items()}
         sweep_seconds = gpu.median_seconds({name: runner for name, (runner, _, _) in swept.items()}, rounds)
-        row["sweep"] = {name: {"us": sweep_seconds[name] * 1e6, "tflops": 2 * m * n * k / sweep_seconds[name] / 1e12,
-                               "ok": written and error <= TOLERANCE, "error": error}
-                        for name, (_, error, written) in swept.items()}
-        row["sweep_best"] = min((name for name in row["sweep"] if row["sweep"][name]["ok"]),
-                                key=lambda name: row["sweep"][name]["us"], default=None)
+        row[key] = {name: {"us": sweep_seconds[name] * 1e6, "tflops": 2 * m * n * k / sweep_seconds[name] / 1e12,
+                           "ok": written and error <= TOLERANCE, "error": error}
+                    for name, (_, error, written) in swept.items()}
+        row[f"{key}_best"] = min((name for name in row[key] if row[key][name]["ok"]),
+                                 key=lambda name: row[key][name]["us"], default=None)
     return row
 
 
@@ -360,21 +380,30 @@ def run(quick: bool, tilings: bool) -> dict:
         executables = {column: compiled(f"{shape_text(*shape)} {column}", build(), pipeline)
                        for column, (build, pipeline) in kernels(*shape, arch, tiling).items()}
         hopper_absent = hopper_unsupported(shape[2], arch)
+        hopper_sweep, block_n = {}, None
         if hopper_absent is None:
-            executables[HOPPER] = compiled(f"{shape_text(*shape)} {HOPPER}", hopper_module(*shape),
-                                           WARP_SPECIALIZED_PIPELINE, cuda_target(HOPPER_ARCH))
+            block_n = hopper_block_n(shape[0], shape[1], sm_count)
+            executables[HOPPER] = compiled(f"{shape_text(*shape)} {HOPPER} [{hopper_tiling_name(block_n)}]",
+                                           hopper_module(*shape, block_n), WARP_SPECIALIZED_PIPELINE,
+                                           cuda_target(HOPPER_ARCH))
+            hopper_sweep = {hopper_tiling_name(width): compiled(
+                                f"{shape_text(*shape)} {HOPPER} [{hopper_tiling_name(width)}]",
+                                hopper_module(*shape, width), WARP_SPECIALIZED_PIPELINE, cuda_target(HOPPER_ARCH))
+                            for width in (HOPPER_BLOCK_N if tilings else ())}
         sweep = {other.name(): compiled(f"{shape_text(*shape)} tailsplit [{other.name()}]",
                                         ms.matmul_mma_cuda(*shape, tiling=other), MMA_PIPELINE)
                  for other in (sweep_tilings(shape[0], shape[2]) if tilings else ())}
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
             row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,
-                                tiling=tiling, sweep=sweep, hopper_absent=hopper_absent)
+                                tiling=tiling, sweep=sweep, hopper_absent=hopper_absent,
+                                hopper_width=block_n, hopper_sweep=hopper_sweep)
             rows.append(row)
             print(f"{shape_text(*shape)} M={m_value} [{tiling.name()}]: " + " ".join(
                   f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in row["us"])
                   + f" ratios {row['ratios']} ok={row['ok']}"
-                  + (f" sweep best {row['sweep_best']}" if sweep else ""), flush=True)
+                  + (f" sweep best {row['sweep_best']}" if sweep else "")
+                  + (f" (h) sweep best {row['hopper_sweep_best']}" if hopper_sweep else ""), flush=True)
     return {"machine": info, "sm_count": sm_count, "rounds": rounds, "quick": quick, "tilings": tilings,
             "hopper_absent": hopper_unsupported(None, arch), "rows": rows, "compile_seconds": compile_seconds,
             "command": command(quick, tilings)}
@@ -407,18 +436,23 @@ def markdown(report: dict) -> str:
         cells = " | ".join(f"{row['us'][c]:.1f} / {row['tflops'][c]:.1f}" if c in row["us"]
                            else f"no entry: {row['hopper_absent']}" for c in columns)
         ratios = " | ".join(f"{row['ratios'][r]:.2f}" if r in row["ratios"] else "-" for r in ratio_names)
-        lines.append(f"| {shape} | {row['tiling']['name']} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
+        tile = row["tiling"]["name"] + (f"; (h) {row['hopper_tiling']}" if "hopper_tiling" in row else "")
+        lines.append(f"| {shape} | {tile} | {cells} | {ratios} | {'yes' if row['ok'] else 'NO'} | "
                      f"{max(row['errors'].values()):.1e} |")
     if report["tilings"]:
-        lines += ["", "(d) with every candidate tiling (`--tilings`), timed side by side per shape, each checked like "
-                  "the columns.", "", "| shape | tiling | µs | TFLOP/s | ok | |", "|" + "---|" * 6]
+        lines += ["", "(d) with every candidate tiling and (h) with every tile width (`--tilings`), timed side by "
+                  "side per shape and column, each checked like the columns.", "",
+                  "| shape | column | tiling | µs | TFLOP/s | ok | |", "|" + "---|" * 7]
         for row in report["rows"]:
             m, n, k = row["shape"]
-            for name, result in row["sweep"].items():
-                notes = [note for note, holds in (("rule", name == row["tiling"]["name"]),
-                                                  ("fastest", name == row["sweep_best"])) if holds]
-                lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {name} | {result['us']:.1f} | "
-                             f"{result['tflops']:.1f} | {'yes' if result['ok'] else 'NO'} | {', '.join(notes)} |")
+            for column, key, rule in (("(d)", "sweep", row["tiling"]["name"]),
+                                      ("(h)", "hopper_sweep", row.get("hopper_tiling"))):
+                for name, result in row.get(key, {}).items():
+                    notes = [note for note, holds in (("rule", name == rule), ("fastest", name == row[f"{key}_best"]))
+                             if holds]
+                    lines.append(f"| {'M=' if row['m_symbolic'] else ''}{m}x{n}x{k} | {column} | {name} | "
+                                 f"{result['us']:.1f} | {result['tflops']:.1f} | {'yes' if result['ok'] else 'NO'} | "
+                                 f"{', '.join(notes)} |")
     outputs = sorted({row["cublas_output"] for row in report["rows"]})
     if not hopper:
         lines += ["", f"(h) hopper: absent on this GPU: {report['hopper_absent']}."]

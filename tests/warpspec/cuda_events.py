@@ -119,9 +119,14 @@ class Ring:
 
 
 def gemm_rings(block_m: int = 128, block_n: int = 256, stages: int = 4) -> tuple[Ring, Ring]:
-    """The A and B rings as TVM places them: the barriers at byte 0, the A ring from byte `SWIZZLE_ATOM_BYTES`, the
-    B ring right after it (each operand's ring named after its tensor map's buffer)."""
-    a = Ring("A", SWIZZLE_ATOM_BYTES // HALF_BYTES, block_m, stages)
+    """The A and B rings as TVM places them: the barriers at byte 0, from byte `SWIZZLE_ATOM_BYTES` the smaller ring
+    (A on a tie), the other right after it (TVM's shared-memory merge places the larger allocation last; each
+    operand's ring named after its tensor map's buffer). Returned as (A, B)."""
+    first = SWIZZLE_ATOM_BYTES // HALF_BYTES
+    if block_n < block_m:
+        b = Ring("B", first, block_n, stages)
+        return Ring("A", b.base + stages * b.stage_size, block_m, stages), b
+    a = Ring("A", first, block_m, stages)
     return a, Ring("B", a.base + stages * a.stage_size, block_n, stages)
 
 

@@ -19,7 +19,8 @@
   With `ctas`, its persistent form: `ctas` CTAs, each looping over the output tiles `bx, bx + ctas, ...` around
   the fill, the K loop and the stores, its rings indexed by the running step `tt * K_steps + ko` (a persistent
   nest, `warpspec.symbolic`).
-* `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups);
+* `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups), its
+  tile width `block_n` one of 256, 128, 64, 32 (`tiling.hopper_block_n` is the rule for a shape);
   `ctas=persistent_ctas(tiles)` gives its persistent form with at most one CTA per multiprocessor.
 
 The GEMMs take any `m` and `n` (a *ragged* output): the grid covers `ceildiv(m, block_m) x ceildiv(n, block_n)`
@@ -168,10 +169,11 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
                        block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
                        ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
-    `wgmma` reads them; C fp32), 128 x 256 x 64 tiles, 4 stages, two compute roles of 64 rows each; any `m` and `n`
-    (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction length
-    symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's tensor
-    map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
+    `wgmma` reads them; C fp32), 128 x `block_n` x 64 tiles (`block_n` one of `tiling.HOPPER_BLOCK_N`, 256 by
+    default; `tiling.hopper_block_n` chooses it for a shape), 4 stages, two compute roles of 64 rows each; any `m`
+    and `n` (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction
+    length symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's
+    tensor map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
     tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""

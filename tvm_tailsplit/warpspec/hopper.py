@@ -43,7 +43,9 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   loops strided over the role's threads (the producer's one warp, or a consumer's warpgroup), followed by a named
   barrier of the role when another task of the role reads what they write.
 * **Registers**: `setmaxnreg` lowers the producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
-  what the register file leaves (see `consumer_registers`).
+  what the register file leaves (see `consumer_registers`), where a consumer's fragment holds at least
+  `REBALANCE_FRAGMENT_REGISTERS` floats per thread (`rebalances_registers`); a smaller one (64 x 64 and
+  64 x 32 bands) fits the even split, and the kernel keeps it.
 * **Persistent kernels** (a persistent nest, `warpspec.symbolic`; `examples.hopper_gemm_kernel(..., ctas=...)`):
   the grid is the kernel's grid loops (a fixed number of CTAs) and every role runs the loop over its CTA's tiles
   around its part of the tile: the producer its K steps' acquires, `expect_tx` and copies, a consumer its fill
@@ -69,7 +71,8 @@ from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile,
 from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
-__all__ = ["PRODUCER_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper", "hopper_protocol"]
+__all__ = ["PRODUCER_REGISTERS", "REBALANCE_FRAGMENT_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper",
+           "hopper_protocol", "rebalances_registers"]
 
 WARPGROUP = 128
 """Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
@@ -79,6 +82,11 @@ REGISTER_FILE = 65536
 """Rule: registers per SM (sm_90), shared by the CTA's warpgroups (one CTA per SM)."""
 MAX_REGISTERS = 240
 """Rule: `setmaxnreg` accepts 24..256 in steps of 8; ptxas needs some headroom, 240 is CUTLASS's ceiling."""
+REBALANCE_FRAGMENT_REGISTERS = 64
+"""Rule: the warpgroups rebalance registers with `setmaxnreg` only where a consumer's fragment holds at least 64
+floats per thread (a 64-row band of 128 columns or more): below that the consumers fit the even split of the
+register file with room to spare, ptxas's own allocation then fixes no count at entry, and it ignores `setmaxnreg`
+(note C7508)."""
 SWIZZLE_128B = 3
 """CUtensorMapSwizzle value of the 128-byte swizzle, and the descriptor encoder's code for it."""
 L2_PROMOTION_256B = 3
@@ -101,6 +109,12 @@ def consumer_registers(consumers: int) -> int:
     to a multiple of 8, at most `MAX_REGISTERS`."""
     per_thread = (REGISTER_FILE // WARPGROUP - PRODUCER_REGISTERS) // consumers
     return min(MAX_REGISTERS, per_thread - per_thread % 8)
+
+
+def rebalances_registers(tiles: TilePlan) -> bool:
+    """Whether the kernel of `tiles` moves registers from the producer to the consumers (`setmaxnreg`): a fragment
+    of at least `REBALANCE_FRAGMENT_REGISTERS` floats per thread."""
+    return max(tile.m * tile.n // WARPGROUP for tile in tiles.mmas.values()) >= REBALANCE_FRAGMENT_REGISTERS
 
 
 def _shared_address(buffer: tirx.Buffer, indices: list) -> tirx.PrimExpr:
@@ -419,6 +433,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,
                                drain=state.drain)
     dispatch = None
+    rebalance = rebalances_registers(tiles)
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()
         if role in producers:
@@ -426,7 +441,8 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
             registers = T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
         else:
             registers = T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers(len(consumers)))
-        program = _seq([tirx.Evaluate(registers), program])
+        if rebalance:
+            program = _seq([tirx.Evaluate(registers), program])
         dispatch = program if dispatch is None else tirx.IfThenElse(
             thread < state.offset(role) + WARPGROUP, program, dispatch)
     counts = [1 if c in state.tx_channels else WARPGROUP for c in range(plan.channel_count)]
