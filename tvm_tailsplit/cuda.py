@@ -38,8 +38,10 @@ from tvm import tirx
 __all__ = [
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
+    "FILL_FRACTION",
     "MAX_THREADS_PER_BLOCK",
     "SHARED_MEMORY_PER_BLOCK",
+    "SYMBOLIC_M",
     "THREAD_SYNC_DISABLED_PASSES",
     "CudaLimits",
     "PtxasUsage",
@@ -141,6 +143,12 @@ DEFAULT_MULTIPROCESSORS = 132
 """Rule: the multiprocessor count that grid rules (thin mma tiles, persistent CTAs) assume when no GPU is at hand:
 an H100 SXM5 or an H200, 132 each (NVIDIA's H100 datasheet; both GPUs lent to this project's sessions). TVM's cuda
 target has no multiprocessor count (arch, shared memory, threads, registers, L2 size only)."""
+FILL_FRACTION = 0.9
+"""Rule: a grid of at least this x the multiprocessor count of thread blocks fills the GPU (128 on 132 SMs do); the
+tiling rules of both tensor-core GEMMs (mma.sync, Hopper) prefer the largest tile whose grid fills it."""
+SYMBOLIC_M = 1024
+"""Rule: a GEMM whose M is symbolic is tiled as this static M by the tiling rules: one kernel serves every M, and
+the large ones carry the work."""
 
 
 def multiprocessor_count() -> int:

@@ -20,7 +20,7 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_store_intrin
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, compile_cuda_source, cuda_source
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M, compile_cuda_source, cuda_source
 from tvm_tailsplit.ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split import mma_schedule as ms
@@ -179,11 +179,11 @@ def test_tiling_rule():
     assert ms.choose_tiling(1000, 4096, 4096) == ms.DEFAULT_TILING == ms.tile_tiling(128, 128, 4096)
     for m in (1, 16, 33):
         rows, cols = ms.choose_tiling(m, 4096, 4096).block_tile
-        assert -(-m // rows) * (4096 // cols) >= ms.FILL_FRACTION * DEFAULT_MULTIPROCESSORS
+        assert -(-m // rows) * (4096 // cols) >= FILL_FRACTION * DEFAULT_MULTIPROCESSORS
     assert ms.choose_tiling(1, 4096, 4096, sm_count=16).block_tile == (16, 128)  # 32 blocks fill 16 SMs
     assert ms.choose_tiling(16, 4096, 129).block_k == 32  # 129 -> 160: a deeper slice would pad K further
     # a symbolic M is tiled as M = SYMBOLIC_M; N = 24 fills no GPU: the tile with the most blocks, least padded
-    assert ms.choose_tiling(None, 24, 40) == ms.choose_tiling(ms.SYMBOLIC_M, 24, 40)
+    assert ms.choose_tiling(None, 24, 40) == ms.choose_tiling(SYMBOLIC_M, 24, 40)
     assert ms.choose_tiling(None, 24, 40).block_tile == (16, 32)
 
 

@@ -36,7 +36,7 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
 
 Tiling rule (``choose_tiling``, tunables in "the rules" below): the block tiles are 16 to 128 rows by 32 to 128
 columns; a static ``M`` gets the largest tile whose grid still fills ``sm_count`` SMs, or else the tile with the
-most thread blocks; a symbolic ``M`` the tile of ``M = SYMBOLIC_M``. ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2
+most thread blocks; a symbolic ``M`` the tile of ``M = cuda.SYMBOLIC_M``. ``DEFAULT_TILING`` (128 x 128 x 32, 2 x 2
 warps of 4 x 4 tiles, 3 stages) is thus the tiling of a large ``M``, and a decode-like ``M`` gets thin tiles
 (16 x 32 at ``N = 4096``: 128 thread blocks, not 32): narrower ``N`` tiles rather than split-K, so every block
 still owns whole outputs and the store stays the predicated accumulator store. Thin tiles stream ``B`` for few
@@ -64,7 +64,14 @@ from tvm import s_tir, sym, te, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..cuda import DEFAULT_ARCH, DEFAULT_MULTIPROCESSORS, MAX_THREADS_PER_BLOCK, shared_memory_per_block
+from ..cuda import (
+    DEFAULT_ARCH,
+    DEFAULT_MULTIPROCESSORS,
+    FILL_FRACTION,
+    MAX_THREADS_PER_BLOCK,
+    SYMBOLIC_M,
+    shared_memory_per_block,
+)
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -93,8 +100,6 @@ WARP_SIZE = 32
 SHARED_BYTES_LIMIT = shared_memory_per_block(DEFAULT_ARCH)
 # The tiling rule (``choose_tiling``, ``tile_tiling``) takes the multiprocessor count as an argument,
 # ``cuda.DEFAULT_MULTIPROCESSORS`` by default; the benchmark passes the GPU's own (``cuda.multiprocessor_count``)
-SYMBOLIC_M = 1024  # a symbolic M is tiled as this static M: one kernel serves every M, the large ones carry the work
-FILL_FRACTION = 0.9  # a grid of at least this x sm_count thread blocks fills the GPU (128 blocks on 132 SMs do)
 M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
 N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
 BLOCK_WARPS = 4  # warps per thread block where the tile has room: 2 in M (1 for a 16-row tile), the rest in N

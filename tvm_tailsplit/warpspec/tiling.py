@@ -3,17 +3,16 @@
 The tile is `HOPPER_BLOCK_M` rows (two consumer warpgroups of 64 rows) by `block_n` columns, one of
 `HOPPER_BLOCK_N` (a wgmma `m64nNk16` with N = `block_n`, a `block_n x 64` TMA box of B, `block_n / 2` fragment
 registers per consumer thread). Of those whose grid `ceildiv(M, HOPPER_BLOCK_M) * ceildiv(n, block_n)` fills the GPU
-(at least `mma_schedule.FILL_FRACTION x sms` CTAs, the mma.sync rule's measure) the widest (most reuse of each
-loaded A row), else the one with the most CTAs (ties: the narrowest, the least padded). A symbolic M is tiled as
-the mma.sync rule's `SYMBOLIC_M` (one kernel for every M; the large ones carry the work). So a decode-like M (1 to
-128 rows) at N = 4096 gets 32-column tiles (128 CTAs on a 132-SM H100, each streaming its 32 rows of B once)
-instead of 16 CTAs of 128 x 256.
+(at least `cuda.FILL_FRACTION x sms` CTAs, the mma.sync rule's measure too) the widest (most reuse of each loaded A
+row), else the one with the most CTAs (ties: the narrowest, the least padded). A symbolic M is tiled as
+`cuda.SYMBOLIC_M`, as the mma.sync rule does (one kernel for every M; the large ones carry the work). So a
+decode-like M (1 to 128 rows) at N = 4096 gets 32-column tiles (128 CTAs on a 132-SM H100, each streaming its 32
+rows of B once) instead of 16 CTAs of 128 x 256.
 """
 
 from __future__ import annotations
 
-from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..split.mma_schedule import FILL_FRACTION, SYMBOLIC_M
+from ..cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M
 
 __all__ = ["HOPPER_BLOCK_M", "HOPPER_BLOCK_N", "hopper_block_n", "hopper_ctas"]
 
