@@ -1,6 +1,7 @@
 """Small TIR utilities shared by the three wings (a leaf module: it imports TVM only).
 
 - ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
+- ``uses_var``: whether an expression or statement mentions a variable; ``conjunction``: ``a and b and ...``.
 - ``with_loop``: a ``For`` rebuilt with some of its fields changed (the others, annotations included, kept).
 - ``map_loops``: every ``For`` of every PrimFunc of a module mapped by a function, innermost first.
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
@@ -20,10 +21,12 @@ from tvm.ir import _ffi_transform_api
 __all__ = [
     "EMIT_INSN_PRAGMA",
     "checked_module_pass",
+    "conjunction",
     "drop_loop_annotation",
     "map_loops",
     "require_module",
     "substitute",
+    "uses_var",
     "with_loop",
 ]
 
@@ -39,6 +42,20 @@ def substitute(node: tvm.ir.Node, mapping: Mapping) -> tvm.ir.Node:
     if not mapping:
         return node
     return tvm_ffi.structural_map(node, (tvm.ir.Var, lambda v: mapping.get(v, v)), order="post")
+
+
+def uses_var(node: tvm.ir.Node, var: tirx.Var) -> bool:
+    """Whether ``node`` (an expression or a statement) mentions ``var`` (compared by identity)."""
+    hit = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var) else None))
+    return hit is not None
+
+
+def conjunction(exprs: list) -> tvm.ir.PrimExpr:
+    """``exprs[0] and exprs[1] and ...`` (at least one expression)."""
+    result = exprs[0]
+    for expr in exprs[1:]:
+        result = tirx.And(result, expr)
+    return result
 
 
 def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002

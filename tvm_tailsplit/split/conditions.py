@@ -40,7 +40,6 @@ __all__ = [
     "Mark",
     "atoms_of",
     "block_if_statements",
-    "conjunction",
     "find_marks",
     "guards_everything",
     "guards_under",
@@ -50,14 +49,6 @@ __all__ = [
     "loop_vars_in",
     "same_atom",
 ]
-
-
-def conjunction(exprs: list) -> tvm.ir.PrimExpr:
-    """``exprs[0] and exprs[1] and ...`` (at least one expression)."""
-    result = exprs[0]
-    for expr in exprs[1:]:
-        result = tirx.And(result, expr)
-    return result
 
 
 def is_mark(stmt) -> bool:

@@ -44,8 +44,8 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.ir import Range
 
-from ..ir_utils import substitute
-from .conditions import Atom, conjunction, free_vars
+from ..ir_utils import conjunction, substitute
+from .conditions import Atom, free_vars
 
 __all__ = [
     "Interval",

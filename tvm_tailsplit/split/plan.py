@@ -286,9 +286,8 @@ def copy_blocker(stmt, below_mark: bool) -> str | None:
             reasons.append(f"it contains a {type(node).__name__} statement")
         elif isinstance(node, SBlockRealize) and (node.block.alloc_buffers or node.block.match_buffers):
             reasons.append(f"block {node.block.name_hint!r} allocates or matches buffers")
-        elif isinstance(node, SBlockRealize) and not below_mark and plans_body(node):
-            pass
-        elif isinstance(node, SBlockRealize) and _contains_loops_or_blocks(node.block.body):
+        elif (isinstance(node, SBlockRealize) and _contains_loops_or_blocks(node.block.body)
+              and (below_mark or not plans_body(node))):
             reasons.append(f"block {node.block.name_hint!r} contains loops or blocks (nested blocks are not copied)")
 
     tvm_ffi.structural_walk(stmt, [(tirx.Stmt, on_node)])

@@ -36,8 +36,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
-from ..ir_utils import drop_loop_annotation, substitute, with_loop
-from .conditions import MARK_KEY, conjunction, has_load_or_call, is_mark
+from ..ir_utils import conjunction, drop_loop_annotation, substitute, with_loop
+from .conditions import MARK_KEY, has_load_or_call, is_mark
 from .intervals import as_expr
 from .plan import (
     GuardChain,

@@ -57,7 +57,7 @@ from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
-from ..ir_utils import substitute, with_loop
+from ..ir_utils import substitute, uses_var, with_loop
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
@@ -270,10 +270,6 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     return _with_root(protocol, body, [channels])
 
 
-def _uses(node, var: tirx.Var) -> bool:
-    hit = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var)
-                                         else None))
-    return hit is not None
 
 
 def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt:
@@ -286,7 +282,7 @@ def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt
     node = stmt
     while (isinstance(node, tirx.For) and node.kind == tirx.ForKind.SERIAL
            and isinstance(node.extent, tirx.IntImm) and stores
-           and all(any(_uses(i, node.loop_var) for i in s.indices) for s in stores)):
+           and all(any(uses_var(i, node.loop_var) for i in s.indices) for s in stores)):
         chain.append(node)
         node = node.body
     if not chain:

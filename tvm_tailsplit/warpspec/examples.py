@@ -34,7 +34,6 @@ loads and stores always guarded by M (TailSplit decides the tiles by a chain of 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from tvm import s_tir, te, tirx
@@ -43,7 +42,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..ir_utils import EMIT_INSN_PRAGMA
+from ..ir_utils import EMIT_INSN_PRAGMA, conjunction
 from .tiles import FRAGMENT_STORE_MARK
 from .tree import WARP_ROLE
 
@@ -254,7 +253,7 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
         bounds = [index < extent for index, extent, ragged in
                   ((row, rows, ragged_m), (col, n, ragged_n), (k_index, length, zero_fill_k))
                   if ragged and index is not None]
-        return functools.reduce(tirx.And, bounds) if bounds else True
+        return conjunction(bounds) if bounds else True
 
     def guarded(value, **indices):  # the loaded element, or zero outside the operand
         bounds = in_bounds(**indices)

@@ -63,7 +63,7 @@ from tvm import tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
-from ..ir_utils import substitute, with_loop
+from ..ir_utils import conjunction, substitute, with_loop
 from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
 from .protocol import Protocol, SyncOp
 from .retirement import in_flight_protocol
@@ -335,7 +335,7 @@ class _Hopper:
             def inside(store: tirx.Stmt, row: tirx.PrimExpr, col: tirx.PrimExpr) -> tirx.Stmt:
                 bounds = (_within(row, row_loop, row_offset, op.m)
                           + _within(col, col_loop, col_offset, op.n))
-                return tirx.IfThenElse(_conjunction(bounds), store, None) if bounds else store
+                return tirx.IfThenElse(conjunction(bounds), store, None) if bounds else store
 
             stores = []
             for block in range(op.m // WGMMA_M):
@@ -362,7 +362,7 @@ class _Hopper:
             if isinstance(stmt, tirx.For) and any(stmt.loop_var.same_as(var) for var in band):
                 return lower(stmt.body, (*loops, stmt), guards)
             if len(loops) == 2:
-                return registers(tirx.IfThenElse(_conjunction(list(guards)), stmt, None) if guards else stmt, *loops)
+                return registers(tirx.IfThenElse(conjunction(list(guards)), stmt, None) if guards else stmt, *loops)
             if isinstance(stmt, tirx.IfThenElse) and loops:
                 return _seq([lower(stmt.then_case, loops, (*guards, stmt.condition)),
                              None if stmt.else_case is None
@@ -386,13 +386,6 @@ def _within(index: tirx.PrimExpr, loop: tirx.For, offset: tirx.PrimExpr, extent:
     if not analyzer.can_prove(hi >= extent):
         bounds.append(index < hi)
     return bounds
-
-
-def _conjunction(terms: list[tirx.PrimExpr]) -> tirx.PrimExpr:
-    result = terms[0]
-    for term in terms[1:]:
-        result = tirx.And(result, term)
-    return result
 
 
 def _replace_loads(stmt: tirx.Stmt, accumulator: tirx.Buffer, fragment: tirx.Buffer,

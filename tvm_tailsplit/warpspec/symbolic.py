@@ -66,7 +66,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from ..ir_utils import substitute
+from ..ir_utils import substitute, uses_var
 from .channels import ChannelGroup, ChannelPlan, allocate_channels
 from .graphs import (
     Dependence,
@@ -281,10 +281,6 @@ def count_instances(tree: ScheduleTree) -> int | None:
     return None if None in counts else sum(counts)
 
 
-def _uses(expr, var: tirx.Var) -> bool:
-    hit = tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var)
-                                         else None))
-    return hit is not None
 
 
 def _regions(task: TaskNode) -> tuple[Region, ...]:
@@ -296,7 +292,7 @@ def _divisor_lcm(loop: LoopNode) -> int:
     divisors = [1]
 
     def visit(expr) -> None:
-        if isinstance(expr.b, tirx.IntImm) and int(expr.b) != 0 and _uses(expr.a, loop.var):
+        if isinstance(expr.b, tirx.IntImm) and int(expr.b) != 0 and uses_var(expr.a, loop.var):
             divisors.append(abs(int(expr.b)))
 
     for task in loop.children:
@@ -342,7 +338,7 @@ def _require_free_regions(tree: ScheduleTree, loop: LoopNode) -> None:
     for task in tree.tasks():
         for region in _regions(task):
             for lo, extent in region.bounds:
-                used = [v.name for v in variables if _uses(lo, v) or _uses(extent, v)]
+                used = [v.name for v in variables if uses_var(lo, v) or uses_var(extent, v)]
                 if used:
                     raise SymbolicAnalysisError(
                         f"loop '{loop.var.name}': block '{task.name}' indexes {region.buffer.name} with '{used[0]}', "
@@ -522,7 +518,7 @@ def _validate_small(plan: SymbolicPlan) -> tuple[LongLoop, ...]:
                 continue
             if n >= loop.window:
                 raise SymbolicAnalysisError(f"loop '{loop.name}', trip count {n}: {problem}")
-            grid = [g.loop_var.name for g in plan.tree.grid_loops if _uses(loop.node.extent, g.loop_var)]
+            grid = [g.loop_var.name for g in plan.tree.grid_loops if uses_var(loop.node.extent, g.loop_var)]
             if grid:
                 raise SymbolicAnalysisError(
                     f"loop '{loop.name}': the rules hold only from {n + 1} iterations on, but its trip count "

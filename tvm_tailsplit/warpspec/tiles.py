@@ -35,7 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from ..ir_utils import substitute
+from ..ir_utils import substitute, uses_var
 from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
@@ -324,7 +324,7 @@ def band_offsets(leaf: tirx.Stmt, accumulator: tirx.Buffer, row0: int, row_loop:
     analyzer = sym.Analyzer()
     i, j = row_loop.loop_var, col_loop.loop_var
     offsets = (analyzer.simplify(reads[0].indices[0] - row0 - i), analyzer.simplify(reads[0].indices[1] - j))
-    if any(_uses(offset, var) for offset in offsets for var in (i, j)):
+    if any(uses_var(offset, var) for offset in offsets for var in (i, j)):
         return None
     return offsets
 
@@ -345,7 +345,7 @@ def pairs_columns(leaf: tirx.Stmt, col_loop: tirx.For, col_offset: tirx.PrimExpr
     col_var = col_loop.loop_var
     buffer, *outer, last = leaf.buffer, *leaf.indices
     base = analyzer.simplify(last - col_var)
-    if _uses(base, col_var) or any(_uses(index, col_var) for index in outer):
+    if uses_var(base, col_var) or any(uses_var(index, col_var) for index in outer):
         return False
     pair_bytes = 2 * tvm.DataType(buffer.dtype).bits // 8
     strides = list(buffer.strides) or [_product(buffer.shape[k + 1:]) for k in range(len(buffer.shape))]
@@ -362,8 +362,6 @@ def _product(extents) -> tirx.PrimExpr:
     return result
 
 
-def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _loops_inside(stmt: tirx.Stmt) -> bool:
