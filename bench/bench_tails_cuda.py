@@ -3,7 +3,9 @@ are not multiples of the tile.
 
 ``C[M, N] = A[M, K] @ B[K, N]``, fp16 inputs, fp32 products, sums and output (``mma_schedule.matmul_fp16_func``),
 on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS`` x 4096 x 4096, the last with
-``M`` symbolic: ONE compiled kernel per column serves every M. Columns (the CPU tail benchmark's letters):
+``M`` symbolic: ONE compiled function per column serves every M ((b) and (d) pick, by M, the tiling rule's kernel
+for it: ``mma_schedule.matmul_mma_cuda_dispatch``, one kernel per interval of ``tiling_intervals``). Columns (the CPU
+tail benchmark's letters):
 
 - (a) ``guarded``: TVM's tiled schedule without tensor cores (``simt_matmul``: ``SIMT_TILE`` thread-block tiles,
   ``SIMT_THREAD_TILE`` outputs per thread, shared-memory slices of A and B, fp32 accumulators in registers),
@@ -29,7 +31,8 @@ on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS
   ``HOPPER_K_MULTIPLE`` (TMA's 16-byte row stride; 127 x 255 x 129 has no (h) entry, its row says why).
 
 (b), (d) and (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
-the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``), recorded in each row. ``--tilings``
+the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``; with M symbolic the tiling the
+dispatch runs for the row's M), recorded in each row. ``--tilings``
 also times (d) with every tiling of ``mma_schedule.candidate_tiles`` (``tile_tiling`` of each block tile) side by
 side, each checked like the columns, and records them per row (``sweep``) with the fastest, so a GPU run confirms
 or corrects the rule; likewise (h) with every ``warpspec.tiling.HOPPER_BLOCK_N`` (``hopper_sweep``); with
@@ -61,7 +64,7 @@ from tvm import s_tir
 
 from bench import gpu
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_target, multiprocessor_count
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, SYMBOLIC_M, cuda_target, multiprocessor_count
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
@@ -138,10 +141,17 @@ def divisible_shape(m: int, n: int, k: int, tiling: ms.MmaTiling) -> tuple[int, 
     return tuple(max(t, t * math.floor(x / t + 0.5)) for x, t in zip((m, n, k), tiles, strict=True))
 
 
-def kernels(m: int | None, n: int, k: int, arch: str,
-            tiling: ms.MmaTiling) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
+def kernels(m: int | None, n: int, k: int, arch: str, tiling: ms.MmaTiling,
+            sm_count: int = DEFAULT_MULTIPROCESSORS) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
     """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape, (b), (d) and (e) with ``tiling``
-    (``m=None``: M symbolic; (e) is then the (d) kernel and has no entry)."""
+    (``m=None``: M symbolic; (b) and (d) then dispatch by M to the rule's tiling for ``sm_count`` SMs, and (e) is
+    the (d) kernel and has no entry)."""
+    if m is None:
+        return {"guarded": (lambda: simt_matmul(m, n, k), "default"),
+                "pad_einsum": (lambda: ms.matmul_mma_cuda_dispatch(n, k, pad_to_blocks=True, padded_output=True,
+                                                                   sm_count=sm_count), MMA_PIPELINE),
+                "tailsplit": (lambda: ms.matmul_mma_cuda_dispatch(n, k, sm_count=sm_count), MMA_PIPELINE),
+                "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
     result = {"guarded": (lambda: simt_matmul(m, n, k), "default"),
               "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True,
                                                         tiling=tiling), MMA_PIPELINE),
@@ -149,8 +159,6 @@ def kernels(m: int | None, n: int, k: int, arch: str,
               "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k, tiling), tiling=tiling),
                             MMA_PIPELINE),
               "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
-    if m is None:
-        del result["divisible"]
     return result
 
 
@@ -182,6 +190,18 @@ def sweep_tilings(m: int | None, k: int) -> list[ms.MmaTiling]:
 def hopper_tiling_name(block_n: int) -> str:
     """The (h) tile as the rows name it: block rows x columns x K tile."""
     return f"{HOPPER_BLOCK_M}x{block_n}x64"
+
+
+def dispatched_tiling(m: int, n: int, k: int, sm_count: int) -> ms.MmaTiling:
+    """The tiling ``matmul_mma_cuda_dispatch(n, k, sm_count=sm_count)`` runs for ``M = m``: the rule's for ``m``
+    up to ``SYMBOLIC_M``, the open interval's above (``tiling_intervals``)."""
+    return ms.choose_tiling(min(m, SYMBOLIC_M), n, k, sm_count)
+
+
+def dispatch_name(n: int, k: int, sm_count: int) -> str:
+    """The tilings of the dispatch of ``n x k`` by M, e.g. ``M<=16: 16x32x128/4 ..., M>=385: 128x128x32/3 ...``."""
+    return ", ".join(f"M<={last}: {tiling.name()}" if last is not None else f"M>={first}: {tiling.name()}"
+                     for first, last, tiling in ms.tiling_intervals(n, k, sm_count))
 
 
 def tiling_record(tiling: ms.MmaTiling) -> dict:
@@ -220,7 +240,9 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 
     def build_row(shape, column, build, pipeline, tiling, sweep=False, build_arch=arch, name=None):
         built = gpu.nvcc_build(lambda: cuda_source(build(), build_arch, pipeline), build_arch)
-        name = tiling.name() if column in TILED_COLUMNS else name
+        if column in TILED_COLUMNS:
+            name = dispatch_name(*shape[1:], DEFAULT_MULTIPROCESSORS) if shape[0] is None and not sweep \
+                else tiling.name()
         rows.append({"shape": shape_text(*shape), "column": column, "pipeline": pipeline, "sweep": sweep,
                      "tiling": name, **built})
         print(f"{shape_text(*shape)} ({LETTERS[column]}) {column}{f' [{name}]' if name else ''}: "
@@ -378,7 +400,7 @@ def run(quick: bool, tilings: bool) -> dict:
     for seed, shape in enumerate(cases(quick)):
         tiling = ms.choose_tiling(*shape, sm_count=sm_count)
         executables = {column: compiled(f"{shape_text(*shape)} {column}", build(), pipeline)
-                       for column, (build, pipeline) in kernels(*shape, arch, tiling).items()}
+                       for column, (build, pipeline) in kernels(*shape, arch, tiling, sm_count).items()}
         hopper_absent = hopper_unsupported(shape[2], arch)
         hopper_sweep, block_n = {}, None
         if hopper_absent is None:
@@ -395,11 +417,12 @@ def run(quick: bool, tilings: bool) -> dict:
                  for other in (sweep_tilings(shape[0], shape[2]) if tilings else ())}
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
+            row_tiling = tiling if m is not None else dispatched_tiling(m_value, n, k, sm_count)
             row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,
-                                tiling=tiling, sweep=sweep, hopper_absent=hopper_absent,
+                                tiling=row_tiling, sweep=sweep, hopper_absent=hopper_absent,
                                 hopper_width=block_n, hopper_sweep=hopper_sweep)
             rows.append(row)
-            print(f"{shape_text(*shape)} M={m_value} [{tiling.name()}]: " + " ".join(
+            print(f"{shape_text(*shape)} M={m_value} [{row_tiling.name()}]: " + " ".join(
                   f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in row["us"])
                   + f" ratios {row['ratios']} ok={row['ok']}"
                   + (f" sweep best {row['sweep_best']}" if sweep else "")
@@ -423,9 +446,10 @@ def markdown(report: dict) -> str:
         "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
         "to whole thread-block tiles + the tensor-core schedule; (d) TailSplit + tensorize (tailsplit_mma); (e) "
         "the (d) kernel on the nearest divisible shape, time x useful work; (f) dlight gpu.Matmul; (g) cuBLAS "
-        f"(torch.mm); {hopper_text}Rows `M=..` with M symbolic: one kernel per column for every M. (b), (d) and "
+        f"(torch.mm); {hopper_text}Rows `M=..` with M symbolic: one compiled function per column for every M; (b) "
+        "and (d) run, by M, the kernel of the rule's tiling for it (`matmul_mma_cuda_dispatch`). (b), (d) and "
         "(e) use the "
-        f"tiling `choose_tiling` gives the shape ({report['sm_count']} SMs; block tile x K slice / stages, warps, "
+        f"tiling `choose_tiling` gives the shape or M ({report['sm_count']} SMs; block tile x K slice / stages, warps, "
         "warp tiles). Ratios: d/x = time(x) / "
         f"time(d), d/e = time(d) / time(e). Command: `{report['command']}`.", "",
         "| shape | tiling | " + " | ".join(f"({LETTERS[c]}) {c} µs / TFLOP/s" for c in columns)

@@ -18,6 +18,8 @@ EXPECTED_OUTPUT = {
         "variable_length with tailsplit_llvm_fp32_matmul_8x16xk",
         "symbolic M: one kernel, equal to numpy",
         "speedup of tailsplit over guarded",
+        "one function, kernels per interval of M: main_kernel (64 threads), main_kernel_1 (128 threads), "
+        "main_kernel_2 (128 threads), main_kernel_3 (128 threads)",
     ],
     "03_fft_generator": ["max |formula - DFT_96|", "relative L2 error"],
     "05_fft_plans_and_surface": [

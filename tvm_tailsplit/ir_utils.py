@@ -7,21 +7,28 @@
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
+- ``dispatch_by_intervals``: one PrimFunc that runs, on each interval of a variable (a symbolic extent such as
+  ``M``), the body of the function built for that interval: each body keeps its own kernels and launch shapes,
+  and the host picks one by the variable's value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.ir import _ffi_transform_api
+from tvm.s_tir import SBlock, SBlockRealize
 
 __all__ = [
     "EMIT_INSN_PRAGMA",
+    "DispatchCase",
     "checked_module_pass",
     "conjunction",
+    "dispatch_by_intervals",
     "drop_loop_annotation",
     "map_loops",
     "require_module",
@@ -123,3 +130,109 @@ def checked_module_pass(transform: Callable[[tvm.IRModule, tvm.transform.PassCon
     """``transform`` as a ``tvm.transform.ModulePass`` named ``name`` (opt level 0) that, called directly on
     anything but an ``IRModule``, raises a ``TypeError`` naming the pass; in a ``Sequential`` it is TVM's pass."""
     return _CheckedModulePass(transform, name)
+
+
+@dataclass(frozen=True)
+class DispatchCase:
+    """One case of ``dispatch_by_intervals``: ``func`` runs where ``first <= var <= last`` (``last=None``: no
+    upper end). ``label`` names the case; it is appended to the names of the blocks of ``func`` (block names
+    stay unique, as TVM's schedules need). Cases with equal labels must hold the same function: it runs on the
+    union of their intervals, as one body."""
+
+    first: int
+    last: int | None
+    label: str
+    func: tirx.PrimFunc
+
+
+def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.PrimFunc:
+    """One PrimFunc over the parameters the cases' functions share (the same ``Var`` objects, e.g. functions
+    scheduled from one PrimFunc) whose body runs, for each case, the case's body under
+    ``first <= var <= last``. The intervals must be in order, adjacent and end open (``last=None``); below the
+    first one no body runs. Functions in block form (a root block) give one root block that allocates every
+    case's buffers (TVM's allocation planning then places each inside its case); the others are sequenced as
+    they are.
+
+    Each case is its own ``if`` (no ``else``) whose condition is wrapped in ``tvm_thread_invariant``: TVM's
+    ``ThreadSync`` refuses to place a barrier below a condition unless it is marked thread-invariant, and
+    its simplification would turn an ``else`` into ``if not invariant(...)``, which is no longer marked.
+    Once lowered, each case's thread-bound loops are kernels of their own, launched with that case's grid."""
+    if not isinstance(var, tirx.Var):
+        raise TypeError(f"dispatch_by_intervals: var must be a tirx.Var, got {type(var).__name__}")
+    if not cases:
+        raise ValueError("dispatch_by_intervals: no cases")
+    for index, case in enumerate(cases):
+        if not isinstance(case, DispatchCase) or not isinstance(case.func, tirx.PrimFunc):
+            raise TypeError(f"dispatch_by_intervals: case {index} must be a DispatchCase holding a PrimFunc")
+    params = list(cases[0].func.params)
+    for index, case in enumerate(cases):
+        if case.last is not None and case.last < case.first:
+            raise ValueError(f"dispatch_by_intervals: case {case.label!r} has an empty interval "
+                             f"[{case.first}, {case.last}]")
+        if index and cases[index - 1].last != case.first - 1:
+            raise ValueError(f"dispatch_by_intervals: case {case.label!r} starts at {case.first}, not right after "
+                             f"the previous case's end {cases[index - 1].last}")
+        if len(case.func.params) != len(params) or any(
+                not p.same_as(q) for p, q in zip(case.func.params, params, strict=False)):
+            raise ValueError(f"dispatch_by_intervals: the function of case {case.label!r} does not share the first "
+                             f"case's parameters ({', '.join(p.name for p in params)}); build every case from "
+                             f"one PrimFunc")
+    if cases[-1].last is not None:
+        raise ValueError(f"dispatch_by_intervals: the last case {cases[-1].label!r} ends at {cases[-1].last}; "
+                         f"it must be open (last=None) so that every value of {var.name} runs a case")
+    bodies: dict[str, tuple[tirx.PrimFunc, list]] = {}
+    for case in cases:
+        func, conditions = bodies.setdefault(case.label, (case.func, []))
+        if not func.same_as(case.func):
+            raise ValueError(f"dispatch_by_intervals: label {case.label!r} names two different functions")
+        bounds = [tirx.IntImm(var.ty.dtype, case.first) <= var]
+        if case.last is not None:
+            bounds.append(var <= tirx.IntImm(var.ty.dtype, case.last))
+        conditions.append(conjunction(bounds))
+    rooted = [_root_block(func) is not None for func, _ in bodies.values()]
+    if any(rooted) and not all(rooted):
+        raise ValueError("dispatch_by_intervals: some functions are in block form (a root block) and some are not")
+    allocations, statements = [], []
+    for label, (func, conditions) in bodies.items():
+        body = _renewed_body(func)
+        if all(rooted):
+            root = body.block
+            allocations.extend(root.alloc_buffers)
+            body = _suffix_block_names(root.body, f"_{label}")
+        condition = conditions[0]
+        for other in conditions[1:]:
+            condition = tirx.Or(condition, other)
+        statements.append(tirx.IfThenElse(tirx.op.tvm_thread_invariant(condition), body, None))
+    body = statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
+    if all(rooted):
+        body = SBlockRealize([], tirx.const(True, "bool"), SBlock([], [], [], "root", body, None, allocations))
+    return cases[0].func.with_body(body)
+
+
+def _renewed_body(func: tirx.PrimFunc) -> tirx.Stmt:
+    """``func``'s body with every variable it defines (loop, block iter, let and buffer variables) new, and its
+    parameters, with the variables of their shapes, kept: functions scheduled from one PrimFunc share the blocks
+    the schedule left alone, and a variable defined twice in one function is ill-formed TIR."""
+    renewed = s_tir.renew_defs(func)
+    mapping = {}
+    for new, old in zip(renewed.params, func.params, strict=True):
+        mapping[new] = old
+        for new_dim, old_dim in zip(getattr(new, "shape", ()), getattr(old, "shape", ()), strict=True):
+            if isinstance(new_dim, tirx.Var):
+                mapping[new_dim] = old_dim
+    return substitute(renewed.body, mapping)
+
+
+def _root_block(func: tirx.PrimFunc) -> SBlock | None:
+    body = func.body
+    if isinstance(body, SBlockRealize) and not body.block.iter_vars:
+        return body.block
+    return None
+
+
+def _suffix_block_names(body: tirx.Stmt, suffix: str) -> tirx.Stmt:
+    def on_block(block: SBlock) -> SBlock:
+        return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint + suffix, block.body, block.init,
+                      block.alloc_buffers, block.match_buffers, block.annotations)
+
+    return tvm_ffi.structural_map(body, (SBlock, on_block), order="post")

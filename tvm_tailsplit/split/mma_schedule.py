@@ -42,6 +42,12 @@ warps of 4 x 4 tiles, 3 stages) is thus the tiling of a large ``M``, and a decod
 still owns whole outputs and the store stays the predicated accumulator store. Thin tiles stream ``B`` for few
 rows: deeper ``K`` slices (about ``STAGE_HALVES`` per stage) and ``THIN_STAGES`` stages keep more bytes in flight.
 
+Dispatch by ``M`` (``matmul_mma_cuda_dispatch``): a symbolic ``M`` need not take one tiling. The rule is
+piecewise constant in ``M`` (``tiling_intervals``: the intervals of ``M`` up to ``SYMBOLIC_M`` on which
+``choose_tiling`` is one tiling, the last open); the schedule is applied once per tiling to one PrimFunc, and
+``ir_utils.dispatch_by_intervals`` joins the results into one function whose host code launches the kernel of
+``M``'s interval.
+
 A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
 decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
 every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside the padded extents are dropped,
@@ -72,6 +78,7 @@ from ..cuda import (
     SYMBOLIC_M,
     shared_memory_per_block,
 )
+from ..ir_utils import DispatchCase, dispatch_by_intervals
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -89,8 +96,10 @@ __all__ = [
     "copy_lanes",
     "matmul_fp16_func",
     "matmul_mma_cuda",
+    "matmul_mma_cuda_dispatch",
     "pipeline_stages",
     "tile_tiling",
+    "tiling_intervals",
 ]
 
 # --------------------------------------------------------------------------------------------- the rules
@@ -257,6 +266,25 @@ def choose_tiling(m: int | None, n: int, k: int, sm_count: int = DEFAULT_MULTIPR
     return tile_tiling(rows, cols, k)
 
 
+def tiling_intervals(n: int, k: int,
+                     sm_count: int = DEFAULT_MULTIPROCESSORS) -> list[tuple[int, int | None, MmaTiling]]:
+    """The tiling rule over every ``M`` as ``(first, last, tiling)`` intervals, in order: ``choose_tiling(m, n,
+    k, sm_count)`` is ``tiling`` for ``first <= m <= last``; the last interval, the one holding ``SYMBOLIC_M``, is
+    open (``last=None``): a symbolic ``M`` above it keeps the large-``M`` tiling, as ``choose_tiling(None, ...)``
+    does. ``matmul_mma_cuda_dispatch`` builds one kernel per distinct tiling (the intervals of one tiling run the
+    same kernel)."""
+    intervals: list[tuple[int, int | None, MmaTiling]] = []
+    for m in range(1, SYMBOLIC_M + 1):
+        tiling = choose_tiling(m, n, k, sm_count)
+        if intervals and intervals[-1][2] == tiling:
+            intervals[-1] = (intervals[-1][0], m, tiling)
+        else:
+            intervals.append((m, m, tiling))
+    first, _, tiling = intervals[-1]
+    intervals[-1] = (first, None, tiling)
+    return intervals
+
+
 # ------------------------------------------------------------------------------------------ the computation
 
 
@@ -302,9 +330,35 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     and ``N`` to whole ``tiling.block_tile`` thread-block tiles instead of whole instruction tiles, so no thread
     block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
     benchmark's (b))."""
+    return _schedule(matmul_fp16_func(m, n, k), m, n, k, pipeline, pad_to_blocks, padded_output, tiling)
+
+
+def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True, pad_to_blocks: bool = False,
+                             padded_output: bool = False, sm_count: int = DEFAULT_MULTIPROCESSORS) -> tvm.IRModule:
+    """The marked tensor-core matmul for a symbolic ``M`` with the tiling rule's choice for every ``M``: one
+    PrimFunc whose host code picks, by ``m``, one kernel per interval of ``tiling_intervals(n, k, sm_count)``
+    (``ir_utils.dispatch_by_intervals``), each ``matmul_mma_cuda(None, n, k, ..., tiling=...)`` with its own
+    grid, so a decode-like ``M`` runs thin tiles over the whole GPU and a large ``M`` the 128 x 128 tile. The
+    other arguments are ``matmul_mma_cuda``'s; ``TailSplit`` and the ``"tailsplit_mma"`` pipeline treat the
+    cases' marks as they treat one kernel's. ``M = 0`` runs no kernel."""
+    func = matmul_fp16_func(None, n, k)
+    m = func.params[0].shape[0]
+    scheduled: dict[MmaTiling, tirx.PrimFunc] = {}
+    cases = []
+    for first, last, tiling in tiling_intervals(n, k, sm_count):
+        if tiling not in scheduled:
+            scheduled[tiling] = _schedule(func, None, n, k, pipeline, pad_to_blocks, padded_output, tiling)["main"]
+        cases.append(DispatchCase(first, last, "t{}x{}".format(*tiling.block_tile), scheduled[tiling]))
+    return tvm.IRModule({"main": dispatch_by_intervals(m, cases)})
+
+
+def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool, pad_to_blocks: bool,
+              padded_output: bool, tiling: MmaTiling) -> tvm.IRModule:
+    """``matmul_mma_cuda`` on the matmul ``func`` (``matmul_fp16_func(m, n, k)``): the result keeps ``func``'s
+    parameters."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the mma intrinsics the marks name
 
-    sch = s_tir.Schedule(matmul_fp16_func(m, n, k))
+    sch = s_tir.Schedule(func)
     block = sch.get_sblock("C")
     pad = [*tiling.block_tile, tiling.block_k] if pad_to_blocks else [MMA_TILE, MMA_TILE, tiling.block_k]
     padded = m is None or m % pad[0] != 0 or n % pad[1] != 0 or k % pad[2] != 0

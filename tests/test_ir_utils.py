@@ -1,0 +1,115 @@
+"""ir_utils.dispatch_by_intervals: one PrimFunc that runs, on each interval of a symbolic extent, the body built
+for it. On llvm: the body of each interval runs (every value of the extent from 0 to past the last boundary, the
+output canary-guarded; below the first interval none runs); on CUDA each case is a kernel with its own launch
+shape. Bad cases are refused by name."""
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import s_tir, te, tirx
+
+from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.ir_utils import DispatchCase, dispatch_by_intervals
+from tvm_tailsplit.testing import guarded_array, to_tvm
+
+
+def add_func() -> tirx.PrimFunc:
+    """``B[i] = A[i] + 1`` over a symbolic ``n``."""
+    n = tirx.Var("n", "int32")
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] + tirx.const(1.0, "float32"), name="B")
+    return te.create_prim_func([a, b]).with_attr("global_symbol", "main")
+
+
+def adding(func: tirx.PrimFunc, addend: float) -> tirx.PrimFunc:
+    """``func`` (same parameters) adding ``addend`` instead of 1: tells which case ran."""
+    def on_float(value):
+        return tirx.FloatImm("float32", addend) if value.value == 1.0 else value
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.FloatImm, on_float), order="post"))
+
+
+def threads(func: tirx.PrimFunc, per_block: int) -> tirx.PrimFunc:
+    sch = s_tir.Schedule(func)
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    block, thread = sch.split(loop, [None, per_block])
+    sch.bind(block, "blockIdx.x")
+    sch.bind(thread, "threadIdx.x")
+    return sch.mod["main"]
+
+
+def n_of(func: tirx.PrimFunc) -> tirx.Var:
+    return func.params[0].shape[0]
+
+
+def test_each_interval_runs_its_body_and_none_below_the_first():
+    base = add_func()
+    one, two = base, adding(base, 2.0)
+    cases = [DispatchCase(1, 3, "one", one), DispatchCase(4, 7, "two", two), DispatchCase(8, None, "one", one)]
+    func = dispatch_by_intervals(n_of(base), cases)
+    script = func.script()
+    assert script.count("T.tvm_thread_invariant(") == 2  # "one" runs on the union of its intervals: one body
+    assert s_tir.Schedule(func).get_sblock("B_one") and s_tir.Schedule(func).get_sblock("B_two")
+    executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    empty = tvm.runtime.tensor(np.zeros(0, "float32"))
+    executable["main"](empty, empty)  # n = 0: below the first interval, no case runs
+    for n in range(1, 14):
+        a = np.arange(n, dtype="float32")
+        out = guarded_array((n,), "float32", canary=-5.0)
+        out.array[:] = 0
+        executable["main"](tvm.runtime.tensor(a), to_tvm(out.array))
+        out.check_canaries("B")
+        want = a + (2.0 if 4 <= n <= 7 else 1.0)
+        np.testing.assert_array_equal(out.array, want, err_msg=f"n = {n}")
+
+
+def test_cuda_cases_are_kernels_with_their_own_launch_shapes():
+    base = add_func()
+    func = dispatch_by_intervals(n_of(base), [DispatchCase(1, 100, "narrow", threads(base, 32)),
+                                              DispatchCase(101, None, "wide", threads(base, 256))])
+    source = cuda_source(tvm.IRModule({"main": func}), "sm_80")
+    kernels = set(re.findall(r"__launch_bounds__\((\d+)\) (\w+)\(", source))  # declarations and definitions
+    assert sorted(kernels) == [("256", "main_kernel_1"), ("32", "main_kernel")], kernels
+
+
+def test_blocks_of_shared_schedules_are_defined_once_per_case():
+    """Two schedules of one PrimFunc share the blocks they leave alone; each case gets its own variables, so the
+    result is well-formed and each case still schedules."""
+    base = add_func()
+    func = dispatch_by_intervals(n_of(base), [DispatchCase(1, 9, "a", base), DispatchCase(10, None, "b", base)])
+    defined = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda block: defined.extend(v.var for v in block.iter_vars)))
+    tvm_ffi.structural_walk(func.body, (tirx.For, lambda loop: defined.append(loop.loop_var)))
+    assert len(defined) == 4
+    assert not any(v.same_as(w) for i, v in enumerate(defined) for w in defined[i + 1:])
+    sch = s_tir.Schedule(func)
+    for name in ("B_a", "B_b"):
+        sch.split(sch.get_loops(sch.get_sblock(name))[0], [None, 4])
+
+
+@pytest.mark.parametrize(("make_cases", "error", "message"), [
+    (lambda f: [], ValueError, "no cases"),
+    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(6, None, "b", f)], ValueError,
+     r"case 'b' starts at 6, not right after the previous case's end 4"),
+    (lambda f: [DispatchCase(1, 4, "a", f)], ValueError, r"the last case 'a' ends at 4; it must be open"),
+    (lambda f: [DispatchCase(5, 4, "a", f), DispatchCase(5, None, "b", f)], ValueError,
+     r"case 'a' has an empty interval \[5, 4\]"),
+    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "b", add_func())], ValueError,
+     r"the function of case 'b' does not share the first case's parameters \(A, B\)"),
+    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "a", adding(f, 3.0))], ValueError,
+     r"label 'a' names two different functions"),
+    (lambda f: [(1, None, "a", f)], TypeError, "case 0 must be a DispatchCase holding a PrimFunc"),
+])
+def test_bad_cases_are_refused_by_name(make_cases, error, message):
+    base = add_func()
+    with pytest.raises(error, match=message):
+        dispatch_by_intervals(n_of(base), make_cases(base))
+
+
+def test_the_variable_must_be_a_var():
+    base = add_func()
+    with pytest.raises(TypeError, match="var must be a tirx.Var, got int"):
+        dispatch_by_intervals(3, [DispatchCase(1, None, "a", base)])
