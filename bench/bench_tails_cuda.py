@@ -25,7 +25,8 @@ tail benchmark's letters):
   ``block_n`` the rule's ``warpspec.tiling.hopper_block_n`` for the shape (recorded in the row), 4 stages, a TMA
   producer warpgroup and two wgmma consumer warpgroups; K not a multiple of 64 zero-filled by TMA) through
   ``TailSplit(strategy="partial")`` and ``WarpSpecialize("cuda", hopper=True)`` for sm_90a; with M symbolic one
-  compiled kernel for every M (``hopper_gemm_kernel(m=None)``). It computes ``A @ B.T`` with B given n x K
+  compiled function for every M that launches the kernel of the rule's width for it (``hopper_gemm_dispatch``:
+  one ``hopper_gemm_kernel(m=None, block_n=...)`` per width). It computes ``A @ B.T`` with B given n x K
   (K-major, as wgmma reads it): the transposed copy of the table's B is built once per row, outside the timing.
   Only on sm_90 GPUs (elsewhere the column is absent, with the reason), and only for K a multiple of
   ``HOPPER_K_MULTIPLE`` (TMA's 16-byte row stride; 127 x 255 x 129 has no (h) entry, its row says why).
@@ -68,7 +69,7 @@ from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, SYMBOLIC_M, cuda_target,
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
-from tvm_tailsplit.warpspec.tiling import HOPPER_BLOCK_M, HOPPER_BLOCK_N, hopper_block_n
+from tvm_tailsplit.warpspec.tiling import HOPPER_BLOCK_M, HOPPER_BLOCK_N, hopper_block_n, hopper_block_n_intervals
 
 if TYPE_CHECKING:
     import torch
@@ -172,13 +173,21 @@ def hopper_unsupported(k: int | None, arch: str) -> str | None:
     return None
 
 
+HOPPER_PASSES = tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True)])
+"""(h)'s passes: TailSplit (main tiles store without conditions), then WarpSpecialize's Hopper lowering."""
+
+
 def hopper_module(m: int | None, n: int, k: int, block_n: int) -> tvm.IRModule:
-    """(h): ``examples.hopper_gemm_kernel`` (``C = A @ B.T``, B n x K; ``m=None``: M symbolic; tiles ``block_n``
-    wide) through TailSplit (main tiles store without conditions) and WarpSpecialize's Hopper lowering; K
-    zero-filled past a multiple of 64."""
+    """(h): ``examples.hopper_gemm_kernel`` (``C = A @ B.T``, B n x K; ``m=None``: M symbolic, one kernel; tiles
+    ``block_n`` wide) through ``HOPPER_PASSES``; K zero-filled past a multiple of 64."""
     func = examples.hopper_gemm_kernel(m, n, k, block_n=block_n, zero_fill_k=k % 64 != 0)
-    return tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True)])(
-        tvm.IRModule({"main": func}))
+    return HOPPER_PASSES(tvm.IRModule({"main": func}))
+
+
+def hopper_dispatch_module(n: int, k: int, sm_count: int) -> tvm.IRModule:
+    """(h) with M symbolic: ``examples.hopper_gemm_dispatch``, the kernel of the rule's tile width for each M (one
+    per interval of ``hopper_block_n_intervals``) through ``HOPPER_PASSES``, picked by M at launch."""
+    return examples.hopper_gemm_dispatch(n, k, HOPPER_PASSES, zero_fill_k=k % 64 != 0, sms=sm_count)
 
 
 def sweep_tilings(m: int | None, k: int) -> list[ms.MmaTiling]:
@@ -196,6 +205,13 @@ def dispatched_tiling(m: int, n: int, k: int, sm_count: int) -> ms.MmaTiling:
     """The tiling ``matmul_mma_cuda_dispatch(n, k, sm_count=sm_count)`` runs for ``M = m``: the rule's for ``m``
     up to ``SYMBOLIC_M``, the open interval's above (``tiling_intervals``)."""
     return ms.choose_tiling(min(m, SYMBOLIC_M), n, k, sm_count)
+
+
+def hopper_dispatch_name(n: int, sm_count: int) -> str:
+    """The (h) tiles of the dispatch of ``n`` columns by M, e.g. ``M<=128: 128x32x64, ..., M>=897: 128x256x64``."""
+    return ", ".join(f"M<={last}: {hopper_tiling_name(width)}" if last is not None
+                     else f"M>={first}: {hopper_tiling_name(width)}"
+                     for first, last, width in hopper_block_n_intervals(n, sm_count))
 
 
 def dispatch_name(n: int, k: int, sm_count: int) -> str:
@@ -252,7 +268,15 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
         tiling = ms.choose_tiling(*shape)
         for column, (build, pipeline) in kernels(*shape, arch, tiling).items():
             build_row(shape, column, build, pipeline, tiling)
-        if (absent := hopper_unsupported(shape[2], arch)) is None:
+        if (absent := hopper_unsupported(shape[2], arch)) is None and shape[0] is None:
+            build_row(shape, HOPPER, lambda shape=shape: hopper_dispatch_module(*shape[1:], DEFAULT_MULTIPROCESSORS),
+                      WARP_SPECIALIZED_PIPELINE, tiling, build_arch=HOPPER_ARCH,
+                      name=hopper_dispatch_name(shape[1], DEFAULT_MULTIPROCESSORS))
+            for width in HOPPER_BLOCK_N if tilings else ():
+                build_row(shape, HOPPER, lambda shape=shape, width=width: hopper_module(*shape, width),
+                          WARP_SPECIALIZED_PIPELINE, tiling, sweep=True, build_arch=HOPPER_ARCH,
+                          name=hopper_tiling_name(width))
+        elif absent is None:
             block_n = hopper_block_n(shape[0], shape[1])
             for width in (HOPPER_BLOCK_N if tilings else (block_n,)):
                 build_row(shape, HOPPER, lambda shape=shape, width=width: hopper_module(*shape, width),
@@ -405,9 +429,10 @@ def run(quick: bool, tilings: bool) -> dict:
         hopper_sweep, block_n = {}, None
         if hopper_absent is None:
             block_n = hopper_block_n(shape[0], shape[1], sm_count)
-            executables[HOPPER] = compiled(f"{shape_text(*shape)} {HOPPER} [{hopper_tiling_name(block_n)}]",
-                                           hopper_module(*shape, block_n), WARP_SPECIALIZED_PIPELINE,
-                                           cuda_target(HOPPER_ARCH))
+            name, module = ((hopper_dispatch_name(shape[1], sm_count), hopper_dispatch_module(*shape[1:], sm_count))
+                            if shape[0] is None else (hopper_tiling_name(block_n), hopper_module(*shape, block_n)))
+            executables[HOPPER] = compiled(f"{shape_text(*shape)} {HOPPER} [{name}]", module,
+                                           WARP_SPECIALIZED_PIPELINE, cuda_target(HOPPER_ARCH))
             hopper_sweep = {hopper_tiling_name(width): compiled(
                                 f"{shape_text(*shape)} {HOPPER} [{hopper_tiling_name(width)}]",
                                 hopper_module(*shape, width), WARP_SPECIALIZED_PIPELINE, cuda_target(HOPPER_ARCH))
@@ -418,9 +443,11 @@ def run(quick: bool, tilings: bool) -> dict:
         m, n, k = shape
         for m_value in ((QUICK_SYMBOLIC_MS if quick else SYMBOLIC_MS) if m is None else (m,)):
             row_tiling = tiling if m is not None else dispatched_tiling(m_value, n, k, sm_count)
+            row_width = block_n if m is not None or block_n is None else hopper_block_n(min(m_value, SYMBOLIC_M), n,
+                                                                                        sm_count)
             row = measure_shape(executables, m_value, n, k, rounds, seed=100 * seed + m_value, symbolic=m is None,
                                 tiling=row_tiling, sweep=sweep, hopper_absent=hopper_absent,
-                                hopper_width=block_n, hopper_sweep=hopper_sweep)
+                                hopper_width=row_width, hopper_sweep=hopper_sweep)
             rows.append(row)
             print(f"{shape_text(*shape)} M={m_value} [{row_tiling.name()}]: " + " ".join(
                   f"({LETTERS[c]}) {row['us'][c]:.1f}us {row['tflops'][c]:.1f}TF" for c in row["us"])

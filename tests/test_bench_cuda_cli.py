@@ -99,16 +99,18 @@ def test_hopper_column_rule():
 
 
 @pytest.mark.nvcc
-def test_tails_dry_run_builds_the_symbolic_m_hopper_kernel(results, monkeypatch):
-    """(h) of the M-symbolic rows: one TailSplit + WarpSpecialize kernel for sm_90a, without spills."""
+def test_tails_dry_run_builds_the_symbolic_m_hopper_kernels(results, monkeypatch):
+    """(h) of the M-symbolic rows: one function dispatching by M to a TailSplit + WarpSpecialize kernel of each of
+    the rule's four tile widths, built for sm_90a without spills."""
     monkeypatch.setattr(bench_tails_cuda, "cases", lambda quick: [(None, *bench_tails_cuda.SYMBOLIC_NK)])
     monkeypatch.setattr(bench_tails_cuda, "kernels", lambda *args: {})
     bench_tails_cuda.main(["--dry-run", "--quick"])
     report = json.loads((results / "quick" / "tails_cuda_dry_run.json").read_text())
     (row,) = report["rows"]
     assert (row["shape"], row["column"], row["compiled"], row["kernels"], row["spills"]) == (
-        "Mx4096x4096", "hopper", True, 1, 0), row
-    assert "[sm_90a]" in row["ptxas"][0]
+        "Mx4096x4096", "hopper", True, 4, 0), row
+    assert row["tiling"] == "M<=128: 128x32x64, M<=384: 128x64x64, M<=896: 128x128x64, M>=897: 128x256x64"
+    assert all("[sm_90a]" in usage for usage in row["ptxas"])
 
 
 @pytest.mark.nvcc

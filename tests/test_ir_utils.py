@@ -24,6 +24,14 @@ def add_func() -> tirx.PrimFunc:
     return te.create_prim_func([a, b]).with_attr("global_symbol", "main")
 
 
+def other_func(shape: tuple | None, dtype: str = "float32") -> tirx.PrimFunc:
+    """``B[i] = A[i] + 1`` with ``A`` of another shape or dtype (``None``: a symbolic ``m``)."""
+    extent = tirx.Var("m", "int32") if shape is None else shape[0]
+    a = te.placeholder((extent,), dtype, name="A")
+    b = te.compute((extent,), lambda i: a[i] + tirx.const(1.0, dtype), name="B")
+    return te.create_prim_func([a, b])
+
+
 def adding(func: tirx.PrimFunc, addend: float) -> tirx.PrimFunc:
     """``func`` (same parameters) adding ``addend`` instead of 1: tells which case ran."""
     def on_float(value):
@@ -75,6 +83,18 @@ def test_cuda_cases_are_kernels_with_their_own_launch_shapes():
     assert sorted(kernels) == [("256", "main_kernel_1"), ("32", "main_kernel")], kernels
 
 
+def test_functions_of_one_signature_are_mapped_onto_the_first():
+    """Cases built separately (their own parameters and ``n``): each body runs on the first case's parameters."""
+    first, second = add_func(), adding(add_func(), 2.0)
+    func = dispatch_by_intervals(n_of(first), [DispatchCase(1, 5, "a", first), DispatchCase(6, None, "b", second)])
+    executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    for n in (1, 5, 6, 20):
+        a = np.arange(n, dtype="float32")
+        out = tvm.runtime.tensor(np.zeros(n, "float32"))
+        executable["main"](tvm.runtime.tensor(a), out)
+        np.testing.assert_array_equal(out.numpy(), a + (1.0 if n <= 5 else 2.0))
+
+
 def test_blocks_of_shared_schedules_are_defined_once_per_case():
     """Two schedules of one PrimFunc share the blocks they leave alone; each case gets its own variables, so the
     result is well-formed and each case still schedules."""
@@ -97,8 +117,12 @@ def test_blocks_of_shared_schedules_are_defined_once_per_case():
     (lambda f: [DispatchCase(1, 4, "a", f)], ValueError, r"the last case 'a' ends at 4; it must be open"),
     (lambda f: [DispatchCase(5, 4, "a", f), DispatchCase(5, None, "b", f)], ValueError,
      r"case 'a' has an empty interval \[5, 4\]"),
-    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "b", add_func())], ValueError,
-     r"the function of case 'b' does not share the first case's parameters \(A, B\)"),
+    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "b", other_func((8,)))], ValueError,
+     r"the function of case 'b' does not have the first case's signature \(A, B\): parameter A has the extent 8, "
+     r"not n"),
+    (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "b", other_func(None, "float16"))], ValueError,
+     r"case 'b' does not have the first case's signature \(A, B\): parameter A is float16\[m\], not "
+     r"float32\[n\]"),
     (lambda f: [DispatchCase(1, 4, "a", f), DispatchCase(5, None, "a", adding(f, 3.0))], ValueError,
      r"label 'a' names two different functions"),
     (lambda f: [(1, None, "a", f)], TypeError, "case 0 must be a DispatchCase holding a PrimFunc"),

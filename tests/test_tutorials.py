@@ -42,6 +42,7 @@ EXPECTED_OUTPUT = {
         "release without lag: ['race', 'release in flight']",
         "persistent nest tt x ko: one pipeline over the running step",
         "cp_async_bulk_tensor",
+        "one function for every M, kernels: gemm_kernel, gemm_kernel_1, gemm_kernel_2, gemm_kernel_3",
     ],
 }
 

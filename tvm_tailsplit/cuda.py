@@ -17,7 +17,8 @@ the default pipeline (and its `enter_pass_ctx` / `exit_pass_ctx` run once more, 
 
 The hardware facts that the wings' rules read live here too, once: the launch limits of each architecture
 (`CudaLimits`: shared memory and threads per block; `DEFAULT_ARCH` for a target without a GPU) and the
-multiprocessor count (`multiprocessor_count`, `DEFAULT_MULTIPROCESSORS` without a GPU).
+multiprocessor count (`multiprocessor_count`, `DEFAULT_MULTIPROCESSORS` without a GPU), and the intervals of M
+on which a tiling rule makes one choice (`rule_intervals`: a symbolic M dispatched by M to the rule's kernel).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import tvm
 from tvm import tirx
@@ -54,6 +57,7 @@ __all__ = [
     "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
+    "rule_intervals",
     "shared_memory_per_block",
 ]
 
@@ -149,6 +153,26 @@ tiling rules of both tensor-core GEMMs (mma.sync, Hopper) prefer the largest til
 SYMBOLIC_M = 1024
 """Rule: a GEMM whose M is symbolic is tiled as this static M by the tiling rules: one kernel serves every M, and
 the large ones carry the work."""
+
+
+Choice = TypeVar("Choice")
+
+
+def rule_intervals(rule: Callable[[int], Choice]) -> list[tuple[int, int | None, Choice]]:
+    """A tiling rule of M (``rule(m)``, e.g. ``lambda m: choose_tiling(m, n, k)``) as ``(first, last, choice)``
+    intervals, in order: ``rule(m) == choice`` for ``first <= m <= last``, from M = 1; the last interval, the one
+    holding ``SYMBOLIC_M``, is open (``last=None``): a symbolic M above it keeps the large-M choice, as the rules
+    do for a symbolic M. Adjacent intervals have different choices."""
+    intervals: list[tuple[int, int | None, Choice]] = []
+    for m in range(1, SYMBOLIC_M + 1):
+        choice = rule(m)
+        if intervals and intervals[-1][2] == choice:
+            intervals[-1] = (intervals[-1][0], m, choice)
+        else:
+            intervals.append((m, m, choice))
+    first, _, choice = intervals[-1]
+    intervals[-1] = (first, None, choice)
+    return intervals
 
 
 def multiprocessor_count() -> int:

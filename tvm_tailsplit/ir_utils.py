@@ -146,12 +146,13 @@ class DispatchCase:
 
 
 def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.PrimFunc:
-    """One PrimFunc over the parameters the cases' functions share (the same ``Var`` objects, e.g. functions
-    scheduled from one PrimFunc) whose body runs, for each case, the case's body under
-    ``first <= var <= last``. The intervals must be in order, adjacent and end open (``last=None``); below the
-    first one no body runs. Functions in block form (a root block) give one root block that allocates every
-    case's buffers (TVM's allocation planning then places each inside its case); the others are sequenced as
-    they are.
+    """One PrimFunc over the first case's parameters whose body runs, for each case, the case's body under
+    ``first <= var <= last``. The cases' functions must have one signature (parameter count, dtypes and
+    extents, the variables of symbolic extents matched by position): each body is rewritten onto the first
+    case's parameters (``var`` is a variable of the first case's, e.g. a symbolic extent of its parameters). The
+    intervals must be in order, adjacent and end open (``last=None``); below the first one no body runs.
+    Functions in block form (a root block) give one root block that allocates every case's buffers (TVM's
+    allocation planning then places each inside its case); the others are sequenced as they are.
 
     Each case is its own ``if`` (no ``else``) whose condition is wrapped in ``tvm_thread_invariant``: TVM's
     ``ThreadSync`` refuses to place a barrier below a condition unless it is marked thread-invariant, and
@@ -172,11 +173,7 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
         if index and cases[index - 1].last != case.first - 1:
             raise ValueError(f"dispatch_by_intervals: case {case.label!r} starts at {case.first}, not right after "
                              f"the previous case's end {cases[index - 1].last}")
-        if len(case.func.params) != len(params) or any(
-                not p.same_as(q) for p, q in zip(case.func.params, params, strict=False)):
-            raise ValueError(f"dispatch_by_intervals: the function of case {case.label!r} does not share the first "
-                             f"case's parameters ({', '.join(p.name for p in params)}); build every case from "
-                             f"one PrimFunc")
+        _parameter_map(case.func, params, case.label)
     if cases[-1].last is not None:
         raise ValueError(f"dispatch_by_intervals: the last case {cases[-1].label!r} ends at {cases[-1].last}; "
                          f"it must be open (last=None) so that every value of {var.name} runs a case")
@@ -194,7 +191,7 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
         raise ValueError("dispatch_by_intervals: some functions are in block form (a root block) and some are not")
     allocations, statements = [], []
     for label, (func, conditions) in bodies.items():
-        body = _renewed_body(func)
+        body = _renewed_body(func, params, label)
         if all(rooted):
             root = body.block
             allocations.extend(root.alloc_buffers)
@@ -209,18 +206,46 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
     return cases[0].func.with_body(body)
 
 
-def _renewed_body(func: tirx.PrimFunc) -> tirx.Stmt:
+def _parameter_map(func: tirx.PrimFunc, params: list, label: str) -> dict:
+    """``func``'s parameters, and the variables of their shapes, mapped onto ``params`` (the first case's); a
+    ``ValueError`` naming the case and the parameter where the two signatures differ."""
+
+    def refuse(why: str):
+        raise ValueError(f"dispatch_by_intervals: the function of case {label!r} does not have the first case's "
+                         f"signature ({', '.join(p.name for p in params)}): {why}")
+
+    if len(func.params) != len(params):
+        refuse(f"{len(func.params)} parameters, not {len(params)}")
+    mapping: dict = {}
+    for mine, theirs in zip(func.params, params, strict=True):
+        (my_dtype, my_shape), (their_dtype, their_shape) = _parameter_type(mine), _parameter_type(theirs)
+        if my_dtype != their_dtype or len(my_shape) != len(their_shape):
+            refuse(f"parameter {mine.name} is {my_dtype}{list(my_shape)}, not {their_dtype}{list(their_shape)}")
+        mapping[mine] = theirs
+        for my_dim, their_dim in zip(my_shape, their_shape, strict=True):
+            mapped = any(key.same_as(my_dim) for key in mapping)
+            if isinstance(my_dim, tirx.Var) and isinstance(their_dim, tirx.Var) and not mapped:
+                mapping[my_dim] = their_dim
+            elif not tvm_ffi.structural_equal(substitute(my_dim, mapping), their_dim):
+                refuse(f"parameter {mine.name} has the extent {my_dim}, not {their_dim}")
+    return mapping
+
+
+def _parameter_type(param: tirx.Var) -> tuple[str, tuple]:
+    """``(dtype, shape)`` of a buffer parameter, ``(dtype, ())`` of a scalar one."""
+    shape = getattr(param, "shape", None)
+    if shape is None:
+        return str(param.ty.dtype), ()
+    return str(param.dtype), tuple(shape)
+
+
+def _renewed_body(func: tirx.PrimFunc, params: list, label: str) -> tirx.Stmt:
     """``func``'s body with every variable it defines (loop, block iter, let and buffer variables) new, and its
-    parameters, with the variables of their shapes, kept: functions scheduled from one PrimFunc share the blocks
-    the schedule left alone, and a variable defined twice in one function is ill-formed TIR."""
+    parameters, with the variables of their shapes, replaced by ``params``: functions scheduled from one
+    PrimFunc share the blocks the schedule left alone, and a variable defined twice in one function is
+    ill-formed TIR."""
     renewed = s_tir.renew_defs(func)
-    mapping = {}
-    for new, old in zip(renewed.params, func.params, strict=True):
-        mapping[new] = old
-        for new_dim, old_dim in zip(getattr(new, "shape", ()), getattr(old, "shape", ()), strict=True):
-            if isinstance(new_dim, tirx.Var):
-                mapping[new_dim] = old_dim
-    return substitute(renewed.body, mapping)
+    return substitute(renewed.body, _parameter_map(renewed, params, label))
 
 
 def _root_block(func: tirx.PrimFunc) -> SBlock | None:

@@ -5,19 +5,21 @@ compiled function writing outside its buffer is caught (TVM 0.27's `instrument_b
 in the default pipeline). Pass `to_tvm(view)` to the compiled function (zero-copy through DLPack) and call
 `GuardedArray.check_canaries()` after every call. `guarded_device_tensor` does the same in a device's memory (a
 GPU's): the view's DLPack data pointer is moved past the leading canaries (TVM's kernels refuse a tensor whose
-`byte_offset` is not 0, which is what `Tensor._create_view` would give).
+`byte_offset` is not 0, which is what `Tensor._create_view` would give). `dispatched_labels` reads which cases of
+an `ir_utils.dispatch_by_intervals` function run for a value of its variable.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
 import tvm_ffi
 
-from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
+from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, substitute, with_loop
 
 __all__ = [
     "GuardedArray",
@@ -30,6 +32,7 @@ __all__ = [
     "run_guarded",
     "run_with_guarded_output",
     "cuda_schedule_for_llvm",
+    "dispatched_labels",
     "threads_as_serial_loops",
     "to_tvm",
 ]
@@ -307,3 +310,28 @@ def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tup
     executable["main"](*[to_tvm(x) for x in inputs], to_tvm(out.array))
     out.check_canaries("output")
     return out.array.copy()
+
+
+def dispatched_labels(func: tvm.tirx.PrimFunc, var: tvm.tirx.Var, value: int, labels: Iterable[str]) -> list[str]:
+    """Which of `labels` (the cases of `func`, built by `ir_utils.dispatch_by_intervals`) run for `var = value`:
+    each case is an `if` on `tvm_thread_invariant(...)` whose blocks carry `_label` in their names; its condition
+    is evaluated with `var` bound to `value`."""
+    analyzer = tvm.sym.Analyzer()
+    labels = list(labels)
+    running = []
+
+    def on_if(node: tvm.tirx.IfThenElse):
+        condition = node.condition
+        if not (isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant"):
+            return
+        names: list[str] = []
+        tvm_ffi.structural_walk(node.then_case, (tvm.s_tir.SBlock, lambda block: names.append(block.name_hint)))
+        found = [label for label in labels if any(f"_{label}" in name for name in names)]
+        if len(found) != 1:
+            raise ValueError(f"dispatched_labels: a case's blocks carry the labels {found}, not one")
+        holds = analyzer.simplify(substitute(condition.args[0], {var: tvm.tirx.IntImm(var.ty.dtype, value)}))
+        if holds.value:
+            running.append(found[0])
+
+    tvm_ffi.structural_walk(func.body, (tvm.tirx.IfThenElse, on_if))
+    return running

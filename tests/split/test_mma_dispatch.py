@@ -17,14 +17,13 @@ import re
 
 import pytest
 import tvm
-import tvm_ffi
-from tvm import s_tir, sym, tirx
+from tvm import tirx
 
 from tvm_tailsplit.cuda import SYMBOLIC_M, compile_cuda_source, cuda_source
-from tvm_tailsplit.ir_utils import substitute
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
+from tvm_tailsplit.testing import dispatched_labels
 
 from .test_mma_workload import run_on_gpu, run_on_llvm, stores_mapped, sweep_pairs
 
@@ -72,33 +71,13 @@ def test_every_case_splits_and_maps(small_dispatch):
     assert labels == {label(tiling) for _, _, tiling in ms.tiling_intervals(*SMALL)} and len(labels) == 7
 
 
-def case_conditions(func: tirx.PrimFunc) -> dict[str, tvm.ir.PrimExpr]:
-    """Label -> the condition of the ``if`` that runs the case (the blocks under it carry the label)."""
-    found = {}
-
-    def on_if(node: tirx.IfThenElse):
-        names = []
-        tvm_ffi.structural_walk(node.then_case, (s_tir.SBlock, lambda block: names.append(block.name_hint)))
-        labels = {re.search(r"_(t\d+x\d+)", name).group(1) for name in names if re.search(r"_t\d+x\d+", name)}
-        if len(labels) == 1 and "tvm_thread_invariant" in str(node.condition):
-            found[labels.pop()] = node.condition.args[0]
-
-    tvm_ffi.structural_walk(func.body, (tirx.IfThenElse, on_if))
-    return found
-
-
 def test_the_host_picks_the_rules_kernel_for_every_m(small_dispatch):
     """For every M in 0..1000 exactly the case of the rule's tiling runs (none for M = 0)."""
     func = small_dispatch[0]["main"]
-    m = func.params[0].shape[0]
-    conditions = case_conditions(func)
-    assert len(conditions) == 7
-    analyzer = sym.Analyzer()
+    labels = {label(tiling) for _, _, tiling in ms.tiling_intervals(*SMALL)}
     for value in range(0, 1001):
-        running = [name for name, condition in conditions.items()
-                   if analyzer.simplify(substitute(condition, {m: tirx.IntImm("int32", value)})).value]
         want = [] if value == 0 else [label(ms.choose_tiling(min(value, SYMBOLIC_M), *SMALL))]
-        assert running == want, value
+        assert dispatched_labels(func, func.params[0].shape[0], value, labels) == want, value
 
 
 def test_every_m_runs_its_interval_kernel_on_llvm(small_dispatch):

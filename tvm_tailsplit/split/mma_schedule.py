@@ -76,6 +76,7 @@ from ..cuda import (
     FILL_FRACTION,
     MAX_THREADS_PER_BLOCK,
     SYMBOLIC_M,
+    rule_intervals,
     shared_memory_per_block,
 )
 from ..ir_utils import DispatchCase, dispatch_by_intervals
@@ -268,21 +269,12 @@ def choose_tiling(m: int | None, n: int, k: int, sm_count: int = DEFAULT_MULTIPR
 
 def tiling_intervals(n: int, k: int,
                      sm_count: int = DEFAULT_MULTIPROCESSORS) -> list[tuple[int, int | None, MmaTiling]]:
-    """The tiling rule over every ``M`` as ``(first, last, tiling)`` intervals, in order: ``choose_tiling(m, n,
-    k, sm_count)`` is ``tiling`` for ``first <= m <= last``; the last interval, the one holding ``SYMBOLIC_M``, is
-    open (``last=None``): a symbolic ``M`` above it keeps the large-``M`` tiling, as ``choose_tiling(None, ...)``
-    does. ``matmul_mma_cuda_dispatch`` builds one kernel per distinct tiling (the intervals of one tiling run the
-    same kernel)."""
-    intervals: list[tuple[int, int | None, MmaTiling]] = []
-    for m in range(1, SYMBOLIC_M + 1):
-        tiling = choose_tiling(m, n, k, sm_count)
-        if intervals and intervals[-1][2] == tiling:
-            intervals[-1] = (intervals[-1][0], m, tiling)
-        else:
-            intervals.append((m, m, tiling))
-    first, _, tiling = intervals[-1]
-    intervals[-1] = (first, None, tiling)
-    return intervals
+    """The tiling rule over every ``M`` as ``(first, last, tiling)`` intervals (``cuda.rule_intervals``):
+    ``choose_tiling(m, n, k, sm_count)`` is ``tiling`` for ``first <= m <= last``; the last interval, the one
+    holding ``SYMBOLIC_M``, is open: a symbolic ``M`` above it keeps the large-``M`` tiling, as
+    ``choose_tiling(None, ...)`` does. ``matmul_mma_cuda_dispatch`` builds one kernel per distinct tiling (the
+    intervals of one tiling run the same kernel)."""
+    return rule_intervals(lambda m: choose_tiling(m, n, k, sm_count))
 
 
 # ------------------------------------------------------------------------------------------ the computation

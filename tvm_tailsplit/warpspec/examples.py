@@ -22,6 +22,9 @@
 * `hopper_gemm_kernel(...)`: the GEMM shaped for Hopper (TMA boxes, wgmma tiles, two consumer warpgroups), its
   tile width `block_n` one of 256, 128, 64, 32 (`tiling.hopper_block_n` is the rule for a shape);
   `ctas=persistent_ctas(tiles)` gives its persistent form with at most one CTA per multiprocessor.
+* `hopper_gemm_dispatch(n, k, passes)`: a symbolic M with the rule's tile width for every M: one kernel per width,
+  each built by `hopper_gemm_kernel` and run through `passes`, the host picking one by M (`ir_utils`'
+  `dispatch_by_intervals`).
 
 The GEMMs take any `m` and `n` (a *ragged* output): the grid covers `ceildiv(m, block_m) x ceildiv(n, block_n)`
 tiles, the loads of the edge tiles are guarded by the operands' bounds (zeros outside, which TMA does in hardware
@@ -36,19 +39,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import tvm
 from tvm import s_tir, te, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..ir_utils import EMIT_INSN_PRAGMA, conjunction
+from ..ir_utils import EMIT_INSN_PRAGMA, DispatchCase, conjunction, dispatch_by_intervals
 from .tiles import FRAGMENT_STORE_MARK
+from .tiling import hopper_block_n_intervals
 from .tree import WARP_ROLE
 
 __all__ = [
     "SEED_RANGES",
     "gemm_kernel",
+    "hopper_gemm_dispatch",
     "hopper_gemm_kernel",
     "persistent_ctas",
     "scheduled_scale_kernel",
@@ -183,6 +189,24 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     if k % block_k and not zero_fill_k:
         raise ValueError(_GEMM_SIZES_ERROR)
     return _specialize_shape(func, 0, (m, k))
+
+
+def hopper_gemm_dispatch(n: int, k: int | None, passes: tvm.transform.Pass, zero_fill_k: bool = False,
+                         sms: int = DEFAULT_MULTIPROCESSORS) -> tvm.IRModule:
+    """The Hopper GEMM for a symbolic M with the tile width of `tiling.hopper_block_n` for every M: one
+    `hopper_gemm_kernel(None, n, k, block_n=w, zero_fill_k=...)` per width of `tiling.hopper_block_n_intervals(n,
+    sms)`, each run through `passes` (e.g. `Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda",
+    hopper=True)])`: the passes see one kernel at a time), joined by `ir_utils.dispatch_by_intervals` into one
+    function whose host code encodes the tensor maps of, and launches, the kernel of M's interval (at N = 4096:
+    32-wide tiles up to M = 128, 64 to 384, 128 to 896, 256 above). Compile it with the pipeline the passes need
+    (`WARP_SPECIALIZED_PIPELINE`)."""
+    cases = []
+    for first, last, block_n in hopper_block_n_intervals(n, sms):
+        func = hopper_gemm_kernel(None, n, k, block_n=block_n, zero_fill_k=zero_fill_k)
+        (specialized,) = passes(tvm.IRModule({"main": func})).functions.values()
+        cases.append(DispatchCase(first, last, f"n{block_n}", specialized))
+    first_case = cases[0].func
+    return tvm.IRModule({"main": dispatch_by_intervals(first_case.params[0].shape[0], cases)})
 
 
 def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:

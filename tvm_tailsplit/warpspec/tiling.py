@@ -7,14 +7,15 @@ registers per consumer thread). Of those whose grid `ceildiv(M, HOPPER_BLOCK_M) 
 row), else the one with the most CTAs (ties: the narrowest, the least padded). A symbolic M is tiled as
 `cuda.SYMBOLIC_M`, as the mma.sync rule does (one kernel for every M; the large ones carry the work). So a
 decode-like M (1 to 128 rows) at N = 4096 gets 32-column tiles (128 CTAs on a 132-SM H100, each streaming its 32
-rows of B once) instead of 16 CTAs of 128 x 256.
+rows of B once) instead of 16 CTAs of 128 x 256. `hopper_block_n_intervals` lists the intervals of M on which the
+rule is one width (`examples.hopper_gemm_dispatch` builds one kernel per width, picked by M at launch).
 """
 
 from __future__ import annotations
 
-from ..cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M
+from ..cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M, rule_intervals
 
-__all__ = ["HOPPER_BLOCK_M", "HOPPER_BLOCK_N", "hopper_block_n", "hopper_ctas"]
+__all__ = ["HOPPER_BLOCK_M", "HOPPER_BLOCK_N", "hopper_block_n", "hopper_block_n_intervals", "hopper_ctas"]
 
 HOPPER_BLOCK_M = 128
 """Rule: the tile's rows are two consumer warpgroups' 64-row wgmma bands."""
@@ -40,3 +41,9 @@ def hopper_block_n(m: int | None, n: int, sms: int = DEFAULT_MULTIPROCESSORS) ->
     if filling:
         return max(filling)
     return max(HOPPER_BLOCK_N, key=lambda b: (hopper_ctas(m, n, b), -b))
+
+
+def hopper_block_n_intervals(n: int, sms: int = DEFAULT_MULTIPROCESSORS) -> list[tuple[int, int | None, int]]:
+    """`hopper_block_n(m, n, sms)` over every M as `(first, last, block_n)` intervals (`cuda.rule_intervals`; the
+    last one open, with the width of a symbolic M)."""
+    return rule_intervals(lambda m: hopper_block_n(m, n, sms))
