@@ -137,3 +137,38 @@ def test_the_variable_must_be_a_var():
     base = add_func()
     with pytest.raises(TypeError, match="var must be a tirx.Var, got int"):
         dispatch_by_intervals(3, [DispatchCase(1, None, "a", base)])
+
+
+def half_func(addend: float = 1.0) -> tirx.PrimFunc:
+    """``B[i] = A[2 i] + addend`` with ``B`` (``k // 2`` long) the first parameter: its extent is an expression
+    of ``k``, which ``A`` (``k`` long) defines."""
+    k = tirx.Var("k", "int32")
+    a = te.placeholder((k,), "float32", name="A")
+    b = te.compute((k // 2,), lambda i: a[2 * i] + tirx.const(addend, "float32"), name="B")
+    return te.create_prim_func([b, a])
+
+
+def test_an_extent_that_is_an_expression_maps_its_variable():
+    """A variable first met inside an extent (``k`` of ``k // 2``) is mapped onto the first case's at its place;
+    extents that are not equal up to such a mapping are still refused."""
+    first, second = half_func(), half_func(2.0)
+    func = dispatch_by_intervals(first.params[1].shape[0], [DispatchCase(1, 5, "a", first),
+                                                            DispatchCase(6, None, "b", second)])
+    executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    for k in (4, 5, 6, 11):
+        a = np.arange(k, dtype="float32")
+        out = tvm.runtime.tensor(np.zeros(k // 2, "float32"))
+        executable["main"](out, tvm.runtime.tensor(a))
+        np.testing.assert_array_equal(out.numpy(), a[0:k // 2 * 2:2] + (1.0 if k <= 5 else 2.0), err_msg=f"k = {k}")
+    with pytest.raises(ValueError, match=r"parameter B has the extent k // 3, not k // 2"):
+        k = tirx.Var("k", "int32")
+        a = te.placeholder((k,), "float32", name="A")
+        other = te.create_prim_func([te.compute((k // 3,), lambda i: a[3 * i], name="B"), a])
+        dispatch_by_intervals(first.params[1].shape[0], [DispatchCase(1, 5, "a", first),
+                                                         DispatchCase(6, None, "b", other)])
+    with pytest.raises(ValueError, match=r"parameter B has the extent m, not q"):  # (m, m) is not (p, q)
+        p, q = tirx.Var("p", "int32"), tirx.Var("q", "int32")
+        a = te.placeholder((p,), "float32", name="A")
+        two = te.create_prim_func([a, te.compute((q,), lambda i: a[0], name="B")])
+        dispatch_by_intervals(two.params[0].shape[0], [DispatchCase(1, 5, "a", two),
+                                                       DispatchCase(6, None, "b", other_func(None))])

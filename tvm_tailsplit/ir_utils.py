@@ -223,12 +223,24 @@ def _parameter_map(func: tirx.PrimFunc, params: list, label: str) -> dict:
             refuse(f"parameter {mine.name} is {my_dtype}{list(my_shape)}, not {their_dtype}{list(their_shape)}")
         mapping[mine] = theirs
         for my_dim, their_dim in zip(my_shape, their_shape, strict=True):
-            mapped = any(key.same_as(my_dim) for key in mapping)
-            if isinstance(my_dim, tirx.Var) and isinstance(their_dim, tirx.Var) and not mapped:
-                mapping[my_dim] = their_dim
-            elif not tvm_ffi.structural_equal(substitute(my_dim, mapping), their_dim):
+            # the extent's variables not mapped yet (``n`` of ``n``, ``k`` of ``k // 2``) are mapped onto those at
+            # the same places of the first case's extent (a variable already mapped, or a target, stays)
+            mapped_dim = substitute(my_dim, mapping)
+            if tvm_ffi.structural_equal(mapped_dim, their_dim, map_free_vars=True):
+                for my_var, their_var in zip(_variables(mapped_dim), _variables(their_dim), strict=True):
+                    if not any(my_var.same_as(v) for v in [*mapping, *mapping.values()]):
+                        mapping[my_var] = their_var
+            if not tvm_ffi.structural_equal(substitute(mapped_dim, mapping), their_dim):
                 refuse(f"parameter {mine.name} has the extent {my_dim}, not {their_dim}")
     return mapping
+
+
+def _variables(expr: tvm.ir.PrimExpr) -> list:
+    """The variables of ``expr`` in the order of a walk (repeats included), e.g. of two extents equal up to
+    their variables' names."""
+    found: list = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
 
 
 def _parameter_type(param: tirx.Var) -> tuple[str, tuple]:
