@@ -1,7 +1,8 @@
 """ir_utils.dispatch_by_intervals: one PrimFunc that runs, on each interval of a symbolic extent, the body built
 for it. On llvm: the body of each interval runs (every value of the extent from 0 to past the last boundary, the
 output canary-guarded; below the first interval none runs); on CUDA each case is a kernel with its own launch
-shape. Bad cases are refused by name."""
+shape, and the host code TVM lowers the function to launches it alone, under the case's condition. Bad cases are
+refused by name."""
 
 import re
 
@@ -11,9 +12,9 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, te, tirx
 
-from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.cuda import cuda_target, executable_cuda_source
 from tvm_tailsplit.ir_utils import DispatchCase, dispatch_by_intervals
-from tvm_tailsplit.testing import guarded_array, to_tvm
+from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
 
 
 def add_func() -> tirx.PrimFunc:
@@ -78,9 +79,15 @@ def test_cuda_cases_are_kernels_with_their_own_launch_shapes():
     base = add_func()
     func = dispatch_by_intervals(n_of(base), [DispatchCase(1, 100, "narrow", threads(base, 32)),
                                               DispatchCase(101, None, "wide", threads(base, 256))])
-    source = cuda_source(tvm.IRModule({"main": func}), "sm_80")
+    host, executable = host_after_packed_api(tvm.IRModule({"main": func}), cuda_target("sm_80"), "default")
+    source = executable_cuda_source(executable)
     kernels = set(re.findall(r"__launch_bounds__\((\d+)\) (\w+)\(", source))  # declarations and definitions
     assert sorted(kernels) == [("256", "main_kernel_1"), ("32", "main_kernel")], kernels
+    launches = host_launches(host)  # the host code: each case launches its kernel alone, under its condition
+    assert [kernels for _, kernels in launches] == [["main_kernel"], ["main_kernel_1"]]
+    for n, want in ((0, []), (1, ["main_kernel"]), (100, ["main_kernel"]), (101, ["main_kernel_1"]),
+                    (10**6, ["main_kernel_1"])):
+        assert [k[0] for condition, k in launches if evaluate(condition, {"n": n})] == want, n
 
 
 def test_functions_of_one_signature_are_mapped_onto_the_first():
@@ -131,6 +138,30 @@ def test_bad_cases_are_refused_by_name(make_cases, error, message):
     base = add_func()
     with pytest.raises(error, match=message):
         dispatch_by_intervals(n_of(base), make_cases(base))
+
+
+def test_the_variable_must_be_the_first_cases():
+    base = add_func()
+    with pytest.raises(ValueError, match=r"var k is not a parameter of the first case's function, nor a variable of "
+                                         r"its parameters' extents \(A, B\)"):
+        dispatch_by_intervals(tirx.Var("k", "int32"), [DispatchCase(1, None, "a", base)])
+
+
+def test_cases_with_other_attributes_are_refused():
+    base = add_func()
+    other = base.with_attr("tirx.noalias", False)
+    with pytest.raises(ValueError, match=r"the function of case 'b' has the attributes .*noalias.*, not the first "
+                                         r"case's"):
+        dispatch_by_intervals(n_of(base), [DispatchCase(1, 4, "a", base), DispatchCase(5, None, "b", other)])
+
+
+def test_a_root_block_with_annotations_is_refused():
+    base = add_func()
+    root = base.body.block
+    annotated = base.with_body(s_tir.SBlockRealize([], tirx.const(True, "bool"), s_tir.SBlock(
+        [], [], [], "root", root.body, None, root.alloc_buffers, [], {"note": 1})))
+    with pytest.raises(ValueError, match="the root block of case 'b' has annotations or match buffers"):
+        dispatch_by_intervals(n_of(base), [DispatchCase(1, 4, "a", base), DispatchCase(5, None, "b", annotated)])
 
 
 def test_the_variable_must_be_a_var():

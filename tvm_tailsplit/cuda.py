@@ -52,6 +52,7 @@ __all__ = [
     "cuda_ptx",
     "cuda_source",
     "device_arch",
+    "executable_cuda_source",
     "gpu_available",
     "multiprocessor_count",
     "nested_pass_context",
@@ -196,7 +197,11 @@ def cuda_target(arch: str) -> tvm.target.Target:
 
 def cuda_source(mod: tvm.IRModule, arch: str = "sm_80", tir_pipeline: str = "default") -> str:
     """Compile `mod` for CUDA with TVM and return the generated CUDA C++ source (no nvcc involved)."""
-    executable = tvm.compile(mod, target=cuda_target(arch), tir_pipeline=tir_pipeline)
+    return executable_cuda_source(tvm.compile(mod, target=cuda_target(arch), tir_pipeline=tir_pipeline))
+
+
+def executable_cuda_source(executable: tvm.runtime.Executable) -> str:
+    """The CUDA C++ source of a module `tvm.compile` built for a cuda target."""
     device_modules = [m for m in executable.mod.imports if m.kind in ("cuda", "fallback", "cuda_fallback")]
     source_module = device_modules[0] if device_modules else executable.mod.imports[0]
     return source_module.inspect_source()

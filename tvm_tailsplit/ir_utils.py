@@ -151,8 +151,11 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
     extents, the variables of symbolic extents matched by position): each body is rewritten onto the first
     case's parameters (``var`` is a variable of the first case's, e.g. a symbolic extent of its parameters). The
     intervals must be in order, adjacent and end open (``last=None``); below the first one no body runs.
-    Functions in block form (a root block) give one root block that allocates every case's buffers (TVM's
-    allocation planning then places each inside its case); the others are sequenced as they are.
+    Functions in block form (a root block with no annotations or match buffers) give one root block that
+    allocates every case's buffers (TVM's planning places a shared-memory or local buffer inside its case, and
+    merges the cases' global intermediates into one host allocation made before the cases, as large as the
+    largest); the others are sequenced as they are. The cases' functions must have equal attributes: the result
+    keeps them.
 
     Each case is its own ``if`` (no ``else``) whose condition is wrapped in ``tvm_thread_invariant``: TVM's
     ``ThreadSync`` refuses to place a barrier below a condition unless it is marked thread-invariant, and
@@ -166,7 +169,14 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
         if not isinstance(case, DispatchCase) or not isinstance(case.func, tirx.PrimFunc):
             raise TypeError(f"dispatch_by_intervals: case {index} must be a DispatchCase holding a PrimFunc")
     params = list(cases[0].func.params)
+    if not any(p.same_as(var) or any(uses_var(dim, var) for dim in _parameter_type(p)[1]) for p in params):
+        raise ValueError(f"dispatch_by_intervals: var {var.name} is not a parameter of the first case's function, "
+                         f"nor a variable of its parameters' extents ({', '.join(p.name for p in params)})")
+    attrs = cases[0].func.attrs
     for index, case in enumerate(cases):
+        if not tvm_ffi.structural_equal(case.func.attrs, attrs):
+            raise ValueError(f"dispatch_by_intervals: the function of case {case.label!r} has the attributes "
+                             f"{dict(case.func.attrs or {})}, not the first case's {dict(attrs or {})}")
         if case.last is not None and case.last < case.first:
             raise ValueError(f"dispatch_by_intervals: case {case.label!r} has an empty interval "
                              f"[{case.first}, {case.last}]")
@@ -194,6 +204,9 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
         body = _renewed_body(func, params, label)
         if all(rooted):
             root = body.block
+            if root.annotations or root.match_buffers:
+                raise ValueError(f"dispatch_by_intervals: the root block of case {label!r} has annotations or "
+                                 f"match buffers, which one merged root block would lose")
             allocations.extend(root.alloc_buffers)
             body = _suffix_block_names(root.body, f"_{label}")
         condition = conditions[0]

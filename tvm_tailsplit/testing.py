@@ -6,12 +6,15 @@ in the default pipeline). Pass `to_tvm(view)` to the compiled function (zero-cop
 `GuardedArray.check_canaries()` after every call. `guarded_device_tensor` does the same in a device's memory (a
 GPU's): the view's DLPack data pointer is moved past the leading canaries (TVM's kernels refuse a tensor whose
 `byte_offset` is not 0, which is what `Tensor._create_view` would give). `dispatched_labels` reads which cases of
-an `ir_utils.dispatch_by_intervals` function run for a value of its variable.
+an `ir_utils.dispatch_by_intervals` function run for a value of its variable; `host_after_packed_api`,
+`host_launches` and `host_values` read the host code TVM lowers a CUDA module to (its kernel launches under each
+condition, and the integers it computes and passes to the kernels).
 """
 
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -33,6 +36,10 @@ __all__ = [
     "run_with_guarded_output",
     "cuda_schedule_for_llvm",
     "dispatched_labels",
+    "evaluate",
+    "host_after_packed_api",
+    "host_launches",
+    "host_values",
     "threads_as_serial_loops",
     "to_tvm",
 ]
@@ -326,7 +333,8 @@ def dispatched_labels(func: tvm.tirx.PrimFunc, var: tvm.tirx.Var, value: int, la
             return
         names: list[str] = []
         tvm_ffi.structural_walk(node.then_case, (tvm.s_tir.SBlock, lambda block: names.append(block.name_hint)))
-        found = [label for label in labels if any(f"_{label}" in name for name in names)]
+        found = [label for label in labels
+                 if any(re.search(rf"_{re.escape(label)}(?![0-9A-Za-z])", name) for name in names)]
         if len(found) != 1:
             raise ValueError(f"dispatched_labels: a case's blocks carry the labels {found}, not one")
         holds = analyzer.simplify(substitute(condition.args[0], {var: tvm.tirx.IntImm(var.ty.dtype, value)}))
@@ -335,3 +343,86 @@ def dispatched_labels(func: tvm.tirx.PrimFunc, var: tvm.tirx.Var, value: int, la
 
     tvm_ffi.structural_walk(func.body, (tvm.tirx.IfThenElse, on_if))
     return running
+
+
+def host_after_packed_api(mod: tvm.IRModule, target: tvm.target.Target,
+                          tir_pipeline: str) -> tuple[tvm.tirx.PrimFunc, tvm.runtime.Executable]:
+    """`tvm.compile(mod, target, tir_pipeline)` (no GPU needed) and its host function as lowered right after
+    `tirx.MakePackedAPI` (its kernel launches are `call_ffi_kernel` calls)."""
+    captured = {}
+
+    @tvm.instrument.pass_instrument
+    class _Capture:
+        def run_after_pass(self, module, info):
+            if info.name == "tirx.MakePackedAPI":
+                captured["module"] = module
+
+    with tvm.transform.PassContext(instruments=[_Capture()]):
+        executable = tvm.compile(mod, target=target, tir_pipeline=tir_pipeline)
+    hosts = [func for func in captured["module"].functions.values()
+             if isinstance(func, tvm.tirx.PrimFunc) and str(func.attrs.get("target", "")).find("cuda") < 0]
+    (host,) = [func for func in hosts if func.attrs.get("global_symbol", "").startswith("__tvm_ffi_")]
+    return host, executable
+
+
+def host_launches(host: tvm.tirx.PrimFunc) -> list[tuple[tvm.ir.PrimExpr, list[str]]]:
+    """Each `if tvm_thread_invariant(condition)` of `host` (an `ir_utils.dispatch_by_intervals` case, lowered)
+    with the names of the kernels it launches, in order."""
+    cases = []
+
+    def on_if(node: tvm.tirx.IfThenElse):
+        condition = node.condition
+        if isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant":
+            kernels: list[str] = []
+
+            def on_call(call):
+                if call.op.name == "tirx.call_ffi_kernel":
+                    kernels.append(str(call.args[0].value))
+
+            tvm_ffi.structural_walk(node.then_case, (tvm.ir.expr.Call, on_call))
+            cases.append((condition.args[0], kernels))
+
+    tvm_ffi.structural_walk(host.body, (tvm.tirx.IfThenElse, on_if))
+    return cases
+
+
+def host_values(host: tvm.tirx.PrimFunc, values: dict[str, int]) -> dict[str, int]:
+    """The integer variables `host` binds (`T.let`, e.g. the common subexpressions it passes to kernels), by
+    name, evaluated with the variables named in `values` (e.g. `{"M": 65, "K": 136}`) set to those values; a
+    binding that does not reduce to an integer is left out."""
+    analyzer = tvm.sym.Analyzer()
+    known: dict = {}
+
+    def on_var(var):
+        if var.name in values and not any(key.same_as(var) for key in known):
+            known[var] = tvm.tirx.IntImm(var.ty.dtype, values[var.name])
+
+    tvm_ffi.structural_walk(host.body, (tvm.tirx.Var, on_var))
+    result = {}
+
+    def on_bind(node: tvm.tirx.Bind):
+        if not str(getattr(node.var.ty, "dtype", "")).startswith("int"):
+            return  # a handle, a tensor map
+        value = analyzer.simplify(substitute(node.value, known))
+        if isinstance(value, tvm.tirx.IntImm):
+            known[node.var] = value
+            result[node.var.name] = int(value.value)
+
+    tvm_ffi.structural_walk(host.body, (tvm.tirx.Bind, on_bind))
+    return result
+
+
+def evaluate(expr: tvm.ir.PrimExpr, values: dict[str, int]) -> int:
+    """The integer (a condition: 0 or 1) `expr` simplifies to with the variables named in `values` set to them;
+    `ValueError` if it does not reduce to a constant."""
+    known: dict = {}
+
+    def on_var(var):
+        if var.name in values and not any(key.same_as(var) for key in known):
+            known[var] = tvm.tirx.IntImm(var.ty.dtype, values[var.name])
+
+    tvm_ffi.structural_walk(expr, (tvm.tirx.Var, on_var))
+    value = tvm.sym.Analyzer().simplify(substitute(expr, known))
+    if not isinstance(value, tvm.tirx.IntImm):
+        raise ValueError(f"evaluate: {expr} with {values} is {value}, not a constant")
+    return int(value.value)

@@ -19,11 +19,11 @@ import pytest
 import tvm
 from tvm import tirx
 
-from tvm_tailsplit.cuda import SYMBOLIC_M, compile_cuda_source, cuda_source
+from tvm_tailsplit.cuda import SYMBOLIC_M, compile_cuda_source, cuda_source, cuda_target, executable_cuda_source
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE
-from tvm_tailsplit.testing import dispatched_labels
+from tvm_tailsplit.testing import dispatched_labels, evaluate, host_after_packed_api, host_launches
 
 from .test_mma_workload import run_on_gpu, run_on_llvm, stores_mapped, sweep_pairs
 
@@ -106,9 +106,29 @@ def test_padded_dispatch_means_the_matmul_on_llvm():
 
 
 @pytest.fixture(scope="module")
-def dispatch_source():
-    """The CUDA of the N = K = 1024 x 256 dispatch (six intervals), for sm_90."""
-    return cuda_source(ms.matmul_mma_cuda_dispatch(1024, 256), "sm_90", tir_pipeline=MMA_PIPELINE)
+def dispatch_build():
+    """The N = 1024, K = 256 dispatch (six intervals) compiled for sm_90: its lowered host function and CUDA."""
+    host, executable = host_after_packed_api(ms.matmul_mma_cuda_dispatch(1024, 256), cuda_target("sm_90"),
+                                             MMA_PIPELINE)
+    return host, executable_cuda_source(executable)
+
+
+@pytest.fixture(scope="module")
+def dispatch_source(dispatch_build):
+    return dispatch_build[1]
+
+
+def test_the_lowered_host_launches_the_rules_kernel_for_every_m(dispatch_build):
+    """The host code TVM lowers the dispatch to: each case's ``if`` launches its kernel alone, and for every M in
+    0..1000 exactly the kernel of the rule's tiling is launched (none for 0)."""
+    launches = host_launches(dispatch_build[0])
+    tilings = [tiling for _, _, tiling in ms.tiling_intervals(1024, 256)]
+    names = ["main_kernel" + (f"_{index}" if index else "") for index in range(len(tilings))]
+    assert [kernels for _, kernels in launches] == [[name] for name in names]
+    for value in range(0, 1001):
+        running = [kernels[0] for condition, kernels in launches if evaluate(condition, {"m": value})]
+        want = [] if value == 0 else [names[tilings.index(ms.choose_tiling(min(value, SYMBOLIC_M), 1024, 256))]]
+        assert running == want, value
 
 
 def test_each_case_is_a_kernel_with_its_tilings_threads(dispatch_source):

@@ -2,10 +2,12 @@
 `tiling.hopper_block_n_intervals`).
 
 The intervals are the rule, for every M up to `SYMBOLIC_M`. Without a GPU, on N = 256 with 4 SMs (three widths):
-the host runs exactly the rule's kernel for every M in 0..1000 (none for 0); each kernel of the dispatched CUDA
-source, in the event simulation, stores every C element once from the right register for M at both ends of its
-interval; nvcc compiles the N = 4096 dispatch for sm_90a with each width's registers and no spills. On a GPU: M on
-both sides of every boundary of 4096 x 4096, against numpy."""
+the dispatched function runs exactly the rule's case for every M in 0..1000 (none for 0), and so does the host
+code TVM lowers it to (one kernel launch per case, under the case's condition); each kernel of the dispatched CUDA
+source, in the event simulation, given the values the host computes for it, stores every C element once from the
+right register for M at both ends of its interval; nvcc compiles the N = 4096 dispatch for sm_90a with the
+registers of each width's kernel alone and no spills. On a GPU: M on both sides of every boundary of
+4096 x 4096, against numpy."""
 
 import functools
 import re
@@ -13,18 +15,15 @@ import re
 import pytest
 import tvm
 
-from tvm_tailsplit import TailSplit, WarpSpecialize
-from tvm_tailsplit.cuda import SYMBOLIC_M, compile_cuda_source, cuda_source, cuda_target
-from tvm_tailsplit.testing import dispatched_labels
+from bench.bench_tails_cuda import HOPPER_PASSES, hopper_module
+from tvm_tailsplit.cuda import SYMBOLIC_M, compile_cuda_source, cuda_source, cuda_target, executable_cuda_source
+from tvm_tailsplit.testing import dispatched_labels, evaluate, host_after_packed_api, host_launches, host_values
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, examples
 from tvm_tailsplit.warpspec.tiling import hopper_block_n, hopper_block_n_intervals
 
 from .cuda_events import check_descriptor_encoder, gemm_rings, simulate_gemm, transpile
 
-HOPPER_PASSES = tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True)])
 SMALL_N, SMALL_SMS, SIMULATED_K = 256, 4, 136  # three widths: 64 up to M = 128, 128 to 384, 256 above
-# ptxas registers of one kernel of each width alone (tests/warpspec/test_warpspec_hopper_tiles.py)
-REGISTERS = {256: 168, 128: 168, 64: 58, 32: 42}
 
 
 @pytest.mark.parametrize(("n", "sms"), [(4096, 132), (SMALL_N, SMALL_SMS), (1000, 132), (4096, 16)])
@@ -54,12 +53,25 @@ def test_the_host_picks_the_rules_kernel_for_every_m():
 
 
 @functools.cache
-def _small_source() -> str:
-    """The dispatched CUDA without TVM's common-subexpression elimination: with it, the M expressions the cases
-    share are computed once on the host, before the cases, and passed to every kernel as arguments (`cse_v9`,
-    ...), which the event simulation does not know; each kernel then computes them itself, as one alone does."""
-    with tvm.transform.PassContext(config={"tirx.disable_cse_tir": True}):
-        return cuda_source(_small_dispatch(), "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+def _small_build() -> tuple[tvm.tirx.PrimFunc, str]:
+    """The host function of the small dispatch as TVM lowers it, and its CUDA source. TVM's common-subexpression
+    elimination computes the M expressions the cases share once on the host, before the cases, and passes them to
+    every kernel as arguments (`cse_v9`, ...)."""
+    host, executable = host_after_packed_api(_small_dispatch(), cuda_target("sm_90a"), WARP_SPECIALIZED_PIPELINE)
+    return host, executable_cuda_source(executable)
+
+
+def test_the_lowered_host_launches_one_kernel_per_case():
+    """The host code TVM lowers the dispatch to: each case's `if` launches its kernel alone, and for every M in
+    0..1000 exactly the rule's width's kernel is launched (none for 0)."""
+    host, _ = _small_build()
+    launches = host_launches(host)
+    assert [kernels for _, kernels in launches] == [["gemm_kernel"], ["gemm_kernel_1"], ["gemm_kernel_2"]]
+    widths = [w for _, _, w in hopper_block_n_intervals(SMALL_N, SMALL_SMS)]
+    for value in range(0, 1001):
+        running = [kernels[0] for condition, kernels in launches if evaluate(condition, {"M": value})]
+        index = widths.index(hopper_block_n(min(value, SYMBOLIC_M), SMALL_N, SMALL_SMS)) if value else None
+        assert running == ([] if value == 0 else ["gemm_kernel" + (f"_{index}" if index else "")]), value
 
 
 def _kernel(source: str, index: int) -> str:
@@ -73,11 +85,12 @@ def _kernel(source: str, index: int) -> str:
 def test_each_kernel_in_the_event_simulation(case):
     """Each case's kernel of the one dispatched source, for M at both ends of its interval (and M = 500 above the
     last boundary): every C element stored once from the right register (K = 136: a zero-filled K tile)."""
-    source = _small_source()
+    host, source = _small_build()
     check_descriptor_encoder(source)
     first, last, block_n = hopper_block_n_intervals(SMALL_N, SMALL_SMS)[case]
     kernel = transpile(_kernel(source, case))
     for m in (first, last if last is not None else 500):
+        kernel.thread.__globals__.update(host_values(host, {"M": m, "K": SIMULATED_K}))  # cse_v9, ...
         grid = (-(-SMALL_N // block_n), -(-m // 128))
         assert simulate_gemm(kernel, m, SMALL_N, SIMULATED_K, grid, seed=m,
                              rings=gemm_rings(block_n=block_n)) == m * SMALL_N, (block_n, m)
@@ -88,11 +101,14 @@ def test_nvcc_compiles_each_width_as_alone():
     source = cuda_source(examples.hopper_gemm_dispatch(4096, 4096, HOPPER_PASSES), "sm_90a",
                          tir_pipeline=WARP_SPECIALIZED_PIPELINE)
     usages = {u.kernel: u for u in compile_cuda_source(source, "sm_90a")}
+    assert len(usages) == 4
     for index, (_, _, block_n) in enumerate(hopper_block_n_intervals(4096)):
         usage = usages["gemm_kernel" + (f"_{index}" if index else "")]
-        print(f"block_n {block_n}:", usage)
-        assert usage.registers == REGISTERS[block_n] and usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
-    assert len(usages) == 4
+        (alone,) = compile_cuda_source(cuda_source(hopper_module(None, 4096, 4096, block_n), "sm_90a",
+                                                   tir_pipeline=WARP_SPECIALIZED_PIPELINE), "sm_90a")
+        print(f"block_n {block_n}:", usage, "| alone:", alone.registers)
+        assert usage.registers == alone.registers
+        assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0
 
 
 @pytest.mark.gpu
