@@ -217,6 +217,19 @@ def test_tile_tiling_names_a_bad_argument(args, message):
         ms.tile_tiling(*args)
 
 
+@pytest.mark.parametrize(("args", "message"), [((0, 64, 64), "m must be a positive int or None, got 0"),
+                                               ((None, 0, 64), "n must be a positive int, got 0"),
+                                               ((None, 64.5, 64), "n must be a positive int, got 64.5"),
+                                               ((None, 64, None), "k must be a positive int, got None"),
+                                               ((1, 64, 64, 0), "sm_count must be a positive int, got 0")])
+def test_choose_tiling_names_a_bad_argument(args, message):
+    with pytest.raises(ValueError, match=f"choose_tiling: {message}"):
+        ms.choose_tiling(*args)
+    if len(args) == 3 and args[0] is None:  # the intervals of the rule check through it
+        with pytest.raises(ValueError, match=f"choose_tiling: {message}"):
+            ms.tiling_intervals(*args[1:])
+
+
 @pytest.mark.parametrize("name", list(TILINGS))
 def test_tilings_split_tensorize_and_mean_the_matmul(name):
     """Each tiling on shapes with tails in M, N and K (partial thread blocks, dropped tiles, store tails): every

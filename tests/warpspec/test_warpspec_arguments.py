@@ -82,3 +82,21 @@ def test_the_pass_still_composes_with_tvm_passes():
     assert isinstance(specialize, tvm.transform.Pass) and specialize.info.name == "WarpSpecialize"
     out = tvm.transform.Sequential([specialize])(_module())
     tvm.ir.assert_structural_equal(out, specialize(_module()))
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: examples.gemm_kernel(0, 64, 64), "gemm_kernel: m must be a positive int or None, got 0"),
+    (lambda: examples.gemm_kernel(64, 64, None), "gemm_kernel: k must be a positive int, got None"),
+    (lambda: examples.gemm_kernel(64, -32, 64), "gemm_kernel: n must be a positive int, got -32"),
+    (lambda: examples.hopper_gemm_kernel(16, 0, 64), "hopper_gemm_kernel: n must be a positive int, got 0"),
+    (lambda: examples.hopper_gemm_kernel(16.5, 256, 64), "hopper_gemm_kernel: m must be a positive int or None, "
+                                                         "got 16.5"),
+    (lambda: examples.hopper_gemm_kernel(16, 256, 0), "hopper_gemm_kernel: k must be a positive int or None, got 0"),
+    (lambda: examples.symbolic_k_gemm_kernel(64, 64, stages=0), "symbolic_k_gemm_kernel: stages must be a positive "
+                                                                 "int, got 0"),
+])
+def test_example_gemm_sizes_are_checked_by_name(build, message):
+    """A GEMM example with an empty or fractional size is refused (it built a kernel of no rows, or failed deep in
+    TVM with an IntImm error)."""
+    with pytest.raises(ValueError, match=message):
+        build()

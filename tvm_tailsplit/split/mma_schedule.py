@@ -252,6 +252,11 @@ def choose_tiling(m: int | None, n: int, k: int, sm_count: int = DEFAULT_MULTIPR
     ``M <= 16`` with ``N = 4096`` thus gets 16 x 32 tiles (128 blocks) instead of 32 blocks of 128 x 128, where
     three quarters of an H100 would idle, and ``M = 33`` one row of 64 x 32 tiles; ``tile_tiling`` sets the warps,
     slice depth and stages of the tile."""
+    for name, value in (("m", m), ("n", n), ("k", k), ("sm_count", sm_count)):
+        if (value is not None or name != "m") and (not isinstance(value, int) or isinstance(value, bool)
+                                                   or value < 1):
+            raise ValueError(f"choose_tiling: {name} must be a positive int{' or None' if name == 'm' else ''}, "
+                             f"got {value!r}")
     if m is None:
         return choose_tiling(SYMBOLIC_M, n, k, sm_count)
 
