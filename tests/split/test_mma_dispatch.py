@@ -148,7 +148,7 @@ def test_each_case_is_a_kernel_with_its_tilings_threads(dispatch_source):
 def test_dispatch_compiles_as_its_kernels_alone(dispatch_source, arch):
     """nvcc compiles every case; a kernel that spills spills exactly as its tiling's kernel alone does (the
     dispatch costs no registers): on sm_90 ptxas spills 8 bytes in the 128 x 32 tiling of a symbolic M with or
-    without the dispatch (README, "What is not done")."""
+    without the dispatch (README, "A symbolic M with the rule's tiling for every M")."""
     usages = {u.kernel: u for u in compile_cuda_source(dispatch_source, arch)}
     intervals = ms.tiling_intervals(1024, 256)
     assert sorted(usages) == sorted(["main_kernel"] + [f"main_kernel_{i}" for i in range(1, len(intervals))])
