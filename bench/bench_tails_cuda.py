@@ -207,17 +207,20 @@ def dispatched_tiling(m: int, n: int, k: int, sm_count: int) -> ms.MmaTiling:
     return ms.choose_tiling(min(m, SYMBOLIC_M), n, k, sm_count)
 
 
+def intervals_name(intervals: list[tuple[int, int | None, object]], name: Callable[[object], str]) -> str:
+    """A dispatch's choices by M as the rows name them, e.g. ``M<=16: 16x32x128/4 ..., M>=385: 128x128x32/3 ...``."""
+    return ", ".join(f"M<={last}: {name(choice)}" if last is not None else f"M>={first}: {name(choice)}"
+                     for first, last, choice in intervals)
+
+
 def hopper_dispatch_name(n: int, sm_count: int) -> str:
     """The (h) tiles of the dispatch of ``n`` columns by M, e.g. ``M<=128: 128x32x64, ..., M>=897: 128x256x64``."""
-    return ", ".join(f"M<={last}: {hopper_tiling_name(width)}" if last is not None
-                     else f"M>={first}: {hopper_tiling_name(width)}"
-                     for first, last, width in hopper_block_n_intervals(n, sm_count))
+    return intervals_name(hopper_block_n_intervals(n, sm_count), hopper_tiling_name)
 
 
 def dispatch_name(n: int, k: int, sm_count: int) -> str:
-    """The tilings of the dispatch of ``n x k`` by M, e.g. ``M<=16: 16x32x128/4 ..., M>=385: 128x128x32/3 ...``."""
-    return ", ".join(f"M<={last}: {tiling.name()}" if last is not None else f"M>={first}: {tiling.name()}"
-                     for first, last, tiling in ms.tiling_intervals(n, k, sm_count))
+    """The tilings of the (b), (d) dispatch of ``n x k`` by M."""
+    return intervals_name(ms.tiling_intervals(n, k, sm_count), ms.MmaTiling.name)
 
 
 def tiling_record(tiling: ms.MmaTiling) -> dict:

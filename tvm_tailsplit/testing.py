@@ -319,29 +319,35 @@ def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tup
     return out.array.copy()
 
 
+def _invariant_cases(body: tvm.tirx.Stmt) -> list[tuple[tvm.ir.PrimExpr, tvm.tirx.Stmt]]:
+    """``(condition, then_case)`` of each ``if tvm_thread_invariant(condition)`` in ``body``: the cases of an
+    ``ir_utils.dispatch_by_intervals`` function, before or after lowering."""
+    cases = []
+
+    def on_if(node: tvm.tirx.IfThenElse):
+        condition = node.condition
+        if isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant":
+            cases.append((condition.args[0], node.then_case))
+
+    tvm_ffi.structural_walk(body, (tvm.tirx.IfThenElse, on_if))
+    return cases
+
+
 def dispatched_labels(func: tvm.tirx.PrimFunc, var: tvm.tirx.Var, value: int, labels: Iterable[str]) -> list[str]:
     """Which of `labels` (the cases of `func`, built by `ir_utils.dispatch_by_intervals`) run for `var = value`:
     each case is an `if` on `tvm_thread_invariant(...)` whose blocks carry `_label` in their names; its condition
     is evaluated with `var` bound to `value`."""
-    analyzer = tvm.sym.Analyzer()
     labels = list(labels)
     running = []
-
-    def on_if(node: tvm.tirx.IfThenElse):
-        condition = node.condition
-        if not (isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant"):
-            return
+    for condition, body in _invariant_cases(func.body):
         names: list[str] = []
-        tvm_ffi.structural_walk(node.then_case, (tvm.s_tir.SBlock, lambda block: names.append(block.name_hint)))
+        tvm_ffi.structural_walk(body, (tvm.s_tir.SBlock, lambda block, names=names: names.append(block.name_hint)))
         found = [label for label in labels
                  if any(re.search(rf"_{re.escape(label)}(?![0-9A-Za-z])", name) for name in names)]
         if len(found) != 1:
             raise ValueError(f"dispatched_labels: a case's blocks carry the labels {found}, not one")
-        holds = analyzer.simplify(substitute(condition.args[0], {var: tvm.tirx.IntImm(var.ty.dtype, value)}))
-        if holds.value:
+        if evaluate(condition, {var.name: value}):
             running.append(found[0])
-
-    tvm_ffi.structural_walk(func.body, (tvm.tirx.IfThenElse, on_if))
     return running
 
 
@@ -369,21 +375,28 @@ def host_launches(host: tvm.tirx.PrimFunc) -> list[tuple[tvm.ir.PrimExpr, list[s
     """Each `if tvm_thread_invariant(condition)` of `host` (an `ir_utils.dispatch_by_intervals` case, lowered)
     with the names of the kernels it launches, in order."""
     cases = []
+    for condition, body in _invariant_cases(host.body):
+        kernels: list[str] = []
 
-    def on_if(node: tvm.tirx.IfThenElse):
-        condition = node.condition
-        if isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant":
-            kernels: list[str] = []
+        def on_call(call, kernels=kernels):
+            if call.op.name == "tirx.call_ffi_kernel":
+                kernels.append(str(call.args[0].value))
 
-            def on_call(call):
-                if call.op.name == "tirx.call_ffi_kernel":
-                    kernels.append(str(call.args[0].value))
-
-            tvm_ffi.structural_walk(node.then_case, (tvm.ir.expr.Call, on_call))
-            cases.append((condition.args[0], kernels))
-
-    tvm_ffi.structural_walk(host.body, (tvm.tirx.IfThenElse, on_if))
+        tvm_ffi.structural_walk(body, (tvm.ir.expr.Call, on_call))
+        cases.append((condition, kernels))
     return cases
+
+
+def _named_values(node: tvm.ir.Node, values: dict[str, int]) -> dict:
+    """Each variable of ``node`` whose name is a key of ``values``, mapped to that value (an ``IntImm``)."""
+    known: dict = {}
+
+    def on_var(var):
+        if var.name in values and not any(key.same_as(var) for key in known):
+            known[var] = tvm.tirx.IntImm(var.ty.dtype, values[var.name])
+
+    tvm_ffi.structural_walk(node, (tvm.tirx.Var, on_var))
+    return known
 
 
 def host_values(host: tvm.tirx.PrimFunc, values: dict[str, int]) -> dict[str, int]:
@@ -391,13 +404,7 @@ def host_values(host: tvm.tirx.PrimFunc, values: dict[str, int]) -> dict[str, in
     name, evaluated with the variables named in `values` (e.g. `{"M": 65, "K": 136}`) set to those values; a
     binding that does not reduce to an integer is left out."""
     analyzer = tvm.sym.Analyzer()
-    known: dict = {}
-
-    def on_var(var):
-        if var.name in values and not any(key.same_as(var) for key in known):
-            known[var] = tvm.tirx.IntImm(var.ty.dtype, values[var.name])
-
-    tvm_ffi.structural_walk(host.body, (tvm.tirx.Var, on_var))
+    known = _named_values(host.body, values)
     result = {}
 
     def on_bind(node: tvm.tirx.Bind):
@@ -415,14 +422,7 @@ def host_values(host: tvm.tirx.PrimFunc, values: dict[str, int]) -> dict[str, in
 def evaluate(expr: tvm.ir.PrimExpr, values: dict[str, int]) -> int:
     """The integer (a condition: 0 or 1) `expr` simplifies to with the variables named in `values` set to them;
     `ValueError` if it does not reduce to a constant."""
-    known: dict = {}
-
-    def on_var(var):
-        if var.name in values and not any(key.same_as(var) for key in known):
-            known[var] = tvm.tirx.IntImm(var.ty.dtype, values[var.name])
-
-    tvm_ffi.structural_walk(expr, (tvm.tirx.Var, on_var))
-    value = tvm.sym.Analyzer().simplify(substitute(expr, known))
+    value = tvm.sym.Analyzer().simplify(substitute(expr, _named_values(expr, values)))
     if not isinstance(value, tvm.tirx.IntImm):
         raise ValueError(f"evaluate: {expr} with {values} is {value}, not a constant")
     return int(value.value)
