@@ -2,16 +2,18 @@
 # The GPU session's runbook: everything issues #13, #14 and #15 need measured, in calls that fit the `device` tool.
 #
 # A session lent a GPU has about 30 minutes of it, at most 10 per command, and the machine starts bare. Stage TVM
-# first (../shared/device/stage-tvm.sh: two calls), then, while the machine is warm, one call per part, most
-# important first:
+# first (../shared/device/stage-tvm.sh: two calls), then, while the machine is warm, one call per part, in this
+# order (what resolves the issues first: the three measured tables, then the tests that must pass there):
 #
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # the GEMM and TailSplit `gpu` tests
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft-tests  # the FFT `gpu` tests
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables (#14, #15)
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (#13)
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test but the sanitizer's
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh sanitize   # compute-sanitizer: Hopper GEMM, FFT
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
 #
+# The test parts run their tests in `WORKERS` processes (pytest-xdist, in the GPU image): they spend their time
+# compiling (TVM and nvcc, one core each), which the machine's 16 cores do side by side; no test is timed. Extra
+# arguments of `tests` name the tests to run instead of all of them (a rerun of the failures: their node ids).
 # Each part stops itself before the tool's 10-minute limit (`PART_SECONDS`) and leaves its logs and result files
 # flat under $OUT (at most 8 files come back), so a part that runs out of time still returns what it finished.
 # Copy the returned bench/results files into the checkout and commit them with the machine and date they carry.
@@ -20,6 +22,7 @@ set -uo pipefail
 part=${1:-}
 out=${OUT:-/tmp/gpu_session_out}
 PART_SECONDS=${PART_SECONDS:-560}
+WORKERS=${WORKERS:-12}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 start=$SECONDS
@@ -49,18 +52,10 @@ collect() {
 }
 
 case $part in
-tests)
+gemm)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
     python3 -c "import tvm; d = tvm.cuda(0); print('TVM', tvm.__version__, d.device_name, d.compute_version)" \
         | tee -a "$out/device.txt"
-    # every test marked gpu but the FFT's (the tutorials' module needs nbformat, which the GPU image lacks)
-    run tests 540 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/tests.xml" \
-        --ignore=tests/test_tutorials.py --ignore=tests/fft --ignore=tests/warpspec/test_warpspec_sanitizer.py tests
-    ;;
-fft-tests)
-    run fft-tests 560 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/fft-tests.xml" tests/fft
-    ;;
-gemm)
     run warpspec 300 python3 -m bench.bench_warpspec_cuda
     run tails 260 python3 -m bench.bench_tails_cuda
     collect warpspec_cuda warpspec_cuda
@@ -70,9 +65,16 @@ fft)
     run fft 560 python3 -m bench.bench_fft_cuda
     collect fft_cuda fft_cuda
     ;;
+tests)
+    shift
+    # every test marked gpu but the sanitizer's (the tutorials' module needs nbformat, which the GPU image lacks)
+    run tests 560 python3 -m pytest -q -rfEs -m gpu -p no:cacheprovider -n "$WORKERS" \
+        --junitxml="$out/tests.xml" --ignore=tests/test_tutorials.py \
+        --ignore=tests/warpspec/test_warpspec_sanitizer.py "${@:-tests}"
+    ;;
 sanitize)
-    run gemm-sanitizer 360 python3 -m pytest -q -rs -m gpu -p no:cacheprovider --junitxml="$out/sanitizer.xml" \
-        tests/warpspec/test_warpspec_sanitizer.py
+    run gemm-sanitizer 360 python3 -m pytest -q -rfEs -m gpu -p no:cacheprovider -n "$((WORKERS / 3))" \
+        --junitxml="$out/sanitizer.xml" tests/warpspec/test_warpspec_sanitizer.py
     run fft-sanitizer 200 python3 -m bench.bench_fft_cuda --quick --sanitize
     collect quick/fft_cuda fft_cuda_sanitize
     ;;
@@ -81,7 +83,7 @@ tilings)
     collect tails_cuda tails_cuda_tilings
     ;;
 *)
-    echo "usage: bash bench/gpu_session.sh {tests|fft-tests|gemm|fft|sanitize|tilings}   (see the top of this file)" >&2
+    echo "usage: bash bench/gpu_session.sh {gemm|fft|tests [TEST ...]|sanitize|tilings}   (see the top of this file)" >&2
     exit 2
     ;;
 esac
