@@ -147,20 +147,20 @@ def kernels(m: int | None, n: int, k: int, arch: str, tiling: ms.MmaTiling,
     """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape, (b), (d) and (e) with ``tiling``
     (``m=None``: M symbolic; (b) and (d) then dispatch by M to the rule's tiling for ``sm_count`` SMs, and (e) is
     the (d) kernel and has no entry)."""
+    guarded = (lambda: simt_matmul(m, n, k), "default")
+    dlight = (lambda: dlight_matmul(m, n, k, arch), "default")
     if m is None:
-        return {"guarded": (lambda: simt_matmul(m, n, k), "default"),
+        return {"guarded": guarded,
                 "pad_einsum": (lambda: ms.matmul_mma_cuda_dispatch(n, k, pad_to_blocks=True, padded_output=True,
                                                                    sm_count=sm_count), MMA_PIPELINE),
                 "tailsplit": (lambda: ms.matmul_mma_cuda_dispatch(n, k, sm_count=sm_count), MMA_PIPELINE),
-                "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
-    result = {"guarded": (lambda: simt_matmul(m, n, k), "default"),
-              "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True,
-                                                        tiling=tiling), MMA_PIPELINE),
-              "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k, tiling=tiling), MMA_PIPELINE),
-              "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k, tiling), tiling=tiling),
-                            MMA_PIPELINE),
-              "dlight": (lambda: dlight_matmul(m, n, k, arch), "default")}
-    return result
+                "dlight": dlight}
+    return {"guarded": guarded,
+            "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True,
+                                                      tiling=tiling), MMA_PIPELINE),
+            "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k, tiling=tiling), MMA_PIPELINE),
+            "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k, tiling), tiling=tiling), MMA_PIPELINE),
+            "dlight": dlight}
 
 
 def hopper_unsupported(k: int | None, arch: str) -> str | None:

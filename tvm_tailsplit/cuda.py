@@ -6,14 +6,23 @@ for each architecture, and read the ptxas resource usage (registers, barriers, s
 wrapper discards.
 
 Kernels that place their own barriers (the FFT's one-kernel plans, warp-specialized kernels) compile with a TIR
-pipeline registered by `register_pipeline_without_thread_sync`: TVM's own default pipeline
-(`tvm.tirx.get_tir_pipeline("default")`, which builds its pass list at run time from the PassContext config; nothing
-is copied from TVM) run inside a nested `PassContext` equal to the caller's (opt level, required passes, config,
-instruments) except that `s_tir.ThreadSync` is added to the disabled passes; the host and device finalization passes
-are TVM's default ones. One exception for instruments: TVM's `PassTimingInstrument` clears its profile when a
-context exits, which would free the record of the still running pipeline pass, so it is not carried into the
-nested context (it times the whole pipeline as one pass); every other instrument sees each lowering pass as under
-the default pipeline (and its `enter_pass_ctx` / `exit_pass_ctx` run once more, for the nested context).
+pipeline registered by `register_pipeline_without_thread_sync`: the pass list of TVM's own default pipeline (which
+TVM builds at run time from the PassContext config, read by `ir_utils.default_passes`; nothing is copied from TVM),
+with `scope_dynamic_shared_loads` inserted before `s_tir.MergeSharedMemoryAllocations`, run inside a nested
+`PassContext` equal to the caller's (opt level, required passes, config, instruments) except that `s_tir.ThreadSync`
+is added to the disabled passes; the host and device finalization passes are TVM's default ones. One exception
+for instruments: TVM's `PassTimingInstrument` clears its profile when a context exits, which would free the record
+of the still running pipeline pass, so it is not carried into the nested context (it times the whole pipeline as
+one pass); every other instrument sees each lowering pass as under the default pipeline (and its `enter_pass_ctx` /
+`exit_pass_ctx` run once more, for the nested context).
+
+`scope_dynamic_shared_loads` works around a limit of TVM 0.27's `MergeSharedMemoryAllocations`, which computes the
+live ranges of dynamic shared buffers over the statements that open a scope (loops, conditions, stores,
+evaluations): a `Bind` whose value loads such a buffer in the sequence where the buffer is allocated (a pass whose
+loop the thread binding removed, because its threads run it in exactly one round) lies in none, and the pass stops
+("Load memory in places other than store"). The statements from that `Bind` to the end of their sequence are put in
+a loop of one iteration: every value and every use of a bound variable stays as it was, and the buffers that the
+loop touches are live across all of it.
 
 The hardware facts that the wings' rules read live here too, once: the launch limits of each architecture
 (`CudaLimits`: shared memory and threads per block; `DEFAULT_ARCH` for a target without a GPU) and the
@@ -36,12 +45,16 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import tvm
+import tvm_ffi
 from tvm import tirx
+
+from .ir_utils import default_passes
 
 __all__ = [
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
     "FILL_FRACTION",
+    "MERGE_SHARED_MEMORY_PASS",
     "MAX_THREADS_PER_BLOCK",
     "SHARED_MEMORY_PER_BLOCK",
     "SYMBOLIC_M",
@@ -58,6 +71,7 @@ __all__ = [
     "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
+    "scope_dynamic_shared_loads",
     "rule_intervals",
     "shared_memory_per_block",
 ]
@@ -85,18 +99,66 @@ def nested_pass_context(outer: tvm.transform.PassContext, disabled_pass: tuple[s
     )
 
 
+def _loads_any(expr: tvm.ir.PrimExpr, buffers: list) -> bool:
+    """Whether `expr` loads from one of `buffers`."""
+    def on_load(load):
+        if any(load.source.same_as(buffer) for buffer in buffers):
+            return tvm_ffi.VisitInterrupt(True)
+        return None
+
+    return tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, on_load)) is not None
+
+
+def _scope_sequence(seq, scopes: tuple[str, ...]):
+    """`seq` with the statements from its first `Bind` that loads a buffer of one of `scopes` allocated in `seq` to
+    its end in a loop of one iteration (unchanged if there is none)."""
+    merged = [stmt.buffer for stmt in seq.seq if isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() in scopes]
+    if not merged:
+        return seq
+    for position, stmt in enumerate(seq.seq):
+        if isinstance(stmt, tirx.Bind) and _loads_any(stmt.value, merged):
+            rest = list(seq.seq[position:])
+            loop = tirx.For(tirx.Var("scope", "int32"), 0, 1, tirx.ForKind.SERIAL,
+                            rest[0] if len(rest) == 1 else tirx.SeqStmt(rest))
+            return tirx.SeqStmt([*seq.seq[:position], loop])
+    return seq
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="tvm_tailsplit.ScopeDynamicSharedLoads")
+def scope_dynamic_shared_loads(func: tirx.PrimFunc, mod: tvm.IRModule,
+                               ctx: tvm.transform.PassContext) -> tirx.PrimFunc:
+    """Put the statements from a `Bind` that loads a dynamic shared buffer in the sequence that allocates it to the
+    end of that sequence in a loop of one iteration, which `s_tir.MergeSharedMemoryAllocations` needs (see the
+    module doc); static shared buffers too where the PassContext's `tirx.merge_static_smem` has that pass merge
+    them. A function without such a `Bind` is returned unchanged."""
+    scopes = ("shared.dyn", "shared") if ctx.config.get("tirx.merge_static_smem", False) else ("shared.dyn",)
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.SeqStmt, lambda seq: _scope_sequence(seq, scopes)),
+                                                 order="post"))
+
+
+MERGE_SHARED_MEMORY_PASS = "s_tir.MergeSharedMemoryAllocations"
+"""The pass of TVM's default pipeline before which `scope_dynamic_shared_loads` runs."""
+
+
 def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict | None = None) -> str:
     """Register (under `name`) TVM's default TIR pipeline without `s_tir.ThreadSync`, for kernels that place
-    their own barriers; its lowering runs as one module pass named `wrapper`, with `config` added to the caller's
-    PassContext config. Returns `name`."""
+    their own barriers, with `scope_dynamic_shared_loads` before `MERGE_SHARED_MEMORY_PASS`; its lowering runs as
+    one module pass named `wrapper`, with `config` added to the caller's PassContext config. Returns `name`."""
 
     def factory():
-        default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
+        _, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
             with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES, config):
-                return default(mod)
+                passes = default_passes()
+                names = [p.info.name for p in passes]
+                if MERGE_SHARED_MEMORY_PASS not in names:
+                    raise RuntimeError(f"TVM's default TIR pipeline has no {MERGE_SHARED_MEMORY_PASS} pass (it runs "
+                                       f"{names}); {name} cannot place scope_dynamic_shared_loads")
+                position = names.index(MERGE_SHARED_MEMORY_PASS)
+                passes[position:position] = [scope_dynamic_shared_loads]
+                return tvm.ir.transform.Sequential(passes)(mod)
 
         return pipeline, finalize_host, finalize_device
 

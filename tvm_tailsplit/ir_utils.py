@@ -7,6 +7,8 @@
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
+- ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time (for
+  pipelines that insert their own passes into TVM's instead of copying its list).
 - ``dispatch_by_intervals``: one PrimFunc that runs, on each interval of a variable (a symbolic extent such as
   ``M``), the body of the function built for that interval: each body keeps its own kernels and launch shapes,
   and the host picks one by the variable's value.
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +31,7 @@ __all__ = [
     "DispatchCase",
     "checked_module_pass",
     "conjunction",
+    "default_passes",
     "dispatch_by_intervals",
     "drop_loop_annotation",
     "map_loops",
@@ -130,6 +134,39 @@ def checked_module_pass(transform: Callable[[tvm.IRModule, tvm.transform.PassCon
     """``transform`` as a ``tvm.transform.ModulePass`` named ``name`` (opt level 0) that, called directly on
     anything but an ``IRModule``, raises a ``TypeError`` naming the pass; in a ``Sequential`` it is TVM's pass."""
     return _CheckedModulePass(transform, name)
+
+
+_SEQUENTIAL_LOCK = threading.Lock()
+
+
+def default_passes() -> list[tvm.transform.Pass]:
+    """The passes of TVM's default TIR pipeline under the current PassContext, in order.
+
+    TVM builds the list inside its pipeline pass from the PassContext's config (optional passes such as CSE or
+    StorageRewrite) and runs it as one `Sequential`: the list is read by running that pass on an empty module,
+    in a PassContext with the same opt level and config (and no instruments, which would see a phantom run),
+    while `tvm.ir.transform.Sequential` records its argument instead of running it."""
+    pipeline, _, _ = tirx.get_tir_pipeline("default")
+    current = tvm.transform.PassContext.current()
+    recorded: list[list] = []
+
+    def record(passes, *args, **kwargs):
+        recorded.append(list(passes))
+        return lambda mod: mod
+
+    with _SEQUENTIAL_LOCK, tvm.transform.PassContext(
+            opt_level=current.opt_level, config=dict(current.config), required_pass=list(current.required_pass),
+            disabled_pass=list(current.disabled_pass)):
+        sequential = tvm.ir.transform.Sequential
+        tvm.ir.transform.Sequential = record
+        try:
+            pipeline(tvm.IRModule())
+        finally:
+            tvm.ir.transform.Sequential = sequential
+    if len(recorded) != 1:
+        raise RuntimeError(f"TVM's default TIR pipeline built {len(recorded)} Sequential pass lists instead of one; "
+                           "tvm_tailsplit.ir_utils.default_passes needs updating for this TVM version")
+    return recorded[0]
 
 
 @dataclass(frozen=True)

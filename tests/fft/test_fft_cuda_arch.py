@@ -5,8 +5,7 @@ over columns on sm_80; a Rader transform of 8191 points (192 KiB) one kernel on 
 memory on sm_80; 7000 complex128 (218.75 KiB) one kernel of 640 threads per block on sm_90. The sm_90 plans compile
 with nvcc without spills and mean the same as numpy.fft (their threads serialized on llvm; on a GPU, run). Plans of
 different architectures are different problems to the plan cache and the wisdom. A one-kernel plan's block runs 128
-threads per 48 KiB of its shared memory (`schedule.cuda_one_kernel_threads`), fewer where a pass would run exactly
-one round of them in dynamic shared memory (TVM 0.27 cannot lower that).
+threads per 48 KiB of its shared memory (`schedule.cuda_block_threads`).
 """
 
 import dataclasses
@@ -15,7 +14,6 @@ import math
 import re
 
 import pytest
-import tvm
 
 from tvm_tailsplit import cuda
 from tvm_tailsplit import fft as tfft
@@ -74,20 +72,18 @@ def test_scratch_between_163_and_227_kib_is_one_kernel_on_sm_90_only(params, sm_
         planner.Plan(sm_80.spec, sm_80.batch, sm_80.target, sm_80.input_layout, sm_80.output_layout, sm_90.variant)
 
 
-def test_one_kernel_threads_scale_with_shared_memory_where_tvm_lowers_them():
+def test_one_kernel_threads_scale_with_shared_memory():
     assert plan_for("sm_80", dict(n=8192, batch=2)).variant.cuda_threads == 3 * CUDA_THREADS  # 128 KiB
     assert plan_for("sm_80", dict(n=1000, batch=2)).variant.cuda_threads == CUDA_THREADS  # 15.6 KiB
-    # 64 KiB, but at 256 threads the pass of 256 codelet instances runs one round: no loop, no guard around its
-    # loads from dynamic shared memory, which TVM's MergeSharedMemoryAllocations rejects (rows apart: no staged
-    # row; with its 32 KiB row, 96 KiB: 384 threads)
+    # with its 32 KiB row, 96 KiB: 384 threads
     assert plan_for("sm_80", dict(n=4096, batch=2, kind="r2c", dtype="complex128")).variant.cuda_threads == 384
+    # rows apart (no staged row), 64 KiB: 256 threads, which run its pass of 256 codelet instances in one round,
+    # with no loop or guard around its loads from dynamic shared memory (`cuda.scope_dynamic_shared_loads` lets
+    # TVM's MergeSharedMemoryAllocations lower them)
     plan = plan_for("sm_80", dict(n=4096, batch=2, kind="r2c", dtype="complex128", idist=4100))
-    assert not plan.staged and plan.variant.cuda_threads == CUDA_THREADS
-    assert 256 in {math.prod(p.loops) for p in plan.passes.passes}
-    wider = planner.Plan(plan.spec, plan.batch, plan.target, plan.input_layout, plan.output_layout,
-                         dataclasses.replace(plan.variant, cuda_threads=2 * CUDA_THREADS))
-    with pytest.raises(tvm.error.InternalError, match="Load memory in places other than store"):
-        wider.cuda_source()
+    assert not plan.staged and plan.variant.cuda_threads == 2 * CUDA_THREADS
+    assert 2 * CUDA_THREADS in {math.prod(p.loops) for p in plan.passes.passes}
+    assert "for (int scope = 0; scope < 1; ++scope)" in plan.cuda_source()
 
 
 def test_plans_of_different_architectures_are_different_problems():

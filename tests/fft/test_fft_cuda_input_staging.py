@@ -6,13 +6,14 @@ sectors of 32 bytes where 8 would do; 27 at n = 1000, 32 at n = 4096). With `Var
 `tuning.CUDA_STAGE_INPUT`) the block copies its contiguous row to shared memory in vectors of one complex element,
 consecutive threads on consecutive vectors, behind one barrier; the first pass reads it there, and the last pass
 stores to global memory as before (already consecutive threads on consecutive complex elements). Checked here
-without a GPU: the rule's choice (shared memory per block, strided input, a pass left one round of threads in
-dynamic shared memory), the search's axis, the generated CUDA (the sectors of a warp's first loads and last
+without a GPU: the rule's choice (shared memory per block, strided input), a pass that the block's threads run in
+one round in dynamic shared memory, the search's axis, the generated CUDA (the sectors of a warp's first loads and last
 stores, the barrier), nvcc for sm_80 and sm_90 without spills, and the meaning on llvm (threads serialized, shared
 memory in global memory) against numpy with canary-guarded outputs; on a GPU the same plans run against numpy.
 """
 
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -25,7 +26,7 @@ from tvm_tailsplit.fft import planner
 from tvm_tailsplit.fft.search import axes
 from tvm_tailsplit.fft.spec import FFTSpec
 from tvm_tailsplit.fft.template import stage_vector_floats, staged_float
-from tvm_tailsplit.fft.tuning import CUDA_STAGE_SKEW_VECTORS
+from tvm_tailsplit.fft.tuning import CUDA_STAGE_SKEW_VECTORS, CUDA_STATIC_SHARED_LIMIT, CUDA_THREADS
 from tvm_tailsplit.fft.variants import Variant, estimate_variant
 
 from .fft_reference import plan_input_and_reference, relative_error, run_cuda_plan_on_llvm, tolerance
@@ -44,7 +45,9 @@ STAGED_PLANS = [  # one transform per block, one kernel, the input row staged
     dict(n=4096, batch=2, kind="r2c", dtype="complex128"),
     dict(n=1000, batch=2, **C2R),
     dict(n=1024, batch=2, dtype="complex128", **C2R),
+    dict(n=1024, batch=2, dtype="complex128"),  # 48.5 KiB: dynamic shared memory
 ]
+ONE_ROUND = dict(n=1024, batch=3, dtype="complex128")
 SECTOR = 32
 VECTOR = {"float32": "float2", "float64": "double2"}
 
@@ -84,9 +87,9 @@ def _accesses(source: str, name: str) -> list[tuple[str, int]]:
     (dict(n=4096, batch=2048), "sm_90", ("input",)),
     (dict(n=12000, batch=699), "sm_90", ()),  # 188 KiB of scratch: its 94 KiB row does not fit in 227 KiB
     (dict(n=12000, batch=699, kind="r2c"), "sm_90", ("input",)),
-    # 32 KiB of scratch and a 16 KiB row: dynamic shared memory, where 128 threads run a pass of 128 codelet
-    # instances in one round (`schedule.cuda_one_round`): the input is read in place
-    (dict(n=1024, batch=8192, dtype="complex128"), "sm_90", ()),
+    # 32 KiB of scratch and a 16 KiB row: dynamic shared memory (`cuda.scope_dynamic_shared_loads` lets TVM lower
+    # a pass that the block's threads run in one round)
+    (dict(n=1024, batch=8192, dtype="complex128"), "sm_90", ("input",)),
     (dict(n=1024, batch=8, idist=1030), "sm_90", ()),  # rows apart: read in place
     (dict(n=16, batch=1), "sm_90", ()),  # one pass (no scratch): each element read once, where its codelet needs it
 ])
@@ -101,14 +104,37 @@ def test_blocks_of_one_transform_stage_their_input_row(params, arch, staged):
         assert "CUDA blocks of 1 transform copy their input row through shared memory" in plan.describe()
 
 
-def test_a_staged_row_that_leaves_one_round_of_threads_in_dynamic_shared_memory_does_not_compile():
-    # why the rule reads n = 1024 complex128 in place: TVM 0.27 rejects the pass of one round's loads
-    plan = tfft.plan(1024, 4, dtype="complex128", target=SM_90)
-    forced = planner.Plan(plan.spec, plan.batch, plan.target, plan.input_layout, plan.output_layout,
-                          dataclasses.replace(plan.variant, stage_input=True))
-    assert forced.staged == ("input",)
-    with pytest.raises(tvm.error.InternalError, match="Load memory in places other than store"):
-        forced.cuda_source()
+def _one_round_plan(target) -> planner.Plan:
+    # n = 1024 complex128: 32 KiB of scratch and a 16 KiB staged input row, dynamic shared memory; at 128 threads
+    # its passes of 128 codelet instances run in one round, their loads from shared memory bound at the kernel's
+    # top level, where TVM's MergeSharedMemoryAllocations alone stops (`cuda.scope_dynamic_shared_loads`)
+    plan = tfft.plan(1024, 3, dtype="complex128", target=target)
+    one_round = planner.Plan(plan.spec, plan.batch, plan.target, plan.input_layout, plan.output_layout,
+                             dataclasses.replace(plan.variant, cuda_threads=CUDA_THREADS))
+    assert one_round.staged == ("input",) and one_round.workspace_bytes > CUDA_STATIC_SHARED_LIMIT
+    assert CUDA_THREADS in {math.prod(p.loops) for p in one_round.passes.passes}
+    return one_round
+
+
+def test_a_plan_whose_passes_run_one_round_in_dynamic_shared_memory_compiles_and_means_the_fft():
+    plan = _one_round_plan(SM_90)
+    source = plan.cuda_source()
+    assert "extern __shared__" in source and source.count("for (int scope = 0; scope < 1; ++scope)") == 1
+    x, reference = plan_input_and_reference(ONE_ROUND)
+    assert relative_error(run_cuda_plan_on_llvm(plan, x), reference) <= tolerance(1024, plan.dtype)
+
+
+@pytest.mark.nvcc
+def test_the_one_round_plan_compiles_with_nvcc_without_spills():
+    usages = compile_cuda_source(_one_round_plan(SM_90).cuda_source(), "sm_90")
+    assert len(usages) == 1 and usages[0].spill_store_bytes == usages[0].spill_load_bytes == 0
+
+
+@pytest.mark.gpu
+def test_the_one_round_plan_runs_against_numpy_on_the_gpu():
+    plan = _one_round_plan("cuda")  # the GPU's architecture: 48.5 KiB of dynamic shared memory on any
+    x, reference = plan_input_and_reference(ONE_ROUND)
+    assert relative_error(plan(x), reference) <= tolerance(1024, plan.dtype)
 
 
 def test_stage_input_is_a_variant_field_that_the_cuda_search_tries():
@@ -132,7 +158,7 @@ def test_stage_input_is_a_variant_field_that_the_cuda_search_tries():
 
 @pytest.mark.parametrize("params", [dict(n=1000, batch=2), dict(n=1024, batch=3), dict(n=4096, batch=2),
                                     dict(n=1000, batch=2, dtype="complex128"), dict(n=1024, batch=2, kind="r2c"),
-                                    dict(n=1000, batch=2, **C2R)], ids=plan_id)
+                                    dict(n=1000, batch=2, **C2R), STAGED_PLANS[11]], ids=plan_id)
 def test_first_loads_are_whole_sectors_per_warp_and_last_stores_stay_coalesced(params):
     plan = tfft.plan(target=SM_90, **params)
     assert plan.staged == ("input",)
@@ -214,7 +240,7 @@ def test_staged_sm_90_plan_of_12000_with_serialized_threads_matches_numpy():
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("params", [STAGED_PLANS[0], STAGED_PLANS[2], STAGED_PLANS[3], STAGED_PLANS[4],
-                                    STAGED_PLANS[8], STAGED_PLANS[9]], ids=plan_id)
+                                    STAGED_PLANS[8], STAGED_PLANS[9], STAGED_PLANS[11]], ids=plan_id)
 def test_staged_input_compiles_without_spills(params):
     plan = tfft.plan(target="cuda", **params)
     vector = {"float32": "v2.u32", "float64": "v4.u32"}[plan.real_dtype]  # nvcc moves the copy's vectors as words

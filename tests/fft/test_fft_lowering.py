@@ -12,6 +12,7 @@ from tvm import s_tir, tirx
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.fft import lowering
 from tvm_tailsplit.fft.template import PREFETCH_BLOCK
+from tvm_tailsplit.ir_utils import default_passes
 from tvm_tailsplit.testing import guarded_array
 
 from .fft_reference import random_complex, random_real, relative_error, tolerance
@@ -197,7 +198,7 @@ def test_pipeline_follows_a_changed_tvm_default(monkeypatch):
     from tvm.tirx import compilation_pipeline
 
     with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
-        changed = [tirx.transform.RemoveNoOp()] + [p for p in lowering.default_passes()
+        changed = [tirx.transform.RemoveNoOp()] + [p for p in default_passes()
                                                    if p.info.name != "s_tir.HoistIfThenElse"]
     original = compilation_pipeline.PIPELINE_MAP["s_tir"]
 

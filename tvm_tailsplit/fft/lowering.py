@@ -44,17 +44,16 @@ assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpe
 from __future__ import annotations
 
 import logging
-import threading
 
 import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from ..ir_utils import with_loop
+from ..ir_utils import default_passes, with_loop
 from .tuning import MAX_STORE_SET, MIN_BLOCK_LANES
 
 __all__ = ["INSERT_AFTER", "PAIR_BUFFERS_ATTR", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access",
-           "default_passes", "hoist_scratch_allocation", "register_pipeline"]
+           "hoist_scratch_allocation", "register_pipeline"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -493,39 +492,6 @@ def hoist_scratch_allocation(func, mod, ctx):
 
 # where the FFT's passes go in TVM's default pipeline: right after this pass (by its PassInfo name)
 INSERT_AFTER = "tirx.VectorizeLoop"
-_SEQUENTIAL_LOCK = threading.Lock()
-
-
-def default_passes() -> list[tvm.transform.Pass]:
-    """The passes of TVM's default TIR pipeline under the current PassContext, in order.
-
-    TVM builds the list inside its pipeline pass from the PassContext's config (optional passes such as CSE or
-    StorageRewrite) and runs it as one `Sequential`: the list is read by running that pass on an empty module,
-    in a PassContext with the same opt level and config (and no instruments, which would see a phantom run),
-    while `tvm.ir.transform.Sequential` records its argument instead of running it."""
-    pipeline, _, _ = tirx.get_tir_pipeline("default")
-    current = tvm.transform.PassContext.current()
-    recorded: list[list] = []
-
-    def record(passes, *args, **kwargs):
-        recorded.append(list(passes))
-        return lambda mod: mod
-
-    with _SEQUENTIAL_LOCK, tvm.transform.PassContext(
-            opt_level=current.opt_level, config=dict(current.config), required_pass=list(current.required_pass),
-            disabled_pass=list(current.disabled_pass)):
-        sequential = tvm.ir.transform.Sequential
-        tvm.ir.transform.Sequential = record
-        try:
-            pipeline(tvm.IRModule())
-        finally:
-            tvm.ir.transform.Sequential = sequential
-    if len(recorded) != 1:
-        raise RuntimeError(f"TVM's default TIR pipeline built {len(recorded)} Sequential pass lists instead of one; "
-                           "tvm_tailsplit.fft.lowering.default_passes needs updating for this TVM version")
-    return recorded[0]
-
-
 def _pipeline_factory(pair_buffers: frozenset[str]):
     """TVM's default pipeline (read at run time, `default_passes`) with `contiguous_complex_access` and
     `hoist_scratch_allocation` right after `INSERT_AFTER`; its finalization passes unchanged."""

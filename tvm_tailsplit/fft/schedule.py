@@ -13,13 +13,11 @@
   not divide its work; scratch lives in shared memory (static up to 48 KiB, dynamic above, up to the
   architecture's `cuda.CudaLimits.shared`). The threads per block: `tuning.CUDA_THREADS` per 48 KiB span of the
   block's shared memory, at most `CudaLimits.max_threads` (`cuda_block_threads`, also for `multikernel`'s kernels
-  over columns), for a one-kernel plan fewer where a pass would run exactly one round of them in dynamic shared
-  memory (`cuda_one_kernel_threads`). The whole
-  transform is one kernel, whose passes the template's barriers separate (`template`, `pass_barriers`): one
-  `__syncthreads()` between consecutive passes, none inside a pass, so that the kernel is compiled without
-  TVM's `ThreadSync` (`planner`). TVM's `ThreadSync` cannot tell apart the passes' buffers in dynamic shared
-  memory (it merges them into one buffer) and puts barriers inside the passes, where the guards forbid
-  them; and one kernel takes one extent for each thread index, so that every pass binds the same one.
+  over columns). The whole transform is one kernel, whose passes the template's barriers separate (`template`,
+  `pass_barriers`): one `__syncthreads()` between consecutive passes, none inside a pass, so that the kernel is
+  compiled without TVM's `ThreadSync` (`planner`). TVM's `ThreadSync` cannot tell apart the passes' buffers in
+  dynamic shared memory (it merges them into one buffer) and puts barriers inside the passes, where the guards
+  forbid them; and one kernel takes one extent for each thread index, so that every pass binds the same one.
   A block of several transforms (`cuda_staging`) would have each thread read and write its own transforms' rows
   in global memory, consecutive threads a row apart (uncoalesced: a warp-wide access on 32 cache lines at
   n = 16); the template stages them instead (`template.stage_rows`): the block's contiguous rows are copied to
@@ -64,7 +62,6 @@ from .template import (
 from .tuning import (
     CUDA_STAGE_MIN_LANES,
     CUDA_STATIC_SHARED_LIMIT,
-    CUDA_THREADS,
     GROUP_SCRATCH_LIMIT,
     INNER_VECTOR_SCALE,
     LARGE_INNER_VECTOR_SCALE,
@@ -74,7 +71,7 @@ from .tuning import (
 )
 
 __all__ = ["choose_cuda_lanes", "choose_inner_vector_scale", "choose_lanes", "cuda_block_threads",
-           "cuda_one_kernel_threads", "cuda_one_round", "cuda_staging", "schedule_cuda", "schedule_llvm",
+           "cuda_staging", "schedule_cuda", "schedule_llvm",
            "stage_vector_floats", "staged_bytes", "staged_row_floats"]
 
 
@@ -124,28 +121,6 @@ def cuda_block_threads(shared_bytes: int, threads: int, limits: CudaLimits) -> i
     more threads), at most the architecture's `limits.max_threads`."""
     spans = max(1, -(-shared_bytes // CUDA_STATIC_SHARED_LIMIT))
     return min(limits.max_threads, threads * spans)
-
-
-def cuda_one_kernel_threads(passes: PassList, lanes: int, shared_bytes: int, limits: CudaLimits) -> int:
-    """Threads per block of a one-kernel plan of `lanes` transforms per block and `shared_bytes` of shared memory
-    per block (scratch and staged rows): `cuda_block_threads`, less `CUDA_THREADS` at a time (down to
-    `CUDA_THREADS`) while a pass would run exactly one round of them in dynamic shared memory
-    (`cuda_one_round`)."""
-    threads = cuda_block_threads(shared_bytes, CUDA_THREADS, limits)
-    while threads > CUDA_THREADS and cuda_one_round(passes, lanes, shared_bytes, threads):
-        threads -= CUDA_THREADS
-    return threads
-
-
-def cuda_one_round(passes: PassList, lanes: int, shared_bytes: int, threads: int) -> bool:
-    """Whether a one-kernel plan's shared memory is dynamic (more than `CUDA_STATIC_SHARED_LIMIT` bytes) and one of
-    its passes would run exactly one round of the bound threads (`schedule_cuda`: `threads`, or the largest pass's
-    work when it is smaller): such a pass has neither loop nor guard left around its codelet, and TVM 0.27's
-    `MergeSharedMemoryAllocations` rejects a dynamic shared memory load outside both ("Load memory in places other
-    than store", src/s_tir/transform/merge_shared_memory_allocations.cc: a load in a `Bind` at the kernel's top
-    level)."""
-    works = {lanes * math.prod(p.loops) for p in passes.passes}
-    return shared_bytes > CUDA_STATIC_SHARED_LIMIT and min(threads, max(works)) in works
 
 
 def choose_inner_vector_scale(scratch_bytes: int) -> int:

@@ -64,8 +64,7 @@ MIN_BLOCK_LANES = 4
 # ---- CUDA (`planner`, `schedule`, `multikernel`) ----------------------------------------------------------------
 # Threads per thread block (a kernel whose block's shared memory spans k times CUDA_STATIC_SHARED_LIMIT, so that
 # fewer blocks fit on a multiprocessor, runs k times as many, at most the target's threads per block,
-# `cuda.CudaLimits.max_threads`: `schedule.cuda_block_threads`, for kernels over columns and one-kernel plans, these
-# fewer where a pass would run exactly one round of them: `schedule.cuda_one_kernel_threads`).
+# `cuda.CudaLimits.max_threads`: `schedule.cuda_block_threads`, for kernels over columns and one-kernel plans).
 CUDA_THREADS = 128
 # Scratch up to this many bytes is static shared memory (the most a kernel may declare statically on every
 # architecture); above, dynamic shared memory, opted in per kernel up to the architecture's shared memory per

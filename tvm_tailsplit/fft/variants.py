@@ -33,8 +33,7 @@ from .schedule import (
     choose_cuda_lanes,
     choose_inner_vector_scale,
     choose_lanes,
-    cuda_one_kernel_threads,
-    cuda_one_round,
+    cuda_block_threads,
     cuda_staging,
     staged_bytes,
 )
@@ -142,9 +141,8 @@ def estimate_variant(request: FFTSpec, batch: int, cuda_limits: CudaLimits | Non
     `PREFETCH_DISTANCE`, and on CUDA (`cuda_limits`: the target's `CudaLimits`; None on llvm) several kernels when a
     block's scratch exceeds the shared memory per block of the target's architecture, else one kernel whose blocks
     stage their input row where `CUDA_STAGE_INPUT` and `schedule.cuda_staging` say (`stage_input`: blocks of one
-    transform; not where a pass would then run exactly one round of threads in dynamic shared memory,
-    `schedule.cuda_one_round`) and run `cuda_one_kernel_threads` threads (`CUDA_THREADS` times the 48 KiB spans of
-    the block's scratch and staged rows; a multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their
+    transform) and run `schedule.cuda_block_threads` threads (`CUDA_THREADS` times the 48 KiB spans of the block's
+    scratch and staged rows; a multi-kernel plan's kernels over columns scale `CUDA_THREADS` by their
     own: `multikernel`). `lanes` (llvm) replaces `choose_lanes`'s choice; `layouts` are the plan's input and output
     layouts (default: compact, `FFTSpec.layouts`)."""
     layouts = layouts or request.layouts(batch)
@@ -158,12 +156,8 @@ def estimate_variant(request: FFTSpec, batch: int, cuda_limits: CudaLimits | Non
     kernel_per_pass = cuda_limits is not None and group_scratch > cuda_limits.shared
     threads, stage_input = CUDA_THREADS, False
     if cuda_limits is not None and not kernel_per_pass:
-        threads = cuda_one_kernel_threads(request.passes(), lanes, group_scratch, cuda_limits)
         staged = cuda_staging(layouts, lanes, request.real_dtype, group_scratch, cuda_limits, CUDA_STAGE_INPUT)
         shared = group_scratch + staged_bytes(layouts, staged, lanes, request.real_dtype)
-        staged_threads = cuda_one_kernel_threads(request.passes(), lanes, shared, cuda_limits)
-        # a staged input row that left a pass exactly one round of threads in dynamic shared memory would not compile
-        if staged != ("input",) or not cuda_one_round(request.passes(), lanes, shared, staged_threads):
-            threads, stage_input = staged_threads, staged == ("input",)
+        threads, stage_input = cuda_block_threads(shared, CUDA_THREADS, cuda_limits), staged == ("input",)
     return dataclasses.replace(base, inner_vector_scale=choose_inner_vector_scale(group_scratch),
                                kernel_per_pass=kernel_per_pass, cuda_threads=threads, stage_input=stage_input)
