@@ -54,8 +54,8 @@ __all__ = [
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
     "FILL_FRACTION",
-    "MERGE_SHARED_MEMORY_PASS",
     "MAX_THREADS_PER_BLOCK",
+    "MERGE_SHARED_MEMORY_PASS",
     "SHARED_MEMORY_PER_BLOCK",
     "SYMBOLIC_M",
     "THREAD_SYNC_DISABLED_PASSES",
@@ -71,8 +71,8 @@ __all__ = [
     "nested_pass_context",
     "nvcc_available",
     "register_pipeline_without_thread_sync",
-    "scope_dynamic_shared_loads",
     "rule_intervals",
+    "scope_dynamic_shared_loads",
     "shared_memory_per_block",
 ]
 
