@@ -214,3 +214,27 @@ def test_metrics_see_guards_in_nested_blocks_and_count_each_guard_once():
     assert "guards inside this nested block are kept" in str(report)
     mod = tvm.IRModule({"main": guard_in_nested_block})
     assert_same_results(mod, TailSplit()(mod))
+
+
+@T.prim_func
+def loops_without_blocks(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (40,), "float32")
+    B = T.match_buffer(b, (40,), "float32")
+    for i_0 in range(5):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            if i_0 * 8 + i_1 < n:
+                B[i_0 * 8 + i_1] = A[i_0 * 8 + i_1] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_marks_in_a_function_without_a_root_block_are_split(strategy):
+    """A plain PrimFunc (loops and ifs, no blocks: no root block) was reported as having 'no marks' and left
+    unchanged, and estimate_mapping_cost failed on it with an AttributeError."""
+    mod = tvm.IRModule({"main": loops_without_blocks})
+    reports = []
+    after = TailSplit(strategy=strategy, reports=reports)(mod)
+    assert reports[0].changed and "marks i_1 (vmul8)" in str(reports[0])
+    assert analysis.conditions_under_marks(after) == 0
+    assert len(analysis.estimate_mapping_cost(loops_without_blocks)) == 1
+    for n in (0, 1, 7, 8, 9, 40, 41):
+        assert_same_results(mod, after, scalar_args={"n": n}, trials=1)

@@ -1,10 +1,11 @@
 """TailSplit on one PrimFunc: plan both strategies per loop nest, pick one by mapping cost, emit, verify.
 
-Each top-level statement of the root block is a *loop nest*. A nest with marks is planned with the full split
-and, when ``strategy="auto"`` and the full split costs more than ``max_mapping_cost``, with the partial split;
-the chosen plan is emitted (``rewrite.py``) and the function checked with ``s_tir``'s well-formedness
-verifier. A nest whose plan changes nothing is left as it is. The ``SplitReport`` says, per nest, the marks,
-the mapping cost and the choice, and every note of the planner (what was split, what was kept and why).
+Each top-level statement of the root block (of the body, in a function without blocks) is a *loop nest*.
+A nest with marks is planned with the full split and, when ``strategy="auto"`` and the full split costs more
+than ``max_mapping_cost``, with the partial split; the chosen plan is emitted (``rewrite.py``) and the function
+checked with ``s_tir``'s well-formedness verifier. A nest whose plan changes nothing is left as it is. The
+``SplitReport`` says, per nest, the marks, the mapping cost and the choice, and every note of the planner (what
+was split, what was kept and why).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def _privatize(func: tirx.PrimFunc, nests: list, body: tirx.Stmt, loop_copies: d
                report: SplitReport) -> tuple[tirx.Stmt, list]:
     """One buffer per copy of a split loop for the buffers private to its iterations (``privatize.py``); the
     decision for every buffer whose loop was copied goes to the report of the nest holding the loop."""
-    alloc_buffers = list(func.body.block.alloc_buffers)
+    alloc_buffers = list(func.body.block.alloc_buffers) if isinstance(func.body, SBlockRealize) else []
     for verdict in buffer_privacy(func):
         copies = loop_copies.get(verdict.loop.loop_var, [])
         if len(copies) < 2:
@@ -129,8 +130,8 @@ def _privatize(func: tirx.PrimFunc, nests: list, body: tirx.Stmt, loop_copies: d
 
 
 def nests_of(func: tirx.PrimFunc) -> list[tirx.Stmt]:
-    """The top-level statements of the root block (the loop nests)."""
-    body = func.body.block.body
+    """The top-level statements of the root block, or of the body of a function without one (the loop nests)."""
+    body = func.body.block.body if isinstance(func.body, SBlockRealize) else func.body
     return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
 
 
@@ -150,8 +151,7 @@ def split_function(
 def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_cost: int,
                     max_fuzzy_expansion: int) -> tuple[tirx.PrimFunc, SplitReport]:
     report = SplitReport(name)
-    root = func.body
-    if not isinstance(root, SBlockRealize) or not find_marks(func):
+    if not find_marks(func):
         return func, report
     nests = nests_of(func)
     emitter = Emitter()
@@ -188,13 +188,15 @@ def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_c
         new_nests = [tirx.Evaluate(tirx.const(0, "int32"))]
     new_body = new_nests[0] if len(new_nests) == 1 else tirx.SeqStmt(new_nests)
     new_body, alloc_buffers = _privatize(func, nests, new_body, emitter.loop_copies, report)
-    block = root.block
-    new_root = SBlockRealize(
-        root.iter_values,
-        root.predicate,
-        SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, new_body, block.init,
-               alloc_buffers, block.match_buffers, block.annotations),
-    )
-    new_func = func.with_body(new_root)
+    root = func.body
+    if isinstance(root, SBlockRealize):
+        block = root.block
+        new_body = SBlockRealize(
+            root.iter_values,
+            root.predicate,
+            SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, new_body, block.init,
+                   alloc_buffers, block.match_buffers, block.annotations),
+        )
+    new_func = func.with_body(new_body)
     s_tir.analysis.verify_well_formed(new_func)
     return new_func, report
