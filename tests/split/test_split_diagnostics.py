@@ -169,3 +169,27 @@ def test_explain_split_reports_without_changing_the_function():
     text = str(report)
     assert "loop i_0: split by" in text and "M[i_0 * 4 + i_1] > 0 kept under the mark: not an affine" in text
     assert analysis.conditions_under_marks(load_condition) == 1
+
+
+@T.prim_func(s_tir=True)
+def loop_level_floordiv_guard(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (32,), "float32")
+    B = T.match_buffer(b, (32,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            if (i_0 * 8 + i_1) // 3 < n:
+                with T.sblock("B"):
+                    vi = T.axis.spatial(32, i_0 * 8 + i_1)
+                    B[vi] = A[vi] * T.float32(2)
+
+
+def test_a_loop_level_if_kept_under_a_mark_is_explained():
+    """A loop-level if under a mark that the pass cannot decide was kept with no word in the report (only the
+    guards of blocks were explained)."""
+    mod = tvm.IRModule({"main": loop_level_floordiv_guard})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    assert "mark i_1: if (i_0 * 8 + i_1) // 3 < n kept under the mark: not an affine integer comparison" \
+        in str(reports[0])
+    for n in (0, 1, 5, 11):
+        assert_same_results(mod, after, scalar_args={"n": n}, trials=1)

@@ -769,6 +769,9 @@ class Planner:
             return self.plan(if_stmt.then_case, mark)
         if len(kept) != len(atoms):
             self.changed = True
+        if mark is not None:
+            for atom in kept:
+                self._note(f"mark {mark.loop_var.name}", f"if {atom} kept under the mark: {self._why_kept(atom)}")
         self._assumptions.extend(kept)
         try:
             then_plan = self.plan(if_stmt.then_case, mark)
