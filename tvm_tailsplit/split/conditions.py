@@ -317,6 +317,8 @@ def find_marks(func: tirx.PrimFunc) -> list[Mark]:
             walk(node.then_case, enclosing)
             if node.else_case is not None:
                 walk(node.else_case, enclosing)
+        elif isinstance(node, tirx.AttrStmt):
+            walk(node.body, enclosing)
 
     walk(func.body, ())
     return marks

@@ -40,8 +40,9 @@ intersection. A split point that mentions its own loop variable (bounds over an 
 depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
-statements that define variables or buffers (lets, allocations, blocks with buffers) are never copied. The
-planner only reads IR; ``rewrite.py`` turns a plan into IR.
+statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
+copied; an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) stays once around the plan of its body
+(``AttrPlan``). The planner only reads IR; ``rewrite.py`` turns a plan into IR.
 
 **Budget.** A planner given ``max_length`` keeps the code length of the sub-plans it has finished (those stay
 in the final plan, so their sum is a lower bound of its length) and raises ``PlanTooLong`` as soon as it
@@ -80,6 +81,7 @@ from .intervals import (
 __all__ = [
     "FULL_SPLIT",
     "PARTIAL_SPLIT",
+    "AttrPlan",
     "GuardChain",
     "GuardCase",
     "IfPlan",
@@ -173,6 +175,15 @@ class OpaqueBlockPlan:
 
 
 @dataclass
+class AttrPlan:
+    """An ``AttrStmt`` above marks (e.g. ``T.launch_thread`` in a function without blocks), kept once around the
+    plan of its body (an ``AttrStmt`` is never copied: a loop holding one is not split)."""
+
+    stmt: tirx.AttrStmt
+    body: object
+
+
+@dataclass
 class IfPlan:
     """A loop-level ``if``: kept with some atoms (both branches planned), or replaced by one branch."""
 
@@ -257,7 +268,7 @@ def code_length(plan) -> int:
         return 1 + code_length(plan.then_plan) + code_length(plan.else_plan)
     if isinstance(plan, RealizePlan):
         return 1 + _statement_count(plan.realize.block.body)
-    if isinstance(plan, OpaqueBlockPlan):
+    if isinstance(plan, (OpaqueBlockPlan, AttrPlan)):
         return 1 + code_length(plan.body)
     if isinstance(plan, VerbatimPlan):
         return _statement_count(plan.stmt)
@@ -461,6 +472,9 @@ class Planner:
             return self._plan_realize(stmt, mark)
         if isinstance(stmt, tirx.IfThenElse):
             return self._plan_if(stmt, mark)
+        if isinstance(stmt, tirx.AttrStmt) and mark is None and any(is_mark(l) for l in loop_vars_in(stmt.body)):
+            body = self.plan(stmt.body)
+            return None if body is None else AttrPlan(stmt, body)
         return VerbatimPlan(stmt)
 
     def _plan_loop(self, loop: tirx.For, mark: tirx.For | None):

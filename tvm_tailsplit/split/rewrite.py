@@ -40,6 +40,7 @@ from ..ir_utils import conjunction, drop_loop_annotation, substitute, with_loop
 from .conditions import MARK_KEY, has_load_or_call, is_mark
 from .intervals import as_expr
 from .plan import (
+    AttrPlan,
     GuardChain,
     IfPlan,
     LoopPlan,
@@ -91,6 +92,9 @@ class Emitter:
             return self._emit_realize(plan)
         if isinstance(plan, OpaqueBlockPlan):
             return self._emit_opaque_block(plan)
+        if isinstance(plan, AttrPlan):
+            attr = plan.stmt
+            return tirx.AttrStmt(attr.node, attr.attr_key, substitute(attr.value, self.var_map), self.emit(plan.body))
         if isinstance(plan, IfPlan):
             return self._emit_if(plan)
         if isinstance(plan, VerbatimPlan):
