@@ -261,5 +261,8 @@ def test_marks_under_an_attr_stmt_are_split(strategy):
     assert reports[0].changed and "marks i_1 (vmul8)" in str(reports[0])
     assert analysis.conditions_under_marks(after) == 0
     assert after.script().count("tailsplit_test_scope") == 1
+    plain = analysis.instruction_count(loops_without_blocks, symbolic_values={"n": 20})
+    assert analysis.instruction_count(marks_under_an_attr, symbolic_values={"n": 20}) == plain
+    assert plain.issued > 0
     for n in (0, 1, 7, 8, 9, 40, 41):
         assert_same_results(mod, after, scalar_args={"n": n}, trials=1)

@@ -110,6 +110,8 @@ def _issued(stmt, env: dict, per_site: dict) -> int:
         return _issued(stmt.else_case, env, per_site) if stmt.else_case is not None else 0
     if isinstance(stmt, SBlockRealize):
         return _issued(stmt.block.body, env, per_site)
+    if isinstance(stmt, tirx.AttrStmt):
+        return _issued(stmt.body, env, per_site)
     return 0
 
 
