@@ -23,7 +23,9 @@ on ``v``) is no cut. Each split point is clamped into the loop range with
 ``max(lo, min(hi, point))``, so every piece ``[a, b)`` lies inside ``[lo, hi)`` for every value of the symbolic
 variables (an empty piece has ``b <= a``). Points are ordered only where the analyzer proves their order; the
 atoms whose points cannot be ordered are not split on. Statuses are proved as in the static case, with
-``tvm.sym``'s symbolic-bound strength (which falls back to Z3) over the loop ranges as constraints.
+``tvm.sym``'s symbolic-bound strength (which falls back to Z3) over the loop ranges as constraints. The proofs
+are over the integers; the emitted points are computed in the loop variable's type (int32), as TVM's own tiling
+of a symbolic extent is, so they hold for symbolic values a tile plus the nest's range away from its limits.
 
 **Range intersection** (the second method, for a loop at or below a mark): an atom whose other variables are
 all defined outside the loop is equivalent to a bound on the loop variable, ``v >= ceil(-rest / c)`` for
