@@ -13,7 +13,7 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 
 from tvm_tailsplit.cuda import cuda_target, executable_cuda_source
-from tvm_tailsplit.ir_utils import DispatchCase, dispatch_by_intervals
+from tvm_tailsplit.ir_utils import DispatchCase, dispatch_by_intervals, require_sizes
 from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
 
 
@@ -203,3 +203,14 @@ def test_an_extent_that_is_an_expression_maps_its_variable():
         two = te.create_prim_func([a, te.compute((q,), lambda i: a[0], name="B")])
         dispatch_by_intervals(two.params[0].shape[0], [DispatchCase(1, 5, "a", two),
                                                        DispatchCase(6, None, "b", other_func(None))])
+
+
+def test_require_sizes_names_the_function_and_the_argument():
+    require_sizes("f", ("m",), m=None, n=1, k=4096)  # a symbolic m, positive sizes
+    for sizes, message in [({"n": 0}, "f: n must be a positive int, got 0"),
+                           ({"n": True}, "f: n must be a positive int, got True"),
+                           ({"n": 2.0}, "f: n must be a positive int, got 2.0"),
+                           ({"m": -1}, "f: m must be a positive int or None, got -1"),
+                           ({"n": None}, "f: n must be a positive int, got None")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            require_sizes("f", ("m",), **sizes)

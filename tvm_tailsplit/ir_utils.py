@@ -7,6 +7,7 @@
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
+- ``require_sizes``: a ``ValueError`` naming the function and the argument unless each size is a positive int.
 - ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time (for
   pipelines that insert their own passes into TVM's instead of copying its list).
 - ``dispatch_by_intervals``: one PrimFunc that runs, on each interval of a variable (a symbolic extent such as
@@ -36,6 +37,7 @@ __all__ = [
     "drop_loop_annotation",
     "map_loops",
     "require_module",
+    "require_sizes",
     "substitute",
     "uses_var",
     "with_loop",
@@ -114,6 +116,17 @@ def require_module(mod: object, who: str, argument: str = "mod") -> None:
         return
     hint = " (wrap it: tvm.IRModule({'main': func}))" if isinstance(mod, tirx.PrimFunc) else ""
     raise TypeError(f"{who}: {argument} must be a tvm.IRModule, got {type(mod).__name__}{hint}")
+
+
+def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: int | None) -> None:
+    """A ``ValueError`` naming ``who`` and the argument unless each size is a positive int (or ``None``, a
+    symbolic size, for the names in ``symbolic``)."""
+    for name, value in sizes.items():
+        if value is None and name in symbolic:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{who}: {name} must be a positive int{' or None' if name in symbolic else ''}, "
+                             f"got {value!r}")
 
 
 class _CheckedModulePass(tvm.transform.ModulePass):

@@ -22,7 +22,7 @@ from tvm.script import tirx as T
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M, compile_cuda_source, cuda_source
 from tvm_tailsplit.ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
-from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split import analysis, workloads
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.split.conditions import MARK_KEY
 from tvm_tailsplit.split.merge_cases import merge_equal_cases
@@ -514,3 +514,20 @@ def test_tail_triples_on_the_gpu():
     """The unpadded form with static shapes: ``tail_triples`` (each of M, N, K over 1..40)."""
     for m, n, k in tail_triples():
         run_on_gpu(gpu_executable(m, n, k), m, n, k, seed=m * 1601 + n * 41 + k)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: ms.matmul_mma_cuda(0, 64, 64), "matmul_mma_cuda: m must be a positive int or None, got 0"),
+    (lambda: ms.matmul_mma_cuda(16, 64, -1), "matmul_mma_cuda: k must be a positive int, got -1"),
+    (lambda: ms.matmul_mma_cuda_dispatch(0, 64), "matmul_mma_cuda_dispatch: n must be a positive int, got 0"),
+])
+def test_matmul_builders_name_a_bad_size(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_the_mma_pipeline_refuses_a_module_for_another_target():
+    # its intrinsics are CUDA's (mma.sync, ldmatrix, cp.async): on llvm TVM failed deep inside with "IntImm can
+    # only take scalar"; the llvm pipeline is "tailsplit"
+    with pytest.raises(ValueError, match=r'tailsplit_mma: function main is compiled for llvm; .*"tailsplit" on llvm'):
+        tvm.compile(workloads.matmul_fp32(9, 17, 3), target="llvm", tir_pipeline="tailsplit_mma")

@@ -177,3 +177,16 @@ def test_matmul_reads_b_from_a_packed_panel(target):
     copies = ("T.reads(B[", "B_global[", "B_global_1[")
     assert reads_of_b and all(any(c in line for c in copies) for line in reads_of_b)  # only the copies read B
     assert "masked.load\", T.address_of(B_global" not in script  # a panel row is read whole, even in the N tail
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: wl.matmul_fp32(9, 0, 3), "matmul_fp32: n must be a positive int, got 0"),
+    (lambda: wl.matmul_fp32(None, 17, 0), "matmul_fp32: k must be a positive int, got 0"),
+    (lambda: wl.dense_int8_vnni(0), "dense_int8_vnni: m must be a positive int, got 0"),
+    (lambda: wl.elementwise_nc1hwc0(h_tile=0), "elementwise_nc1hwc0: h_tile must be a positive int, got 0"),
+    (lambda: wl.matmul_wmma_cuda(16, 2.5), "matmul_wmma_cuda: n must be a positive int, got 2.5"),
+])
+def test_workload_builders_name_a_bad_size(build, message):
+    # they failed deep inside TVM (`!info.dom.IsNothing()`) on an empty axis
+    with pytest.raises(ValueError, match=message):
+        build()

@@ -184,12 +184,25 @@ def _floor_nonnegative_divisions(body: tirx.Stmt) -> tirx.Stmt:
     return tvm_ffi.structural_mutate(body, [(tirx.AttrStmt, on_attr), (tirx.For, on_for), (tirx.Div, on_div)])
 
 
+def _require_cuda_targets(mod: tvm.IRModule) -> None:
+    """A ``ValueError`` naming the function and its target unless every PrimFunc of ``mod`` is compiled for CUDA
+    (the pipeline's intrinsics are ``mma.sync``, ``ldmatrix`` and ``cp.async``; ``"tailsplit"`` is the pipeline for
+    llvm)."""
+    for global_var, func in mod.functions.items():
+        target = func.attrs.get("target") if isinstance(func, tirx.PrimFunc) and func.attrs else None
+        if target is not None and target.kind.name != "cuda":
+            raise ValueError(f"{MMA_PIPELINE}: function {global_var.name_hint} is compiled for "
+                             f"{target.kind.name}; this pipeline lowers tensor-core matmuls for CUDA (use "
+                             "tir_pipeline=\"tailsplit\" on llvm)")
+
+
 def mma_pipeline() -> tuple[tvm.transform.Pass, object, object]:
     """``(pass, finalize_host_passes, finalize_device_passes)`` for ``tvm.tirx.register_tir_pipeline``."""
     default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
     @tvm.transform.module_pass(opt_level=0, name="TailSplitMmaPipeline")
     def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        _require_cuda_targets(mod)
         mod = prepare_mma(mod)
         with nested_pass_context(tvm.transform.PassContext.current(), config=MMA_PASS_CONFIG):
             mod = _constant_fragments(_COMPACT(mod))

@@ -35,6 +35,7 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 from tvm.s_tir import SBlock
 
+from ..ir_utils import require_sizes
 from . import intrinsics
 from .conditions import MARK_KEY
 from .intrinsics import MATMUL_PANEL_TILE, llvm_target
@@ -213,6 +214,7 @@ def _schedule_elementwise(sch: s_tir.Schedule, mark: bool, vectorize: bool, h_ti
 def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
     """An int8 dense layer ``C[m, n] = A[m, k] (uint8) x W[n, k] (int8, packed [N/16, K/4, 16, 4]) -> int32``,
     tiled for ``dot_16x4_vnni`` (16 outputs x 4 reductions), marked on the 16-output loop."""
+    require_sizes("dense_int8_vnni", m=m, n=n, k=k)
     sch = s_tir.Schedule(_dense_int8_func(m, n, k))
     _schedule_dense(sch, mark=True, vectorize=False)
     return sch.mod
@@ -222,6 +224,7 @@ def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule
     """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the any-depth 8 x 16 micro-kernel (loops ``j_0,
     i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the block's init kept, the mark on ``i_1``).
     ``m=None``: ``M`` is symbolic."""
+    require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
     sch = s_tir.Schedule(_matmul_func(m, n, k))
     _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
     return sch.mod
@@ -231,6 +234,7 @@ def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: i
                         h_tile: int = 8) -> tvm.IRModule:
     """``C = A * B`` over an ``N, C1, H, W, C0`` tensor, ``h`` cut into tiles of ``h_tile`` (30 = 3 x 8 + a
     tail of 6), the 16-lane vector multiply marked on ``c0``."""
+    require_sizes("elementwise_nc1hwc0", n=n, c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
     sch = s_tir.Schedule(_elementwise_func(n, c1, h, w, c0))
     _schedule_elementwise(sch, mark=True, vectorize=False, h_tile=h_tile)
     return sch.mod
@@ -246,6 +250,7 @@ def matmul_wmma_cuda(m: int = 1000, n: int = 1000, k: int = 1000) -> tvm.IRModul
     ``wmma.accumulator``. 1008 (the padded 1000) is not a multiple of the 64 x 32 block, so every stage of the
     last blocks is guarded. Marks: the mma loop (``wmma_sync_16x16x16_f16f16f32``) and the fill, the two fragment
     loads and the store, each on the outermost loop of its 16 x 16 tile."""
+    require_sizes("matmul_wmma_cuda", m=m, n=n, k=k)
     return _schedule_wmma(matmul_fp16_func(m, n, k))
 
 

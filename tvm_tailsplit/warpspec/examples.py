@@ -46,7 +46,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..ir_utils import EMIT_INSN_PRAGMA, DispatchCase, conjunction, dispatch_by_intervals
+from ..ir_utils import EMIT_INSN_PRAGMA, DispatchCase, conjunction, dispatch_by_intervals, require_sizes
 from .tiles import FRAGMENT_STORE_MARK
 from .tiling import hopper_block_n_intervals
 from .tree import WARP_ROLE
@@ -66,17 +66,6 @@ __all__ = [
 
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
 _GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
-
-
-def _require_sizes(who: str, symbolic: tuple[str, ...], **sizes: int | None) -> None:
-    """A ``ValueError`` naming ``who`` and the argument unless each size is a positive int (or ``None``, a
-    symbolic size, for the names in ``symbolic``)."""
-    for name, value in sizes.items():
-        if value is None and name in symbolic:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{who}: {name} must be a positive int{' or None' if name in symbolic else ''}, "
-                             f"got {value!r}")
 
 
 def _copy_block(name: str, role: int, dst: tirx.Buffer, src: tirx.Buffer, row: int, lo: int, hi: int,
@@ -175,7 +164,7 @@ def gemm_kernel(m: int | None = 64, n: int = 64, k: int = 128, block_m: int = 32
                 ) -> tirx.PrimFunc:
     """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32; any `m` and `n`; `m=None`: a symbolic `M`) with a copy role
     (0) and `compute_roles` compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
-    _require_sizes("gemm_kernel", ("m",), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k,
+    require_sizes("gemm_kernel", ("m",), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k,
                    stages=stages)
     if k % block_k:
         raise ValueError(_GEMM_SIZES_ERROR)
@@ -195,7 +184,7 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`."""
-    _require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k)
+    require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
                                   zero_fill_k=zero_fill_k, ctas=ctas)
     if k is None:
@@ -260,7 +249,7 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     expected (any count >= 1): a CTA `bx` past the tiles of a smaller M runs no tile (its trip count is at most 0),
     producer and consumers alike.
     """
-    _require_sizes("symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
+    require_sizes("symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
                    stages=stages)
     band = block_m // compute_roles  # the output rows of one compute role
     if block_m % compute_roles:
