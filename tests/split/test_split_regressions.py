@@ -266,3 +266,40 @@ def test_marks_under_an_attr_stmt_are_split(strategy):
     assert plain.issued > 0
     for n in (0, 1, 7, 8, 9, 40, 41):
         assert_same_results(mod, after, scalar_args={"n": n}, trials=1)
+
+
+@T.prim_func(s_tir=True)
+def likely_guard(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (32,), "float32")
+    B = T.match_buffer(b, (32,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            if T.likely(i_0 * 8 + i_1 < n):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(32, i_0 * 8 + i_1)
+                    B[vi] = A[vi] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def negated_guard(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (32,), "float32")
+    B = T.match_buffer(b, (32,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(32, i_0 * 8 + i_1)
+                T.where(not (i_0 * 8 + i_1 >= n))
+                B[vi] = A[vi] * T.float32(2)
+
+
+@pytest.mark.parametrize("func", [likely_guard, negated_guard], ids=["likely", "not"])
+@pytest.mark.parametrize("strategy", ["full", "partial"])
+def test_a_likely_or_negated_comparison_is_split_like_the_comparison(func, strategy):
+    """`T.likely(c)` (a hint with the value of `c`) and `not (a >= b)` were opaque atoms: kept under the mark, so
+    no main tile was condition-free."""
+    mod = tvm.IRModule({"main": func})
+    assert analysis.conditions_under_marks(mod) == 1
+    after = TailSplit(strategy=strategy)(mod)
+    assert analysis.conditions_under_marks(after) == 0
+    for n in (-3, 0, 1, 7, 8, 9, 31, 32, 40):
+        assert_same_results(mod, after, scalar_args={"n": n}, trials=1)

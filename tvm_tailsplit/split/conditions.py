@@ -9,10 +9,11 @@ A *guard* is a condition at or below a mark that decides whether an iteration po
   variables through the block's bindings);
 - an ``if`` statement between loops.
 
-Each guard condition is split at its conjunctions into *atoms*. An atom that compares two integer expressions
-is normalised to ``linear >= 0``; the interval analysis (``intervals.py``) derives split points from that
-form. Any other atom (a disjunction, a call, a load, a float comparison) is *opaque*: it is only ever decided
-by proof, never split on.
+Each guard condition is split at its conjunctions into *atoms* (through ``T.likely``, a hint with the value of
+its argument, and through the negation of a comparison, the opposite comparison). An atom that compares two
+integer expressions is normalised to ``linear >= 0``; the interval analysis (``intervals.py``) derives split
+points from that form. Any other atom (a disjunction, a call, a load, a float comparison) is *opaque*: it is
+only ever decided by proof, never split on.
 
 Everything here is a pure function over IR: nothing is rewritten.
 """
@@ -100,12 +101,21 @@ def _linear_form(cond) -> list[tuple[tvm.ir.PrimExpr, tvm.ir.PrimExpr]]:
     return []
 
 
+_LIKELY = tvm.ir.Op.get("prim.likely")
+# the comparison that holds where a comparison does not
+_OPPOSITE = {tirx.LT: tirx.GE, tirx.LE: tirx.GT, tirx.GT: tirx.LE, tirx.GE: tirx.LT}
+
+
 def atoms_of(condition) -> list[Atom]:
     """Split ``condition`` at its conjunctions into atoms (constant ``True`` gives no atom)."""
     if isinstance(condition, tirx.IntImm) and condition.ty.dtype == "bool" and condition.value:
         return []
     if isinstance(condition, tirx.And):
         return atoms_of(condition.a) + atoms_of(condition.b)
+    if isinstance(condition, tvm.ir.Call) and condition.op.same_as(_LIKELY):
+        return atoms_of(condition.args[0])
+    if isinstance(condition, tirx.Not) and type(condition.a) in _OPPOSITE:
+        return atoms_of(_OPPOSITE[type(condition.a)](condition.a.a, condition.a.b))
     if isinstance(condition, (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ)) and _is_integer(condition.a):
         atoms = []
         for expr, linear in _linear_form(condition):
