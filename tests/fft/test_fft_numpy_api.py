@@ -201,7 +201,21 @@ def test_empty_axes_and_empty_batches_follow_scipy():
     result = tfft.fftn(x, axes=())
     assert result.dtype == scipy.fft.fftn(x, axes=()).dtype and np.array_equal(result, x)
     assert tfft.fft(np.ones((0, 4))).shape == (0, 4)
-    assert tfft.rfftn(np.ones((0, 4, 6))).shape == (0, 4, 4)
+    assert tfft.rfftn(np.ones((0, 4, 6)), axes=(1, 2)).shape == (0, 4, 4)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: tfft.fft(np.ones((3, 0))), lambda: tfft.ifft(np.ones(0)), lambda: tfft.rfft(np.ones((3, 0))),
+    lambda: tfft.ihfft(np.ones(0)), lambda: tfft.irfft(np.ones((3, 0))), lambda: tfft.hfft(np.ones(0, complex)),
+    lambda: tfft.fftn(np.ones((0, 4))), lambda: tfft.rfftn(np.ones((0, 4, 6))), lambda: tfft.irfftn(np.ones((2, 0, 4))),
+    lambda: tfft.fft2(np.ones((3, 0)), s=(3, -1)), lambda: tfft.fftn(np.ones((2, 0, 4)), axes=(1,)),
+])
+def test_transform_axes_of_no_points_are_refused_like_numpy(call):
+    # numpy and scipy refuse them ("invalid number of data points (0)"); they were empty or a zero spectrum (rfft
+    # of no points gave one 0 frequency), or numpy's "negative dimensions" error for irfft
+    with pytest.raises(ValueError, match=r"invalid number of data points \((0|-2)\).*give (n|s)"):
+        call()
+    assert tfft.fft(np.ones((3, 0)), n=4).shape == (3, 4)        # an explicit length zero-pads, as numpy
 
 
 def _is_fast(m: int, real: bool) -> bool:

@@ -161,9 +161,13 @@ def _axis(array: np.ndarray, axis: Any, name: str = "axis") -> int:
     return axis % array.ndim
 
 
-def _size(name: str, value: Any, default: int) -> int:
-    """A transform length: `default` for None."""
+def _size(name: str, value: Any, default: int, source: str) -> int:
+    """A transform length: `default` for None (`source` says where it comes from); like numpy, a default of no
+    points is an error, not an empty result."""
     if value is None:
+        if default < 1:
+            raise ValueError(f"invalid number of data points ({default}): {name} defaults to {source}; a transform "
+                             f"needs at least 1 point (give {name})")
         return default
     return check_int(name, value, 1)
 
@@ -301,7 +305,7 @@ def _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, direction) -> np.nda
     array = _as_array(x)
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, array.shape[axis])
+    n = _size("n", n, array.shape[axis], f"the length of axis {axis} of x")
     resized = _resize(array.astype(dtype, copy=False), n, axis)
     in_place = out is None and (_ours(resized, x) or (bool(overwrite_x) and resized is array and array.flags.writeable))
     with _threads(_check_workers(workers)):
@@ -316,7 +320,7 @@ def _r2c(x, n, axis, norm, workers, plan, out) -> np.ndarray:
         raise TypeError(f"x must be real, got {array.dtype}")
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, array.shape[axis])
+    n = _size("n", n, array.shape[axis], f"the length of axis {axis} of x")
     resized = _resize(array.astype(REAL_DTYPES[dtype], copy=False), n, axis)
     if n % 2 == 0 and resized.size:
         resized = _contiguous_along(resized, axis)
@@ -330,7 +334,8 @@ def _c2r(x, n, axis, norm, workers, plan, out, conjugate=False) -> np.ndarray:
     array = _as_array(x)
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, 2 * (array.shape[axis] - 1))
+    n = _size("n", n, 2 * (array.shape[axis] - 1), f"2·(m - 1) for the m = {array.shape[axis]} points along axis "
+              f"{axis}")
     cast = array.astype(dtype, copy=False)
     resized = _resize(np.conjugate(cast) if conjugate else cast, n // 2 + 1, axis)
     shape = resized.shape[:axis] + (n,) + resized.shape[axis + 1:]
@@ -397,6 +402,11 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
             raise ValueError("at least 1 axis must be transformed (axes is empty)")
         return _deliver(array.copy(), out)
     sizes = sizes or [None] * len(axes)
+    for axis, size in zip(axes, sizes, strict=True):
+        # like numpy, an axis transformed at its own length of no points is an error (c2r's last axis: below)
+        if (array.shape[axis] if size is None else size) < 1 and not (kind == "c2r" and axis == axes[-1]):
+            raise ValueError(f"invalid number of data points (0) along axis {axis} of x: a transform needs at least "
+                             f"1 point (give s)")
     if len(axes) == 1:
         one = {"c2c": _c2c, "r2c": _r2c, "c2r": _c2r}[kind]
         if kind == "c2c":
