@@ -90,6 +90,9 @@ def test_dtypes_follow_scipy():
     x32, h32 = random_real((2, 30), "float32", 5), random_real((4,), "float32", 6)
     assert tfft.convolve(x32, h32).dtype == np.float32
     assert tfft.convolve(x32, h32.astype(np.float64)).dtype == np.float64  # mixed: float64, as scipy
+    # float16 computes in float32 as in scipy.fft (it was float64)
+    assert tfft.convolve(x32.astype(np.float16), h32).dtype == np.float32
+    assert tfft.convolve(x32.astype(np.float16), h32.astype(np.float16)).dtype == np.float32
     ints = np.arange(20).reshape(2, 10)
     y = tfft.convolve(ints, [1, 2, 3])
     assert y.dtype == np.float64 and np.allclose(y, reference(ints, np.array([1.0, 2.0, 3.0]), "full"))
@@ -197,6 +200,10 @@ def test_errors_name_the_argument():
             tfft.convolve(x, bad_h)
     with pytest.raises(ValueError, match="mode must be one of"):
         tfft.convolve(x, h, mode="circular")
+    # an empty batch is an empty result along the other axes (it raised 'batch must be at least 1, got 0')
+    for mode, count in (("full", 12), ("same", 10), ("valid", 8)):
+        empty = tfft.convolve(np.ones((0, 10, 3), np.float32), h.astype(np.float32), axis=1, mode=mode)
+        assert empty.shape == (0, count, 3) and empty.dtype == np.float32
     with pytest.raises(ValueError, match="axis 2 is out of range"):
         tfft.convolve(x, h, axis=2)
     plan = tfft.plan_convolve(16, h, batch=2, dtype="float32")

@@ -196,8 +196,9 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     """scipy.signal.fftconvolve(x, h, mode) along `axis` of x for a real 1-D filter h, on one generated
     pipeline (`ConvolvePlan`): every other axis of x is the batch.
 
-    x and h are real; float32 with float32 computes in float32, anything else (float64, integers) in float64,
-    as scipy. mode: "full", "same" or "valid". The result is a view into the pipeline's (batch, n) output.
+    x and h are real; float16/float32 with float16/float32 computes in float32, anything else (float64,
+    integers) in float64, as scipy. mode: "full", "same" or "valid". The result is a view into the pipeline's
+    (batch, n) output; an empty batch (another axis of length 0) gives an empty result.
     Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis)."""
     mode = check_choice("mode", mode, MODES)
     h = _real_filter(h)
@@ -211,11 +212,16 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
         raise ValueError(f"axis {axis} is out of range for x of {x.ndim} dimensions")
     if x.shape[axis] == 0:
         raise ValueError(f"x must not be empty along axis {axis}")
-    dtype = "float32" if x.dtype == np.float32 and h.dtype == np.float32 else "float64"
+    # scipy.fft's rule: float16 and float32 compute in float32
+    single = (np.float16, np.float32)
+    dtype = "float32" if x.dtype in single and h.dtype in single else "float64"
     rows = np.moveaxis(x, axis, -1)
     batch_shape, length = rows.shape[:-1], rows.shape[-1]
+    start, count = output_window(length, len(h), mode)
+    if math.prod(batch_shape) == 0:
+        # an empty batch: no rows to convolve (and no pipeline of 0 rows to plan)
+        return np.moveaxis(np.zeros((*batch_shape, count), dtype), -1, axis)
     n = convolution_length(length, len(h), mode)
     plan = plan_convolve(n, h, math.prod(batch_shape), dtype, target)
-    start, count = output_window(length, len(h), mode)
     y = plan(rows.reshape(-1, length).astype(dtype, copy=False))
     return np.moveaxis(y[:, start:start + count].reshape(*batch_shape, count), -1, axis)
