@@ -169,6 +169,8 @@ def test_numpy_like_arguments(function, kwargs, error, message):
     (None, {"axis": 1.0}, TypeError, "axis must be an integer"),
     (None, {"schedule": "yes"}, TypeError, "schedule must be a bool"),
     (None, {"codelet_limit": 8, "radix_limit": 16}, ValueError, "radix_limit must be at most codelet_limit=8"),
+    # an empty batch named x (it raised 'batch must be at least 1', an argument te_fft has not)
+    (te.placeholder((0, 8, 2), "float32", name="X"), {}, ValueError, r"x has shape \(0, 8, 2\).*no transforms"),
 ])
 def test_te_fft_arguments(x, kwargs, error, message):
     x = te.placeholder((4, 8, 2), "float32", name="X") if x is None else x

@@ -126,6 +126,9 @@ def te_fft(
     if not isinstance(x, te.Tensor):
         raise TypeError(f"x must be a te.Tensor, got {type(x).__name__}")
     kind = check_choice("kind", kind, KINDS)
+    if kind == "c2r" and direction == "forward":
+        # as plan(): a c2r transform is the backward one, whatever the default direction says
+        direction = "backward"
     axis = check_int("axis", axis)
     if not isinstance(schedule, bool):
         raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
@@ -154,6 +157,9 @@ def te_fft(
     passes = spec.passes()
     flat, batch_dims = _to_batch_last(x, axis, in_complex)
     batch = math.prod(batch_dims)
+    if batch == 0:
+        raise ValueError(f"x has shape {shape}: an axis other than axis {axis} has length 0, so there are no "
+                         f"transforms to compute")
     input_layout, output_layout = spec.layouts(batch)
     if schedule and target == "cuda":
         func = plan(n, batch, kind, spec.direction, norm, complex_dtype, "cuda", codelet_limit=codelet_limit,
