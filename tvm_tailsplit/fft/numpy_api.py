@@ -288,9 +288,11 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
     return target
 
 
-def _ours(array: np.ndarray, x: Any) -> bool:
-    """Whether `array` is a temporary of this call (a cast, padded or converted copy), free to be overwritten."""
-    return array is not x and array.flags.owndata and array.flags.writeable
+def _ours(array: np.ndarray, source: np.ndarray) -> bool:
+    """Whether `array` is a temporary of this call (a cast, padded or contiguous copy of `source`, the input as
+    an array), free to be overwritten: memory that `source` does not share. `source` itself never is, even when
+    it owns its memory: an array-like's `__array__` may hand over its own storage (a container of arrays)."""
+    return not np.may_share_memory(array, source) and array.flags.writeable
 
 
 def _contiguous_along(array: np.ndarray, axis: int) -> np.ndarray:
@@ -307,7 +309,8 @@ def _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, direction) -> np.nda
     dtype = _precision(array)
     n = _size("n", n, array.shape[axis], f"the length of axis {axis} of x")
     resized = _resize(array.astype(dtype, copy=False), n, axis)
-    in_place = out is None and (_ours(resized, x) or (bool(overwrite_x) and resized is array and array.flags.writeable))
+    in_place = out is None and (_ours(resized, array) or
+                                (bool(overwrite_x) and resized is array and array.flags.writeable))
     with _threads(_check_workers(workers)):
         return _along_axis(resized, axis, n, "c2c", direction, _norm(norm), dtype, resized.shape, dtype, out,
                            in_place)
@@ -431,7 +434,7 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
         resized = _resize(resized, stored, axis)
     contiguous = np.ascontiguousarray(resized)
     in_place = kind == "c2c" and out is None and (
-        _ours(contiguous, x) or (bool(overwrite_x) and contiguous is array and array.flags.writeable))
+        _ours(contiguous, array) or (bool(overwrite_x) and contiguous is array and array.flags.writeable))
     out_dtype = REAL_DTYPES[dtype] if kind == "c2r" else dtype
     out_shape = list(contiguous.shape)
     if kind != "c2c":
