@@ -1,12 +1,14 @@
 """n-D FFTs (plan_nd): graphs of 1-D plans against numpy.fft.fftn / rfftn / irfftn, memory derived before running."""
 
 import math
+import threading
 
 import numpy as np
 import pytest
+import tvm_ffi
 
 from tvm_tailsplit.cuda import compile_cuda_source
-from tvm_tailsplit.fft import plan
+from tvm_tailsplit.fft import ndim, plan
 from tvm_tailsplit.fft.ndim import plan_nd
 from tvm_tailsplit.fft.tuning import PARALLEL_TASKS
 from tvm_tailsplit.testing import guarded_array
@@ -227,3 +229,26 @@ def test_cuda_graph_runs_against_numpy(params):
         x = random_complex(shape, dtype)
         reference = np.fft.fftn(x.astype(np.complex128), axes=axes)
     assert relative_error(p(x), reference) <= tolerance(math.prod(shape), dtype)
+
+def test_graphs_are_built_by_several_threads_at_once():
+    # Relax's BlockBuilder keeps its scopes on one stack shared by all threads: two graphs built at once raised
+    # AssertionError ("BlockBuilder.current() must be self"), e.g. fft.rfftn called from a thread pool
+    graph = plan_nd((4, 6, 8), (0, 1, 2), "c2c")
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        start.wait()
+        try:
+            for _ in range(10):
+                module = ndim._build_module(graph.nodes, graph._input_floats, graph._output_floats, graph.real_dtype)
+                assert tvm_ffi.structural_equal(module, graph.relax_module)
+        except BaseException as error:  # reported below, from the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,29 +186,35 @@ def _destination(node: Node, nodes: list[Node]) -> str:
     return "out" if node is nodes[-1] or nodes[-1].kind != "c2r" else "an intermediate"
 
 
+# Relax's BlockBuilder keeps its function scopes on one stack shared by every thread (a class attribute): graphs
+# built by two threads at once pop each other's scopes ("BlockBuilder.current() must be self"), so one at a time
+_BUILDER_LOCK = threading.Lock()
+
+
 def _build_module(nodes: list[Node], in_shape: tuple[int, ...], out_shape: tuple[int, ...], real_dtype: str
                   ) -> tvm.IRModule:
     """The Relax graph `main(x, out)` of the nodes (module docstring): a c2c node after the first transforms
     its input in place; the first node writes `out` unless the graph ends with a c2r node."""
-    builder = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(in_shape, real_dtype))
-    out = relax.Var("out", relax.TensorType(out_shape, real_dtype))
-    with builder.function("main", [x, out], pure=False):
-        current = x
-        for node in nodes:
-            function = builder.add_func(_relaid_function(node), node.name)
-            source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
-            constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
-            result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
-            destination = {"in place": current, "out": out, "an intermediate": None}[_destination(node, nodes)]
-            if destination is None:
-                current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
-            else:
-                target = builder.emit(relax.op.memory.view(destination, node.buffer_shape("output")))
-                current = builder.emit(relax.call_tir_inplace(function, [source, *constants, target],
-                                                              len(constants) + 1, result_type))
-        builder.emit_func_output(out)
-    return builder.get()
+    with _BUILDER_LOCK:
+        builder = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType(in_shape, real_dtype))
+        out = relax.Var("out", relax.TensorType(out_shape, real_dtype))
+        with builder.function("main", [x, out], pure=False):
+            current = x
+            for node in nodes:
+                function = builder.add_func(_relaid_function(node), node.name)
+                source = builder.emit(relax.op.memory.view(current, node.buffer_shape("input")))
+                constants = [relax.const(c, str(c.dtype)) for c in node.plan._constants]
+                result_type = relax.TensorType(node.buffer_shape("output"), real_dtype)
+                destination = {"in place": current, "out": out, "an intermediate": None}[_destination(node, nodes)]
+                if destination is None:
+                    current = builder.emit(relax.call_tir(function, [source, *constants], result_type))
+                else:
+                    target = builder.emit(relax.op.memory.view(destination, node.buffer_shape("output")))
+                    current = builder.emit(relax.call_tir_inplace(function, [source, *constants, target],
+                                                                  len(constants) + 1, result_type))
+            builder.emit_func_output(out)
+        return builder.get()
 
 
 def _plan_memory(module: tvm.IRModule) -> tvm.IRModule:
