@@ -92,6 +92,21 @@ def test_interleaved_disjoint_output_layout_is_accepted():
     assert relative_error(plan(x), np.fft.fft(x.astype(np.complex128))) <= tolerance(16, "complex64")
 
 
+@pytest.mark.parametrize(("call", "message"), [
+    # TVM refused it with 'Literal value 2147483648 exceeds range of int32'
+    (lambda: tfft.plan(16, 2, idist=2**29), r"the input of 2 transforms \(distance 536870912, stride 1\) reaches "
+                                            r"2147483648 floats"),
+    # a plan of any batch: its int32 batch variable made the offsets of transforms past 2**24 wrap around
+    (lambda: tfft.plan(64, 2**25), "the input of 33554432 transforms"),
+    (lambda: tfft.plan(63, 1, kind="c2r", ostride=2**26), "the output of 1 transforms .* reaches 4227858432 floats"),
+    (lambda: tfft.te_fft(te.placeholder((2**25, 64, 2), "float32", name="X")), "32-bit integers"),
+])
+def test_layouts_beyond_32_bit_indices_are_refused(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+    tfft.plan(16, 2, idist=2**29 - 8)   # the largest that fits (2**30 + 16 floats) builds
+
+
 def test_overlapping_inputs_are_read():
     # sliding windows: the input's transforms may share elements (they are only read)
     base = random_complex(40, "complex64", seed=4)

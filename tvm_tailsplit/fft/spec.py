@@ -8,7 +8,10 @@ hashable and valid. Everything else derives from it:
 * `layouts(batch, istride, idist, ostride, odist)`: the input and output layouts (`template.ExternalLayout`):
   c2c is n complex elements in and out, r2c n reals in (read as n/2 complex pairs when n is even) and n//2 + 1
   complex out, c2r the reverse. The strides are checked: an output whose transforms would write over each
-  other (e.g. `odist=1` with `batch=2`) is refused, the arguments named;
+  other (e.g. `odist=1` with `batch=2`) is refused, the arguments named; so is a layout that reaches beyond
+  `MAX_BUFFER_FLOATS` floats (`batch·distance`, `elements·stride` or its last element): the generated operator
+  indexes its buffers with 32-bit integers (TVM refused such layouts with an internal error, or, for a plan of any
+  batch, whose batch is an int32 variable, the offsets wrapped around);
 * kind "conv" is the circular convolution pipeline of `convolve` (n reals in and out, laid out as r2c's input
   and c2r's output; direction "forward", norm "backward": the 1/n is in the filter's spectrum);
 * `tree()`: the breakdown of the complex transform (`factor.breakdown`; n/2 points for even real transforms);
@@ -29,7 +32,8 @@ from .passes import PassList, build_passes
 from .template import ExternalLayout
 from .tuning import CODELET_LIMIT, RADIX_LIMIT
 
-__all__ = ["DIRECTIONS", "KINDS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec", "check_choice", "check_int"]
+__all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
+           "check_choice", "check_int"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -38,6 +42,8 @@ _NAMED = {"c2c": "a c2c", "r2c": "an r2c", "c2r": "a c2r", "conv": "a conv"}
 DIRECTIONS = ("forward", "backward")
 NORMS = ("backward", "ortho", "forward")
 REAL_DTYPES = {"complex64": "float32", "complex128": "float64"}
+# the floats a parameter buffer may reach: the generated operator's indices are 32-bit integers
+MAX_BUFFER_FLOATS = 2**31 - 1
 
 
 def check_int(name: str, value: Any, minimum: int | None = None) -> int:
@@ -157,7 +163,10 @@ class FFTSpec:
             raise ValueError(f"ostride must be 1 for {_NAMED[self.kind]} plan of even n, got {ostride}")
         output = ExternalLayout(out_kind, out_elements, odist, ostride)
         _check_disjoint(output, batch)
-        return ExternalLayout(in_kind, in_elements, idist, istride), output
+        layouts = ExternalLayout(in_kind, in_elements, idist, istride), output
+        for name, layout in zip(("input", "output"), layouts, strict=True):
+            _check_indexable(name, layout, batch)
+        return layouts
 
 
 def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
@@ -174,6 +183,17 @@ def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
             f"ostride={layout.stride} and odist={layout.distance} make the outputs of the {batch} transforms "
             f"overlap: element {element} of transform 0 is element 0 of transform {transform} (the same {unit}); "
             f"the output needs odist >= {layout.elements}·ostride (or ostride >= batch·odist)")
+
+
+def _check_indexable(name: str, layout: ExternalLayout, batch: int) -> None:
+    """ValueError when the buffer of `batch` transforms in `layout` reaches beyond `MAX_BUFFER_FLOATS` floats."""
+    last = (batch - 1) * layout.distance + (layout.elements - 1) * layout.stride + 1
+    reach = max(batch * layout.distance, layout.elements * layout.stride, last) * (2 if layout.kind == "complex" else 1)
+    if reach > MAX_BUFFER_FLOATS:
+        raise ValueError(
+            f"the {name} of {batch} transforms (distance {layout.distance}, stride {layout.stride}) reaches {reach} "
+            f"floats; the generated operator indexes its buffers with 32-bit integers (at most {MAX_BUFFER_FLOATS}): "
+            f"transform the batch in parts")
 
 
 @functools.lru_cache(maxsize=256)
