@@ -232,6 +232,7 @@ def test_empty_axes_and_empty_batches_follow_scipy():
     lambda: tfft.ihfft(np.ones(0)), lambda: tfft.irfft(np.ones((3, 0))), lambda: tfft.hfft(np.ones(0, complex)),
     lambda: tfft.fftn(np.ones((0, 4))), lambda: tfft.rfftn(np.ones((0, 4, 6))), lambda: tfft.irfftn(np.ones((2, 0, 4))),
     lambda: tfft.fft2(np.ones((3, 0)), s=(3, -1)), lambda: tfft.fftn(np.ones((2, 0, 4)), axes=(1,)),
+    lambda: tfft.irfftn(np.ones((4, 0))), lambda: tfft.hfftn(np.ones(1)),
 ])
 def test_transform_axes_of_no_points_are_refused_like_numpy(call):
     # numpy and scipy refuse them ("invalid number of data points (0)"); they were empty or a zero spectrum (rfft
@@ -239,6 +240,14 @@ def test_transform_axes_of_no_points_are_refused_like_numpy(call):
     with pytest.raises(ValueError, match=r"invalid number of data points \((0|-2)\).*give (n|s)"):
         call()
     assert tfft.fft(np.ones((3, 0)), n=4).shape == (3, 4)        # an explicit length zero-pads, as numpy
+
+
+def test_n_d_functions_of_one_axis_name_s():
+    # they named n, the argument of the 1-D functions they run
+    for call in (lambda: tfft.hfftn(np.ones(1)), lambda: tfft.irfftn(np.ones((2, 3, 1)), axes=(2,))):
+        with pytest.raises(ValueError, match=r"invalid number of data points \(0\): the last transformed axis "
+                                             r"\([02]\) has 1 input point\(s\).*; give s$"):
+            call()
 
 
 def _is_fast(m: int, real: bool) -> bool:

@@ -410,6 +410,11 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
         if (array.shape[axis] if size is None else size) < 1 and not (kind == "c2r" and axis == axes[-1]):
             raise ValueError(f"invalid number of data points (0) along axis {axis} of x: a transform needs at least "
                              f"1 point (give s)")
+    last = axes[-1]
+    if kind == "c2r" and sizes[-1] is None and array.shape[last] < 2:
+        raise ValueError(f"invalid number of data points ({2 * (array.shape[last] - 1)}): the last transformed axis "
+                         f"({last}) has {array.shape[last]} input point(s), and the default output length is "
+                         f"2·(m - 1); give s")
     if len(axes) == 1:
         one = {"c2c": _c2c, "r2c": _r2c, "c2r": _c2r}[kind]
         if kind == "c2c":
@@ -420,11 +425,7 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
     dtype = _precision(array)
     lengths = [array.shape[a] if n is None else n for a, n in zip(axes, sizes, strict=True)]
     if kind == "c2r":
-        last = axes[-1]
         lengths[-1] = 2 * (array.shape[last] - 1) if sizes[-1] is None else sizes[-1]
-        if lengths[-1] < 1:
-            raise ValueError(f"the last transformed axis ({last}) has {array.shape[last]} input point(s): the default "
-                             f"output length 2·(m - 1) is 0; give s")
     cast = array.astype(REAL_DTYPES[dtype] if kind == "r2c" else dtype, copy=False)
     if conjugate:
         cast = np.conjugate(cast)
