@@ -7,6 +7,8 @@ canary-guarded buffers; the TIR shows that only the fused passes read the filter
 CUDA pipeline runs on llvm with its threads serialized, compiles with nvcc for sm_80 and sm_90, and runs on a GPU.
 """
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.signal
@@ -117,6 +119,15 @@ def test_plan_applies_one_filter_to_many_batches_as_overlap_save():
     blocks = [plan(padded[:, start:start + n])[:, 32:] for start in range(0, signal.shape[1] + 32, step)]
     y = np.concatenate(blocks, axis=1)[:, :signal.shape[1] + 32]
     assert relative_error(y, reference(signal, h, "full")) <= TOLERANCE["float64"]
+
+
+def test_plans_pickle_with_their_filter():
+    # it raised TVM's InternalError 'llvm is not binary serializable' (a plan holds its compiled pipeline)
+    h = random_real((7,), "float64", 4)
+    plan = tfft.plan_convolve(24, h, batch=2, dtype="float64")
+    copy = pickle.loads(pickle.dumps(plan))
+    x = random_real((2, 24), "float64", 5)
+    assert copy is not plan and repr(copy) == repr(plan) and np.array_equal(copy(x), plan(x))
 
 
 def test_filter_spectrum_is_computed_in_float64_and_rounded_once():

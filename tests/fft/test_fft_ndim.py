@@ -1,6 +1,7 @@
 """n-D FFTs (plan_nd): graphs of 1-D plans against numpy.fft.fftn / rfftn / irfftn, memory derived before running."""
 
 import math
+import pickle
 import threading
 
 import numpy as np
@@ -252,3 +253,12 @@ def test_graphs_are_built_by_several_threads_at_once():
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def test_plans_pickle_as_their_arguments():
+    # it raised TVM's InternalError 'llvm is not binary serializable' (a plan holds its compiled module)
+    for graph in (plan_nd((4, 6, 5), (0, 2), "c2r", norm="ortho", dtype="complex128", last_size=9),
+                  plan_nd((4, 6, 8), (2, 1), "r2c")):
+        copy = pickle.loads(pickle.dumps(graph))
+        assert copy is graph                                # the same arguments: the process's cached plan
+        assert repr(copy) == repr(graph) and copy.output_shape == graph.output_shape

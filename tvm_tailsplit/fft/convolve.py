@@ -37,7 +37,7 @@ import numpy as np
 import tvm
 
 from .numpy_api import next_fast_len
-from .planner import Plan, _cached_plan, _resolve_target, _TargetKey
+from .planner import Plan, _cached_plan, _resolve_target, _target_argument, _TargetKey
 from .search import ROUNDS
 from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int
 
@@ -87,6 +87,7 @@ class ConvolvePlan:
         self.pipeline = pipeline
         self.n, self.batch, self.dtype = pipeline.n, pipeline.batch, pipeline.real_dtype
         self.taps = len(h)
+        self._filter = np.array(h)
         spectrum = filter_spectrum(h, self.n)
         tables, *others = pipeline.constants
         tables = tables.copy()
@@ -151,6 +152,12 @@ class ConvolvePlan:
         out = np.empty((self.batch, self.n), self.dtype)
         pipeline.run(x, out, self._constant_tensors(tvm.cpu(0)))
         return out
+
+    def __reduce__(self):
+        """Pickled as the arguments of `plan_convolve()` with its filter (it raised TVM's 'llvm is not binary
+        serializable'): unpickling plans again, the pipeline loaded from the plan cache once compiled there."""
+        return functools.partial(plan_convolve, self.n, self._filter, self.batch, self.dtype,
+                                 _target_argument(self.pipeline.target)), ()
 
     def __repr__(self) -> str:
         return (f"ConvolvePlan(n={self.n}, taps={self.taps}, batch={self.batch}, dtype={self.dtype!r}, "

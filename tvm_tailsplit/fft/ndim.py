@@ -52,7 +52,7 @@ import tvm_ffi
 from tvm import relax, s_tir, tirx
 
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
-from .planner import Plan, _check_in_place, _resolve_target, _TargetKey, plan
+from .planner import Plan, _check_in_place, _resolve_target, _target_argument, _TargetKey, plan
 from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int
 from .tuning import STRIDED_LANES
 
@@ -392,6 +392,13 @@ class NDPlan:
                      f"storage(s) {self.storage_bytes}; largest node scratch "
                      f"{max(node.scratch_bytes for node in self.nodes)} bytes; workspace {self.workspace_bytes} bytes")
         return "\n".join(lines)
+
+    def __reduce__(self):
+        """Pickled as the arguments of `plan_nd()` (it raised TVM's 'llvm is not binary serializable'): unpickling
+        plans again, its 1-D plans loaded from the plan cache once compiled there."""
+        last_size = self.output_shape[self.axes[-1]] if self.kind == "c2r" else None
+        return functools.partial(plan_nd, self.shape, self.axes, self.kind, self.direction, self.norm, self.dtype,
+                                 _target_argument(self.target), last_size=last_size), ()
 
     def __repr__(self) -> str:
         return (f"NDPlan(shape={self.shape}, axes={self.axes}, kind={self.kind!r}, direction={self.direction!r}, "

@@ -81,6 +81,13 @@ def _named_target(name: str) -> tvm.target.Target:
     return tvm.target.Target({"kind": "cuda", "arch": device_arch() or DEFAULT_ARCH})
 
 
+def _target_argument(target: tvm.target.Target) -> str | dict:
+    """The `target=` argument that gives `target` again, for pickling: "llvm"/"cuda" for the named targets (the
+    unpickling host's CPU or GPU), else the target's dict."""
+    kind = target.kind.name
+    return kind if str(target) == str(_named_target(kind)) else json.loads(str(target))
+
+
 def _resolve_target(target: Any) -> tvm.target.Target:
     """`target` as a TVM Target of kind llvm or cuda: "llvm" (the host CPU), "cuda" (the GPU present, else
     `cuda.DEFAULT_ARCH`), a target dict or a tvm.target.Target."""
@@ -274,10 +281,8 @@ class Plan:
     def __reduce__(self):
         """Pickled as the arguments of `plan()` with the plan's variant: unpickling plans again (loaded from the
         plan cache once compiled there); the host CPU target ("llvm") stays the unpickling host's CPU."""
-        kind = self.target.kind.name
-        target = kind if str(self.target) == str(_named_target(kind)) else json.loads(str(self.target))
         arguments = {"n": self.n, "batch": self.batch, "kind": self.kind, "direction": self.direction,
-                     "norm": self.norm, "dtype": self.dtype, "target": target,
+                     "norm": self.norm, "dtype": self.dtype, "target": _target_argument(self.target),
                      "istride": self.input_layout.stride, "idist": self.input_layout.distance,
                      "ostride": self.output_layout.stride, "odist": self.output_layout.distance,
                      "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit}
