@@ -290,3 +290,12 @@ def test_plan_on_tvm_tensors_gives_a_tvm_tensor():
         plan(tvm.runtime.tensor(x), out=tvm.runtime.tensor(np.zeros((2, 48), "float64")))
     with pytest.raises(ValueError, match="out is for TVM tensor inputs"):
         plan(x, out=out)
+
+
+def test_calling_a_cuda_convolution_plan_without_a_gpu_says_so(monkeypatch):
+    from tvm_tailsplit.fft import planner
+
+    monkeypatch.setattr(planner, "gpu_available", lambda: False)
+    p = tfft.plan_convolve(64, np.ones(3), 2, "float32", {"kind": "cuda", "arch": "sm_90"})
+    with pytest.raises(RuntimeError, match="runs on a CUDA GPU"):
+        p(np.zeros((2, 64), np.float32))

@@ -7,6 +7,7 @@ import pytest
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.cuda import compile_cuda_source
+from tvm_tailsplit.fft import planner
 
 from .fft_reference import random_complex, random_real, relative_error, tolerance
 
@@ -70,3 +71,11 @@ def test_strided_cuda_plans_refuse_numpy_arrays_by_name():
         plan = tfft.plan(16, 3, target="cuda", **layout)
         with pytest.raises(ValueError, match="istride/idist/ostride/odist runs on device tensors"):
             plan(np.zeros((3, 16), np.complex64))
+
+
+def test_calling_a_cuda_plan_without_a_gpu_says_so(monkeypatch):
+    # it raised TVM's InternalError "Device API cuda is not enabled"
+    monkeypatch.setattr(planner, "gpu_available", lambda: False)
+    plan = tfft.plan(16, 2, target={"kind": "cuda", "arch": "sm_90"})
+    with pytest.raises(RuntimeError, match=r"runs on a CUDA GPU \(target sm_90\) and this machine has none"):
+        plan(np.zeros((2, 16), np.complex64))

@@ -355,3 +355,8 @@ def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it
     fft.forget_wisdom(saved=True)
     assert not path.exists()
     assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None
+
+
+def test_forget_wisdom_takes_a_bool():
+    with pytest.raises(TypeError, match="saved must be a bool, got 'yes'"):
+        fft.forget_wisdom("yes")

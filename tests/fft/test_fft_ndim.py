@@ -148,6 +148,7 @@ def test_plan_lanes_argument():
 def test_plans_are_cached_on_validated_arguments():
     first = plan_nd((4, 6), (1, 0), "c2c")
     assert plan_nd([np.int64(4), 6], [1, np.int32(0)], "c2c", "forward", "backward", np.complex64) is first
+    assert plan_nd((4, 6), (-1, -2), "c2c") is first  # negative axes count from the end, as numpy's
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -156,7 +157,8 @@ def test_plans_are_cached_on_validated_arguments():
     (dict(shape=(4, 4), axes=(2,), kind="c2c"), ValueError, "axes"),
     (dict(shape=(4, 4), axes=(1, 1), kind="c2c"), ValueError, "distinct"),
     (dict(shape=(4, 4), axes=(), kind="c2c"), ValueError, "axes"),
-    (dict(shape=(4, 4), axes=(-1,), kind="c2c"), ValueError, r"axes\[0\]"),
+    (dict(shape=(4, 4), axes=(-3,), kind="c2c"), ValueError, r"axes \(-3,\) must lie in \[-2, 2\)"),
+    (dict(shape=(4, 4), axes=(1, -1), kind="c2c"), ValueError, "distinct"),
     (dict(shape=(4, 4), axes=(0.5,), kind="c2c"), TypeError, r"axes\[0\]"),
     (dict(shape=(4, 4), axes=(0,), kind="dct"), ValueError, "kind"),
     (dict(shape=(4, 4), axes=(0,), kind="c2c", norm="none"), ValueError, "norm"),
@@ -262,3 +264,12 @@ def test_plans_pickle_as_their_arguments():
         copy = pickle.loads(pickle.dumps(graph))
         assert copy is graph                                # the same arguments: the process's cached plan
         assert repr(copy) == repr(graph) and copy.output_shape == graph.output_shape
+
+
+def test_calling_a_cuda_nd_plan_without_a_gpu_says_so(monkeypatch):
+    from tvm_tailsplit.fft import planner
+
+    monkeypatch.setattr(planner, "gpu_available", lambda: False)
+    p = plan_nd((4, 8), (0, 1), "c2c", target={"kind": "cuda", "arch": "sm_90"})
+    with pytest.raises(RuntimeError, match="runs on a CUDA GPU"):
+        p(np.zeros((4, 8), np.complex64))

@@ -148,6 +148,7 @@ class ConvolvePlan:
             raise ValueError("out is for TVM tensor inputs; with a numpy x the result is a new array")
         x = self._padded(x)
         if pipeline.is_cuda:
+            pipeline._require_gpu()
             return self(tvm.runtime.tensor(x, tvm.cuda(0))).numpy()
         out = np.empty((self.batch, self.n), self.dtype)
         pipeline.run(x, out, self._constant_tensors(tvm.cpu(0)))

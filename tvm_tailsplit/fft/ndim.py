@@ -341,6 +341,7 @@ class NDPlan:
         out_view = self._float_view("out", out, self._output_floats, complex_out)
         _check_in_place(x_view, out_view)
         if self.is_cuda:
+            self.nodes[0].plan._require_gpu()
             device = tvm.cuda(0)
             out_tensor = tvm.runtime.empty(out_view.shape, self.real_dtype, device)
             self._main(tvm.runtime.tensor(x_view, device), out_tensor)
@@ -415,10 +416,11 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
             last_size: int | None = None) -> NDPlan:
     """Compile (once; cached by the validated arguments) the n-D FFT of an array of `shape` over `axes`.
 
-    axes: distinct axes of `shape`, in transform order. kind "c2c"; "r2c" (real input of the float type of
-    `dtype`: the real transform along axes[-1], then complex ones along the others); "c2r" (complex input:
-    complex transforms along axes[:-1], then the real one along axes[-1], whose output has `last_size` points,
-    by default 2·(m - 1) for m input points; the input must have last_size//2 + 1 points there). norm: numpy's
+    axes: distinct axes of `shape` (negative ones count from the end), in transform order. kind "c2c"; "r2c"
+    (real input of the float type of `dtype`: the real transform along axes[-1], then complex ones along the
+    others); "c2r" (complex input: complex transforms along axes[:-1], then the real one along axes[-1], whose
+    output has `last_size` points, by default 2·(m - 1) for m input points; the input must have last_size//2 + 1
+    points there). norm: numpy's
     normalization over the product of the transformed lengths. A wrong type raises TypeError, a wrong value
     ValueError, naming the argument.
     """
@@ -429,11 +431,13 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
         raise ValueError("shape must have at least one dimension")
     if isinstance(axes, (str, bytes)) or not isinstance(axes, Sequence):
         raise TypeError(f"axes must be a sequence of integers, got {axes!r} ({type(axes).__name__})")
-    axes = tuple(check_int(f"axes[{i}]", a, 0) for i, a in enumerate(axes))
+    axes = tuple(check_int(f"axes[{i}]", a) for i, a in enumerate(axes))
     if not axes:
         raise ValueError("axes must name at least one axis")
-    if any(a >= len(shape) for a in axes):
-        raise ValueError(f"axes {axes} must be below the number of dimensions {len(shape)}")
+    if any(not -len(shape) <= a < len(shape) for a in axes):
+        raise ValueError(f"axes {axes} must lie in [-{len(shape)}, {len(shape)}) for the {len(shape)} dimensions "
+                         "of shape")
+    axes = tuple(a % len(shape) for a in axes)  # negative axes count from the end, as numpy's
     if len(set(axes)) != len(axes):
         raise ValueError(f"axes must be distinct, got {axes}")
     kind = check_choice("kind", kind, KINDS)

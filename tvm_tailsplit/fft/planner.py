@@ -41,7 +41,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 
-from ..cuda import DEFAULT_ARCH, CudaLimits, device_arch, register_pipeline_without_thread_sync
+from ..cuda import DEFAULT_ARCH, CudaLimits, device_arch, gpu_available, register_pipeline_without_thread_sync
 from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
@@ -479,6 +479,7 @@ class Plan:
             raise ValueError("a CUDA plan with istride/idist/ostride/odist runs on device tensors with those strides "
                              "(TVM tensors, e.g. through DLPack from torch or cupy); for numpy arrays make the plan "
                              "with compact layouts (numpy strided views are copied to the device compact anyway)")
+        self._require_gpu()
         dev = tvm.cuda(0)
         x_tensor = x if isinstance(x, tvm.runtime.Tensor) else tvm.runtime.tensor(
             np.ascontiguousarray(self._as_float_view("x", np.asarray(x), self.input_layout)), dev)
@@ -490,6 +491,14 @@ class Plan:
         if self.output_layout.kind == "complex":
             return result.view(self.dtype)[..., 0]
         return result
+
+    def _require_gpu(self) -> None:
+        """A RuntimeError saying so where a CUDA plan is called with numpy arrays on a machine without a GPU
+        (TVM's own error: 'Device API cuda is not enabled')."""
+        if not gpu_available():
+            raise RuntimeError(f"this plan runs on a CUDA GPU (target {self.cuda_limits.arch}) and this machine has "
+                               "none (tvm_tailsplit.cuda.gpu_available() is false); plan.cuda_source() gives its CUDA, "
+                               "or plan with target='llvm'")
 
     @functools.cache  # noqa: B019 - one executable per plan, plans live in the plan cache
     def _cuda_executable(self):

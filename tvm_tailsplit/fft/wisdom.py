@@ -194,6 +194,8 @@ def _parse(text: str) -> list[tuple[str, str, Variant]]:
 def forget_wisdom(saved: bool = False) -> None:
     """Forget every recorded variant in this process (plans already built stay cached); with `saved`, delete the
     plan cache's wisdom file too."""
+    if not isinstance(saved, bool):
+        raise TypeError(f"saved must be a bool, got {saved!r} ({type(saved).__name__})")
     with _lock:
         _wisdom.clear()
     directory = cache.cache_dir()
