@@ -198,6 +198,12 @@ def test_bad_wisdom_and_bad_arguments_name_them(fresh):
         fft.import_wisdom("{")
     with pytest.raises(TypeError, match="text must be a str"):
         fft.import_wisdom(b"{}")
+    exported = json.loads(fft.export_wisdom())
+    for entries, message in [("n", r"'entries' is a str, not a list"),
+                             ([{"key": "k"}], r"\{'key': 'k'\}: no 'problem'"),
+                             (["x"], "an entry is an object with problem, effort and variant, not a str")]:
+        with pytest.raises(ValueError, match=message):
+            fft.import_wisdom(json.dumps({**exported, "entries": entries}))
     with pytest.raises(ValueError, match="effort"):
         fft.plan(8, effort="exhaustive")
     with pytest.raises(TypeError, match="effort"):

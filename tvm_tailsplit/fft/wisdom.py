@@ -179,14 +179,21 @@ def _parse(text: str) -> list[tuple[str, str, Variant]]:
             raise _Foreign(f"made with {name} {data.get(name)!r}, this is {name} {version!r}")
     if data.get("host") != host():
         raise _Foreign(f"made on host {data.get('host')!r}, this is {host()!r}")
+    if not isinstance(data["entries"], list):
+        raise ValueError(f"text is not wisdom ('entries' is a {type(data['entries']).__name__}, not a list): pass "
+                         "what export_wisdom returned")
     entries = []
     for entry in data["entries"]:
         try:
+            if not isinstance(entry, dict):
+                raise TypeError(f"an entry is an object with problem, effort and variant, not a {type(entry).__name__}")
             problem = entry["problem"]
             key = json.dumps(problem, sort_keys=True)
             effort = check_choice("effort", entry["effort"], tuple(_ACCEPTS))
             entries.append((key, effort, Variant(**entry["variant"])))
-        except (KeyError, TypeError, ValueError) as error:
+        except KeyError as error:
+            raise ValueError(f"text has a malformed wisdom entry {entry!r}: no {error}") from None
+        except (TypeError, ValueError) as error:
             raise ValueError(f"text has a malformed wisdom entry {entry!r}: {error}") from None
     return entries
 
