@@ -12,7 +12,7 @@ import tvm
 
 from tests.fft.fft_reference import random_complex, random_real, relative_error
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.fft import numpy_api
+from tvm_tailsplit.fft import numpy_api, spec
 
 C2C = ("fft", "ifft")
 REAL_IN = ("rfft", "ihfft")
@@ -316,3 +316,31 @@ def test_forked_child_computes_serially():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         result = pool.apply_async(tfft.fft, (x,)).get(timeout=120)
     assert relative_error(result, np.fft.fft(x)) <= 1e-14
+
+
+@pytest.mark.parametrize("call, reference, transforms", [
+    (lambda x: tfft.fft(x), lambda x: np.fft.fft(x), 50),
+    (lambda x: tfft.fft(x, axis=0), lambda x: np.fft.fft(x, axis=0), 64),  # one strided transform reaches too far
+    (lambda x: tfft.ifft(x, out=np.empty(x.shape, x.dtype)), lambda x: np.fft.ifft(x), 50),
+    (lambda x: tfft.fft(x.copy(), overwrite_x=True), lambda x: np.fft.fft(x), 50),
+    (lambda x: tfft.rfft(x.real), lambda x: np.fft.rfft(x.real), 50),
+    (lambda x: tfft.irfft(x[:, :33], n=64), lambda x: np.fft.irfft(x[:, :33], n=64), 50),
+], ids=["c2c", "axis0", "out", "in-place", "r2c", "c2r"])
+def test_batches_beyond_32_bit_indices_run_in_parts(monkeypatch, call, reference, transforms):
+    # the operator indexes its buffers with 32-bit integers (spec.MAX_BUFFER_FLOATS): a batch that reaches further
+    # (arrays over 8 GiB) runs in calls of as many transforms as fit, here with a limit of 1000 floats; the plans
+    # check the limit themselves (spec.layouts)
+    monkeypatch.setattr(spec, "MAX_BUFFER_FLOATS", 1000)
+    batches = []
+    make_plan = numpy_api.make_plan
+
+    def recording(n, batch, *args, **kwargs):
+        batches.append(batch)
+        return make_plan(n, batch, *args, **kwargs)
+
+    monkeypatch.setattr(numpy_api, "make_plan", recording)
+    x = random_complex((50, 64), "complex128", seed=3)
+    assert relative_error(call(x), reference(x)) <= 1e-14
+    assert len(batches) > 1 and sum(batches) == transforms
+    with pytest.raises(ValueError, match="reaches 2000 floats"):  # one transform beyond the limit: no parts
+        tfft.fft(np.ones(1000, np.complex64))

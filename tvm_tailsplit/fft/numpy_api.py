@@ -50,7 +50,7 @@ from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
 from .ndim import plan_nd
 from .planner import plan as make_plan
-from .spec import NORMS, REAL_DTYPES, check_choice, check_int
+from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, indexable_batch
 from .tuning import RADIX_LIMIT
 
 __all__ = [
@@ -259,14 +259,15 @@ def _steps(flat: np.ndarray) -> tuple[int, int]:
 def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str, norm: str, dtype: str,
                 out_shape: tuple[int, ...], out_dtype: str, out: Any, in_place: bool) -> np.ndarray:
     """One 1-D plan along `axis` over the batch of the other axes; the result written into `out` (or into
-    `array` itself when `in_place`) directly when its layout allows."""
+    `array` itself when `in_place`) directly when its layout allows. A batch whose buffers reach beyond the
+    operator's 32-bit indices (`spec.indexable_batch`) runs in parts of as many transforms as fit, its input first
+    made contiguous where one strided transform alone reaches too far."""
     if array.size == 0:
         return _deliver(np.zeros(out_shape, out_dtype), out)
     flat = _flat(array, axis)
-    if flat is None:
+    if flat is None or _rows_per_call(n, kind, direction, dtype, _steps(flat), None) == 0:
         array = np.moveaxis(np.ascontiguousarray(np.moveaxis(array, axis, -1)), -1, axis)
         flat, in_place = _flat(array, axis), False
-    istride, idist = _steps(flat)
     target, target_flat = None, None
     if in_place:
         target, target_flat = array, flat
@@ -274,18 +275,40 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
         _check_out(out, out_shape, np.dtype(out_dtype))
         candidate = _flat(out, axis) if out.dtype == out_dtype else None
         if candidate is not None and not np.may_share_memory(candidate, flat) and \
-                (kind != "c2r" or n % 2 or candidate.strides[1] == candidate.itemsize):
+                (kind != "c2r" or n % 2 or candidate.strides[1] == candidate.itemsize) and \
+                _rows_per_call(n, kind, direction, dtype, _steps(flat), _steps(candidate)) > 0:
             target, target_flat = out, candidate
-    if target is None:
-        compute = make_plan(n, flat.shape[0], kind, direction, norm, dtype, istride=istride, idist=idist)
+    batch = flat.shape[0]
+    rows = _rows_per_call(n, kind, direction, dtype, _steps(flat), None if target is None else _steps(target_flat))
+    if target is None and (rows >= batch or rows == 0):  # (0: one transform reaches too far; the plan says so)
+        compute = make_plan(n, batch, kind, direction, norm, dtype, istride=_steps(flat)[0], idist=_steps(flat)[1])
         result = compute(flat)
         moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
         shaped = np.moveaxis(result.reshape(moved_shape), -1, axis)
         return _deliver(shaped, out)
-    ostride, odist = _steps(target_flat)
-    make_plan(n, flat.shape[0], kind, direction, norm, dtype, istride=istride, idist=idist, ostride=ostride,
-              odist=odist)(flat, target_flat)
-    return target
+    if target is None:  # in parts, into a compact result
+        moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
+        moved = np.empty(moved_shape, out_dtype)
+        target, target_flat = np.moveaxis(moved, -1, axis), moved.reshape(batch, moved_shape[-1])
+        rows = _rows_per_call(n, kind, direction, dtype, _steps(flat), _steps(target_flat))
+    (istride, idist), (ostride, odist) = _steps(flat), _steps(target_flat)
+    for first in range(0, batch, rows):
+        last = min(batch, first + rows)
+        make_plan(n, last - first, kind, direction, norm, dtype, istride=istride, idist=idist, ostride=ostride,
+                  odist=odist)(flat[first:last], target_flat[first:last])
+    return _deliver(target, out)
+
+
+def _rows_per_call(n: int, kind: str, direction: str, dtype: str, in_steps: tuple[int, int],
+                   out_steps: tuple[int, int] | None) -> int:
+    """The most transforms one plan call takes with these (stride, distance) steps of the input and the output
+    (None: a compact output): `spec.indexable_batch` of both layouts, 0 when one transform reaches too far."""
+    request = FFTSpec(n, kind, direction, dtype=dtype)
+    try:
+        layouts = request.layouts(1, *in_steps, *(out_steps or (1, None)))
+    except ValueError:  # one transform alone reaches beyond 32-bit indices
+        return 0
+    return min(indexable_batch(layout) for layout in layouts)
 
 
 def _ours(array: np.ndarray, source: np.ndarray) -> bool:

@@ -33,7 +33,7 @@ from .template import ExternalLayout
 from .tuning import CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
-           "check_choice", "check_int"]
+           "check_choice", "check_int", "indexable_batch", "layout_reach"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -185,10 +185,25 @@ def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
             f"the output needs odist >= {layout.elements}·ostride (or ostride >= batch·odist)")
 
 
+def layout_reach(layout: ExternalLayout, batch: int) -> int:
+    """The floats that the buffer of `batch` transforms in `layout` spans: the furthest of `batch` distances, one
+    transform's elements and the last element, from the buffer's start."""
+    last = (batch - 1) * layout.distance + (layout.elements - 1) * layout.stride + 1
+    return max(batch * layout.distance, layout.elements * layout.stride, last) * (2 if layout.kind == "complex" else 1)
+
+
+def indexable_batch(layout: ExternalLayout) -> int:
+    """The most transforms whose buffer in `layout` reaches at most `MAX_BUFFER_FLOATS` floats (`layout_reach`;
+    0 when one transform reaches further)."""
+    floats = MAX_BUFFER_FLOATS // (2 if layout.kind == "complex" else 1)
+    if layout.elements * layout.stride > floats or (layout.elements - 1) * layout.stride + 1 > floats:
+        return 0
+    return min(floats // layout.distance, (floats - (layout.elements - 1) * layout.stride - 1) // layout.distance + 1)
+
+
 def _check_indexable(name: str, layout: ExternalLayout, batch: int) -> None:
     """ValueError when the buffer of `batch` transforms in `layout` reaches beyond `MAX_BUFFER_FLOATS` floats."""
-    last = (batch - 1) * layout.distance + (layout.elements - 1) * layout.stride + 1
-    reach = max(batch * layout.distance, layout.elements * layout.stride, last) * (2 if layout.kind == "complex" else 1)
+    reach = layout_reach(layout, batch)
     if reach > MAX_BUFFER_FLOATS:
         raise ValueError(
             f"the {name} of {batch} transforms (distance {layout.distance}, stride {layout.stride}) reaches {reach} "
