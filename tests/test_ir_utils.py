@@ -13,7 +13,13 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 
 from tvm_tailsplit.cuda import cuda_target, executable_cuda_source
-from tvm_tailsplit.ir_utils import DispatchCase, dispatch_by_intervals, require_sizes
+from tvm_tailsplit.ir_utils import (
+    DispatchCase,
+    default_passes,
+    default_passes_with,
+    dispatch_by_intervals,
+    require_sizes,
+)
 from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
 
 
@@ -214,3 +220,18 @@ def test_require_sizes_names_the_function_and_the_argument():
                            ({"n": None}, "f: n must be a positive int, got None")]:
         with pytest.raises(ValueError, match=re.escape(message)):
             require_sizes("f", ("m",), **sizes)
+
+
+def test_default_passes_with_places_passes_next_to_one_of_tvms():
+    mine = tvm.tirx.transform.RemoveNoOp()
+    with tvm.transform.PassContext(opt_level=3):
+        names = [p.info.name for p in default_passes()]
+        before = [p.info.name for p in default_passes_with([mine], before="tirx.VectorizeLoop")]
+        after = [p.info.name for p in default_passes_with([mine, mine], after="tirx.VectorizeLoop")]
+    position = names.index("tirx.VectorizeLoop")
+    assert before == [*names[:position], "tirx.RemoveNoOp", *names[position:]]
+    assert after == [*names[:position + 1], "tirx.RemoveNoOp", "tirx.RemoveNoOp", *names[position + 1:]]
+    with pytest.raises(RuntimeError, match="has no tirx.NoSuchPass pass .* 'tirx.RemoveNoOp'"):
+        default_passes_with([mine], after="tirx.NoSuchPass")
+    with pytest.raises(TypeError, match="exactly one of before and after"):
+        default_passes_with([mine], before="tirx.VectorizeLoop", after="tirx.VectorizeLoop")

@@ -7,8 +7,8 @@ wrapper discards.
 
 Kernels that place their own barriers (the FFT's one-kernel plans, warp-specialized kernels) compile with a TIR
 pipeline registered by `register_pipeline_without_thread_sync`: the pass list of TVM's own default pipeline (which
-TVM builds at run time from the PassContext config, read by `ir_utils.default_passes`; nothing is copied from TVM),
-with `scope_dynamic_shared_loads` inserted before `s_tir.MergeSharedMemoryAllocations`, run inside a nested
+TVM builds at run time from the PassContext config; nothing is copied from TVM) with `scope_dynamic_shared_loads`
+inserted before `s_tir.MergeSharedMemoryAllocations` (`ir_utils.default_passes_with`), run inside a nested
 `PassContext` equal to the caller's (opt level, required passes, config, instruments) except that `s_tir.ThreadSync`
 is added to the disabled passes; the host and device finalization passes are TVM's default ones. One exception
 for instruments: TVM's `PassTimingInstrument` clears its profile when a context exits, which would free the record
@@ -48,7 +48,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .ir_utils import default_passes
+from .ir_utils import default_passes_with, uses_var
 
 __all__ = [
     "DEFAULT_ARCH",
@@ -99,16 +99,6 @@ def nested_pass_context(outer: tvm.transform.PassContext, disabled_pass: tuple[s
     )
 
 
-def _loads_any(expr: tvm.ir.PrimExpr, buffers: list) -> bool:
-    """Whether `expr` loads from one of `buffers`."""
-    def on_load(load):
-        if any(load.source.same_as(buffer) for buffer in buffers):
-            return tvm_ffi.VisitInterrupt(True)
-        return None
-
-    return tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, on_load)) is not None
-
-
 def _scope_sequence(seq, scopes: tuple[str, ...]):
     """`seq` with the statements from its first `Bind` that loads a buffer of one of `scopes` allocated in `seq` to
     its end in a loop of one iteration (unchanged if there is none)."""
@@ -116,7 +106,7 @@ def _scope_sequence(seq, scopes: tuple[str, ...]):
     if not merged:
         return seq
     for position, stmt in enumerate(seq.seq):
-        if isinstance(stmt, tirx.Bind) and _loads_any(stmt.value, merged):
+        if isinstance(stmt, tirx.Bind) and any(uses_var(stmt.value, buffer) for buffer in merged):
             rest = list(seq.seq[position:])
             loop = tirx.For(tirx.Var("scope", "int32"), 0, 1, tirx.ForKind.SERIAL,
                             rest[0] if len(rest) == 1 else tirx.SeqStmt(rest))
@@ -151,13 +141,7 @@ def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
             with nested_pass_context(tvm.transform.PassContext.current(), THREAD_SYNC_DISABLED_PASSES, config):
-                passes = default_passes()
-                names = [p.info.name for p in passes]
-                if MERGE_SHARED_MEMORY_PASS not in names:
-                    raise RuntimeError(f"TVM's default TIR pipeline has no {MERGE_SHARED_MEMORY_PASS} pass (it runs "
-                                       f"{names}); {name} cannot place scope_dynamic_shared_loads")
-                position = names.index(MERGE_SHARED_MEMORY_PASS)
-                passes[position:position] = [scope_dynamic_shared_loads]
+                passes = default_passes_with([scope_dynamic_shared_loads], before=MERGE_SHARED_MEMORY_PASS)
                 return tvm.ir.transform.Sequential(passes)(mod)
 
         return pipeline, finalize_host, finalize_device

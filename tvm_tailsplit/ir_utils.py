@@ -8,8 +8,9 @@
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
 - ``require_sizes``: a ``ValueError`` naming the function and the argument unless each size is a positive int.
-- ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time (for
-  pipelines that insert their own passes into TVM's instead of copying its list).
+- ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time;
+  ``default_passes_with``: that list with passes of ours placed next to one of TVM's (pipelines that insert their
+  own passes into TVM's instead of copying its list).
 - ``dispatch_by_intervals``: one PrimFunc that runs, on each interval of a variable (a symbolic extent such as
   ``M``), the body of the function built for that interval: each body keeps its own kernels and launch shapes,
   and the host picks one by the variable's value.
@@ -33,6 +34,7 @@ __all__ = [
     "checked_module_pass",
     "conjunction",
     "default_passes",
+    "default_passes_with",
     "dispatch_by_intervals",
     "drop_loop_annotation",
     "map_loops",
@@ -180,6 +182,23 @@ def default_passes() -> list[tvm.transform.Pass]:
         raise RuntimeError(f"TVM's default TIR pipeline built {len(recorded)} Sequential pass lists instead of one; "
                            "tvm_tailsplit.ir_utils.default_passes needs updating for this TVM version")
     return recorded[0]
+
+
+def default_passes_with(inserted: list[tvm.transform.Pass], *, before: str | None = None,
+                        after: str | None = None) -> list[tvm.transform.Pass]:
+    """``default_passes()`` with ``inserted`` placed right before the pass named ``before`` or right after the one
+    named ``after`` (exactly one of them); ``RuntimeError`` naming that pass if TVM's list has none."""
+    if (before is None) == (after is None):
+        raise TypeError("default_passes_with needs exactly one of before and after")
+    passes = default_passes()
+    names = [p.info.name for p in passes]
+    anchor = before if after is None else after
+    if anchor not in names:
+        raise RuntimeError(f"TVM's default TIR pipeline has no {anchor} pass (it runs {names}); the passes "
+                           f"{[p.info.name for p in inserted]} cannot be placed")
+    position = names.index(anchor) + (after is not None)
+    passes[position:position] = inserted
+    return passes
 
 
 @dataclass(frozen=True)

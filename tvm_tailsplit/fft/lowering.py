@@ -33,7 +33,7 @@ two-vector shuffles (LLVM otherwise builds each tuple with inserts; measured in 
 of a parallel task, so that it is allocated once per task instead of once per group.
 
 The pipeline (`register_pipeline`) is TVM's default TIR pipeline composed at run time: its pass list, built by
-TVM under the current PassContext's config (`default_passes`), with the two passes inserted after
+TVM under the current PassContext's config (`ir_utils.default_passes_with`), with the two passes inserted after
 `VectorizeLoop` (`INSERT_AFTER`); no copy of the list is kept here.
 
 Measured on AVX-512 (the issue's 16 MiB batches, 1 thread): see bench/results/fft.md; in the generated
@@ -49,7 +49,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from ..ir_utils import default_passes, with_loop
+from ..ir_utils import default_passes_with, with_loop
 from .tuning import MAX_STORE_SET, MIN_BLOCK_LANES
 
 __all__ = ["INSERT_AFTER", "PAIR_BUFFERS_ATTR", "PIPELINE", "PIPELINE_PASS", "contiguous_complex_access",
@@ -493,7 +493,7 @@ def hoist_scratch_allocation(func, mod, ctx):
 # where the FFT's passes go in TVM's default pipeline: right after this pass (by its PassInfo name)
 INSERT_AFTER = "tirx.VectorizeLoop"
 def _pipeline_factory(pair_buffers: frozenset[str]):
-    """TVM's default pipeline (read at run time, `default_passes`) with `contiguous_complex_access` and
+    """TVM's default pipeline (read at run time, `ir_utils.default_passes_with`) with `contiguous_complex_access` and
     `hoist_scratch_allocation` right after `INSERT_AFTER`; its finalization passes unchanged."""
 
     def factory():
@@ -501,13 +501,8 @@ def _pipeline_factory(pair_buffers: frozenset[str]):
 
         @tvm.transform.module_pass(opt_level=0, name=PIPELINE_PASS)
         def pipeline(mod, _ctx):
-            passes = default_passes()
-            names = [p.info.name for p in passes]
-            if INSERT_AFTER not in names:
-                raise RuntimeError(f"TVM's default TIR pipeline has no {INSERT_AFTER} pass (it runs {names}); the "
-                                   "FFT's llvm passes cannot be placed")
-            position = names.index(INSERT_AFTER) + 1
-            passes[position:position] = [contiguous_complex_access(pair_buffers), hoist_scratch_allocation]
+            passes = default_passes_with([contiguous_complex_access(pair_buffers), hoist_scratch_allocation],
+                                         after=INSERT_AFTER)
             return tvm.ir.transform.Sequential(passes)(mod)
 
         return pipeline, finalize_host, finalize_device

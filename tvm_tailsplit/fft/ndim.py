@@ -53,7 +53,7 @@ from tvm import relax, s_tir, tirx
 
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
 from .planner import Plan, _check_in_place, _resolve_target, _target_argument, _TargetKey, plan
-from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int
+from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int, requested_direction
 from .tuning import STRIDED_LANES
 
 __all__ = ["NDPlan", "plan_nd"]
@@ -442,8 +442,7 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
         raise ValueError(f"axes must be distinct, got {axes}")
     kind = check_choice("kind", kind, KINDS)
     direction = check_choice("direction", direction, DIRECTIONS)
-    if kind == "c2r" and direction == "forward":
-        direction = "backward"
+    direction = requested_direction(kind, direction)
     if kind == "r2c" and direction != "forward":
         raise ValueError("direction must be 'forward' for kind='r2c' (the inverse is kind='c2r')")
     norm = check_choice("norm", norm, NORMS)

@@ -37,6 +37,7 @@ length at most `target`. fftshift, ifftshift, fftfreq and rfftfreq are numpy's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -264,10 +265,12 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
     made contiguous where one strided transform alone reaches too far."""
     if array.size == 0:
         return _deliver(np.zeros(out_shape, out_dtype), out)
+    rows_per_call = functools.partial(_rows_per_call, n, kind, direction, dtype)
     flat = _flat(array, axis)
-    if flat is None or _rows_per_call(n, kind, direction, dtype, _steps(flat), None) == 0:
+    if flat is None or rows_per_call(_steps(flat), None) == 0:
         array = np.moveaxis(np.ascontiguousarray(np.moveaxis(array, axis, -1)), -1, axis)
         flat, in_place = _flat(array, axis), False
+    in_steps = _steps(flat)
     target, target_flat = None, None
     if in_place:
         target, target_flat = array, flat
@@ -276,26 +279,23 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
         candidate = _flat(out, axis) if out.dtype == out_dtype else None
         if candidate is not None and not np.may_share_memory(candidate, flat) and \
                 (kind != "c2r" or n % 2 or candidate.strides[1] == candidate.itemsize) and \
-                _rows_per_call(n, kind, direction, dtype, _steps(flat), _steps(candidate)) > 0:
+                rows_per_call(in_steps, _steps(candidate)) > 0:
             target, target_flat = out, candidate
     batch = flat.shape[0]
-    rows = _rows_per_call(n, kind, direction, dtype, _steps(flat), None if target is None else _steps(target_flat))
-    if target is None and (rows >= batch or rows == 0):  # (0: one transform reaches too far; the plan says so)
-        compute = make_plan(n, batch, kind, direction, norm, dtype, istride=_steps(flat)[0], idist=_steps(flat)[1])
-        result = compute(flat)
-        moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
-        shaped = np.moveaxis(result.reshape(moved_shape), -1, axis)
-        return _deliver(shaped, out)
-    if target is None:  # in parts, into a compact result
-        moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
-        moved = np.empty(moved_shape, out_dtype)
+    moved_shape = out_shape[:axis] + out_shape[axis + 1:] + (out_shape[axis],)
+    if target is None:
+        rows = rows_per_call(in_steps, None)
+        if rows >= batch or rows == 0:  # (0: one transform reaches too far; the plan says so)
+            result = make_plan(n, batch, kind, direction, norm, dtype, istride=in_steps[0], idist=in_steps[1])(flat)
+            return _deliver(np.moveaxis(result.reshape(moved_shape), -1, axis), out)
+        moved = np.empty(moved_shape, out_dtype)  # in parts, into a compact result
         target, target_flat = np.moveaxis(moved, -1, axis), moved.reshape(batch, moved_shape[-1])
-        rows = _rows_per_call(n, kind, direction, dtype, _steps(flat), _steps(target_flat))
-    (istride, idist), (ostride, odist) = _steps(flat), _steps(target_flat)
+    out_steps = _steps(target_flat)
+    rows = rows_per_call(in_steps, out_steps)
     for first in range(0, batch, rows):
         last = min(batch, first + rows)
-        make_plan(n, last - first, kind, direction, norm, dtype, istride=istride, idist=idist, ostride=ostride,
-                  odist=odist)(flat[first:last], target_flat[first:last])
+        make_plan(n, last - first, kind, direction, norm, dtype, istride=in_steps[0], idist=in_steps[1],
+                  ostride=out_steps[0], odist=out_steps[1])(flat[first:last], target_flat[first:last])
     return _deliver(target, out)
 
 

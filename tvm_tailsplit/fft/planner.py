@@ -56,7 +56,7 @@ from .multikernel import (
 from .passes import PassList
 from .schedule import cuda_staging, schedule_cuda, schedule_llvm, staged_bytes
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import KINDS, FFTSpec, check_choice, check_int
+from .spec import KINDS, FFTSpec, check_choice, check_int, requested_direction
 from .template import ExternalLayout, build_primfunc, lane_groups
 from .tuning import (
     ANY_BATCH_SCRATCH_BYTES,
@@ -732,8 +732,7 @@ def plan(
     """
     # kind "conv" is `convolve`'s pipeline, planned by `plan_convolve` with its filter
     kind = check_choice("kind", kind, KINDS)
-    if kind == "c2r" and direction == "forward":
-        direction = "backward"
+    direction = requested_direction(kind, direction)
     # every argument is validated (and normalized) before the plan cache hashes it
     spec = FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)
     batch = check_int("batch", batch, 1)

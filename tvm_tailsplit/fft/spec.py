@@ -33,7 +33,7 @@ from .template import ExternalLayout
 from .tuning import CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
-           "check_choice", "check_int", "indexable_batch", "layout_reach"]
+           "check_choice", "check_int", "indexable_batch", "layout_reach", "requested_direction"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -44,6 +44,12 @@ NORMS = ("backward", "ortho", "forward")
 REAL_DTYPES = {"complex64": "float32", "complex128": "float64"}
 # the floats a parameter buffer may reach: the generated operator's indices are 32-bit integers
 MAX_BUFFER_FLOATS = 2**31 - 1
+
+
+def requested_direction(kind: str, direction: str) -> str:
+    """The direction a request of `kind` means: a c2r transform is the backward one, so the entry points' default
+    "forward" is read as "backward" for it (any other direction is left for `FFTSpec` to check)."""
+    return "backward" if kind == "c2r" and direction == "forward" else direction
 
 
 def check_int(name: str, value: Any, minimum: int | None = None) -> int:

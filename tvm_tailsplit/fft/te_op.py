@@ -38,7 +38,7 @@ from tvm import te
 from .passes import PassList
 from .planner import TARGET_KINDS, plan
 from .schedule import choose_lanes, schedule_llvm
-from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int
+from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, requested_direction
 from .template import build_primfunc
 from .tuning import CODELET_LIMIT, RADIX_LIMIT, VECTOR_LANES
 
@@ -126,9 +126,7 @@ def te_fft(
     if not isinstance(x, te.Tensor):
         raise TypeError(f"x must be a te.Tensor, got {type(x).__name__}")
     kind = check_choice("kind", kind, KINDS)
-    if kind == "c2r" and direction == "forward":
-        # as plan(): a c2r transform is the backward one, whatever the default direction says
-        direction = "backward"
+    direction = requested_direction(kind, direction)  # as plan()
     axis = check_int("axis", axis)
     if not isinstance(schedule, bool):
         raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
