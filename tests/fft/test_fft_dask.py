@@ -114,6 +114,18 @@ def test_rechunk_keeps_chunks_within_dask_chunk_size():
     assert dfft.one_chunk_along(rechunked, 1) is rechunked
 
 
+def test_unknown_chunk_sizes_along_other_axes_rechunk_only_the_transformed_axis():
+    # rows selected by a mask have unknown (nan) chunk sizes; the transformed axis, of known chunks, is rechunked
+    # alone (dask's "auto" rechunk of the other axes refused unknown sizes)
+    x = random_array("complex128", seed=3)
+    a = da.from_array(x, chunks=CHUNKS)
+    rows = a[a[:, 0].real > -np.inf]
+    assert np.isnan(rows.shape[0])
+    assert relative_error(dfft.fft(rows).compute(scheduler="synchronous"), np.fft.fft(x)) < 1e-12
+    assert relative_error(dfft.rfft(rows.real, n=50).compute(scheduler="synchronous"),
+                          np.fft.rfft(x.real, n=50)) < 1e-12
+
+
 def test_bad_arguments_are_refused_when_the_graph_is_built():
     x = da.from_array(random_array("complex64"), chunks=CHUNKS)
     with pytest.raises(ValueError, match="norm"):

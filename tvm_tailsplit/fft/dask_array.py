@@ -1,17 +1,17 @@
 """FFTs of chunked dask arrays: numpy.fft's functions with the generated operator as the per-chunk kernel.
 
-Algorithm: a 1-D transform along `axis` needs the whole axis in one chunk. When the array has more than one
-chunk along it, the array is rechunked to one chunk along that axis (the other axes keep their chunks while
-a chunk stays within dask's `array.chunk-size`, else dask's "auto" chunking picks them, so no chunk outgrows
-that size), then `dask.array.fft.fft_wrap` maps the kernel over the blocks: each block is a batch of 1-D
-transforms run by the package's numpy-like function (`fft`, `ifft`, `rfft`, `irfft`: a cached plan per
-block shape, compiled by the process that runs the block, so each worker of a distributed cluster plans
-for itself). Multi-dimensional transforms are 1-D transforms axis by axis (numpy's definition: `fftn` is
-`fft` along each axis; `rfftn` is `rfft` along the last axis then `fft` along the others; `irfftn` is
-`ifft` along all axes but the last then `irfft` along it), each preceded by the rechunk it needs, so a
-2-D transform of an array larger than one worker's memory runs chunk by chunk: rows, an all-to-all rechunk,
-columns. `hfft` and `ihfft` are numpy's compositions: `irfft` of the conjugate and the conjugate of `rfft`,
-with the normalization direction swapped.
+Algorithm: a 1-D transform along `axis` needs the whole axis in one chunk. When the array has more than one chunk
+along it, the array is rechunked to one chunk along that axis (the other axes keep their chunks while a chunk stays
+within dask's `array.chunk-size` or their chunk sizes are unknown, as after a boolean mask, else dask's "auto"
+chunking picks them, so no chunk outgrows that size), then `dask.array.fft.fft_wrap` maps the kernel over the
+blocks: each block is a batch of 1-D transforms run by the package's numpy-like function (`fft`, `ifft`, `rfft`,
+`irfft`: a cached plan per block shape, compiled by the process that runs the block, so each worker of a distributed
+cluster plans for itself). Multi-dimensional transforms are 1-D transforms axis by axis (numpy's definition: `fftn`
+is `fft` along each axis; `rfftn` is `rfft` along the last axis then `fft` along the others; `irfftn` is `ifft`
+along all axes but the last then `irfft` along it), each preceded by the rechunk it needs, so a 2-D transform of an
+array larger than one worker's memory runs chunk by chunk: rows, an all-to-all rechunk, columns. `hfft` and `ihfft`
+are numpy's compositions: `irfft` of the conjugate and the conjugate of `rfft`, with the normalization direction
+swapped.
 
 Types follow the package's numpy-like functions: complex64 (and float32 for real transforms) stays single
 precision, other inputs compute in double precision. Arguments are checked when the graph is built (a wrong
@@ -77,8 +77,8 @@ def _wrapped(kind: str, dtype: str) -> Callable[..., Any]:
 
 def one_chunk_along(a: Any, axis: int) -> Any:
     """The dask array `a` with one chunk along `axis`: `a` itself when it has one, else rechunked. The other
-    axes keep their chunks when the chunk they give stays within dask's `array.chunk-size`; else they are
-    chunked by dask's "auto" rule within that size."""
+    axes keep their chunks when the chunk they give stays within dask's `array.chunk-size` or when one of them
+    has unknown chunk sizes (a masked selection); else they are chunked by dask's "auto" rule within that size."""
     import dask
     from dask.utils import parse_bytes
 
@@ -87,8 +87,8 @@ def one_chunk_along(a: Any, axis: int) -> Any:
         return a
     others = [max(chunks, default=0) for i, chunks in enumerate(a.chunks) if i != axis]
     chunk_bytes = a.shape[axis] * math.prod(others) * a.dtype.itemsize
-    if chunk_bytes <= parse_bytes(dask.config.get("array.chunk-size")):
-        return a.rechunk({axis: -1})
+    if math.isnan(chunk_bytes) or chunk_bytes <= parse_bytes(dask.config.get("array.chunk-size")):
+        return a.rechunk({axis: -1})  # (nan: another axis has unknown chunk sizes, which dask cannot rechunk)
     return a.rechunk({i: -1 if i == axis else "auto" for i in range(a.ndim)})
 
 
