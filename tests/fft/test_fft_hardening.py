@@ -60,6 +60,32 @@ def test_read_only_output_is_refused():
         tfft.plan(16, 2)(random_complex((2, 16), "complex64"), out=out)
 
 
+
+@pytest.mark.parametrize(("x_shape", "out_shape", "dtype", "message"), [
+    ((4, 8, 2), None, "float32", r"x has shape \(4, 8, 2\), the plan expects \(4, 16, 2\)"),  # TVM: 'strides'
+    ((3, 16, 2), None, "float32", r"x has shape \(3, 16, 2\), the plan expects \(4, 16, 2\)"),  # TVM: 'output'
+    ((4, 16, 2), None, "float64", "x must be a float32 tensor, got float64"),
+    ((4, 16, 2), (4, 8, 2), "float32", r"out has shape \(4, 8, 2\), the plan expects \(4, 16, 2\)"),
+])
+def test_tvm_tensors_of_another_shape_or_dtype_are_refused_by_name(x_shape, out_shape, dtype, message):
+    # TVM's own argument checks blamed the output for a wrong input batch of a symbolic-batch plan, and called a
+    # wrong length a stride mismatch
+    import tvm
+
+    plan = tfft.plan(16, 4)
+    x = tvm.runtime.tensor(np.zeros(x_shape, dtype))
+    out = None if out_shape is None else tvm.runtime.empty(out_shape, "float32")
+    with pytest.raises(ValueError, match=message):
+        plan(x, out)
+    symbolic = tfft.plan(64, 8)
+    assert symbolic.symbolic_batch
+    with pytest.raises(ValueError, match=r"x has shape \(3, 64, 2\), the plan expects \(8, 64, 2\)"):
+        symbolic(tvm.runtime.tensor(np.zeros((3, 64, 2), np.float32)))
+    signal = random_complex((8, 64), "complex64")
+    result = symbolic(tvm.runtime.tensor(signal.view(np.float32).reshape(8, 64, 2))).numpy()
+    assert relative_error(result.view(np.complex64)[..., 0], np.fft.fft(signal.astype(np.complex128))) <= \
+        tolerance(64, "complex64")
+
 # ---- overlapping layouts ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"n": 16, "batch": 2, "odist": 1}, "ostride=1 and odist=1 make the outputs of the 2 transforms overlap"),

@@ -427,6 +427,10 @@ class Plan:
         Returns `out`, allocated when None: a complex numpy array for complex output, a float array for real
         output, or a TVM tensor when `x` is a TVM tensor. `out` may be `x` itself (in-place c2c).
         """
+        if isinstance(x, tvm.runtime.Tensor):
+            for name, tensor, shape in (("x", x, self.input_shape), ("out", out, self.output_shape)):
+                if isinstance(tensor, tvm.runtime.Tensor):
+                    _check_tensor(name, tensor, shape, self.real_dtype)
         if self.is_cuda:
             return self._call_cuda(x, out)
         if isinstance(x, tvm.runtime.Tensor):
@@ -562,6 +566,15 @@ class Plan:
     def __repr__(self) -> str:
         return (f"Plan(n={self.n}, batch={self.batch}, kind={self.kind!r}, direction={self.direction!r}, "
                 f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r})")
+
+
+def _check_tensor(name: str, tensor: tvm.runtime.Tensor, shape: tuple[int, ...], dtype: str) -> None:
+    """A ValueError naming `name` when a TVM tensor is not of the plan's float `shape` and `dtype` (TVM's own
+    check names the first parameter that a symbolic batch cannot bind, and a wrong length as a stride)."""
+    if str(tensor.dtype) != dtype:
+        raise ValueError(f"{name} must be a {dtype} tensor, got {tensor.dtype}")
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}, the plan expects {shape}")
 
 
 class _WritableAlias:
