@@ -363,6 +363,27 @@ def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it
     assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None
 
 
+def test_saving_wisdom_keeps_what_other_processes_saved_since(fresh, tmp_path, monkeypatch):
+    # a process wrote its whole in-memory wisdom over the file at each record: every winner another process had
+    # saved since this one first read the file was lost
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    variant = estimate_variant(FFTSpec(16), 4, None)
+    path = tmp_path / wisdom.WISDOM_FILE
+    wisdom.record(json.dumps({"made": "first"}), "measure", variant)
+    saved = json.loads(path.read_text())
+    saved["entries"].append({"problem": {"made": "elsewhere"}, "effort": "patient",
+                             "variant": dataclasses.asdict(variant)})
+    path.write_text(json.dumps(saved))  # another process's winner, saved meanwhile
+    wisdom.record(json.dumps({"made": "second"}), "measure", variant)
+    entries = {entry["problem"]["made"]: entry["effort"] for entry in json.loads(path.read_text())["entries"]}
+    assert entries == {"first": "measure", "elsewhere": "patient", "second": "measure"}
+    fft.forget_wisdom()  # forgotten in this process: not read back, and still kept in the file for others
+    wisdom.record(json.dumps({"made": "third"}), "measure", variant)
+    assert wisdom.lookup(json.dumps({"made": "first"}), "measure") is None
+    assert len(json.loads(path.read_text())["entries"]) == 4
+
+
 def test_forget_wisdom_takes_a_bool():
     with pytest.raises(TypeError, match="saved must be a bool, got 'yes'"):
         fft.forget_wisdom("yes")

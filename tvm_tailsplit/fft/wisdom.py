@@ -11,11 +11,12 @@ other code or on another machine. `forget_wisdom()` empties it. Plans already bu
 cached).
 
 Wisdom persists beside the compiled plans: while the plan cache is enabled (`cache.cache_dir()`), every recorded
-winner is written to `wisdom.json` there (through a temporary file and an atomic rename; two processes recording
-at once may lose one entry, never corrupt the file) and the first lookup of a process reads that file, so a
-later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A
-saved file of other versions or another host is skipped (logged at INFO, no warning: it is the user's cache,
-not their input).
+winner is written to `wisdom.json` there: the file's entries as they are at that moment (other processes' winners
+included) with this process's wisdom over them, through a temporary file and an atomic rename (two processes
+recording at once may lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
+a later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved
+file of other versions or another host is skipped (logged at INFO, no warning: it is the user's cache, not their
+input).
 """
 
 from __future__ import annotations
@@ -78,33 +79,41 @@ def _saved_wisdom() -> Path | None:
     path = directory / WISDOM_FILE
     if directory not in _read_from:
         _read_from.add(directory)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return path
-        try:
-            entries = _parse(text)
-        except ValueError as error:
-            logger.info("saved wisdom %s skipped: %s", path, error)
-            return path
+        entries = _read_saved(path)
         with _lock:
-            for key, effort, variant in entries:
-                _wisdom.setdefault(key, (effort, variant))
+            for key, entry in entries.items():
+                _wisdom.setdefault(key, entry)
         logger.debug("saved wisdom %s: %d variant(s)", path, len(entries))
     return path
 
 
+def _read_saved(path: Path) -> dict[str, tuple[str, Variant]]:
+    """The entries of the wisdom file at `path` (none when it is missing, not wisdom or of other versions)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    try:
+        entries = _parse(text)
+    except ValueError as error:
+        logger.info("saved wisdom %s skipped: %s", path, error)
+        return {}
+    return {key: (effort, variant) for key, effort, variant in entries}
+
+
 def record(key: str, effort: str, variant: Variant) -> None:
     """Remember `variant` as the winner of an `effort` search of the problem `key` (and save it in the plan
-    cache's wisdom file, when the cache is enabled)."""
+    cache's wisdom file, when the cache is enabled: the file's entries as they are now, from other processes
+    too, with this process's wisdom over them)."""
     path = _saved_wisdom()
     with _lock:
         _wisdom[key] = (effort, variant)
+        current = dict(_wisdom)
     if path is None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = export_wisdom()
+        text = _text({**_read_saved(path), **current})
         temporary, _, _ = cache.write_atomic(path.parent, ".json", lambda name: Path(name).write_text(text))
         os.replace(temporary, path)
     except OSError as error:
@@ -122,13 +131,18 @@ def lookup(key: str, effort: str) -> Variant | None:
 def export_wisdom(path: str | os.PathLike | None = None) -> str:
     """Every recorded variant as JSON text (also written to `path` when given)."""
     with _lock:
-        entries = [{"problem": json.loads(key), "effort": effort, "variant": variant.to_dict()}
-                   for key, (effort, variant) in sorted(_wisdom.items())]
-    text = json.dumps({"format": FORMAT, **cache.versions(), "host": host(), "entries": entries}, indent=1)
+        text = _text(_wisdom)
     if path is not None:
         with open(path, "w", encoding="utf-8") as file:
             file.write(text)
     return text
+
+
+def _text(wisdom: dict[str, tuple[str, Variant]]) -> str:
+    """Wisdom entries as the JSON text of `export_wisdom`."""
+    entries = [{"problem": json.loads(key), "effort": effort, "variant": variant.to_dict()}
+               for key, (effort, variant) in sorted(wisdom.items())]
+    return json.dumps({"format": FORMAT, **cache.versions(), "host": host(), "entries": entries}, indent=1)
 
 
 def _ignore(reason: str) -> int:
