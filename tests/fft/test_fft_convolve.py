@@ -88,6 +88,30 @@ def test_convolve_along_any_axis_of_a_batch(axis):
     assert y.shape == expected.shape and relative_error(y, expected) <= TOLERANCE["float32"]
 
 
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_batches_beyond_32_bit_indices_run_in_parts(monkeypatch, mode):
+    # the pipeline indexes its (batch, n) buffers with 32-bit integers (spec.MAX_BUFFER_FLOATS): rows that reach
+    # further (over 8 GiB of float32) were refused ('transform the batch in parts'); they now run in parts of as
+    # many rows as fit, here with a limit of 1000 floats
+    import importlib
+
+    from tvm_tailsplit.fft import spec
+
+    convolve = importlib.import_module("tvm_tailsplit.fft.convolve")  # (the package's `convolve` is the function)
+    monkeypatch.setattr(spec, "MAX_BUFFER_FLOATS", 1000)
+    batches = []
+    plan_convolve = convolve.plan_convolve
+    monkeypatch.setattr(convolve, "plan_convolve", lambda n, h, batch, *args: batches.append(batch) or
+                        plan_convolve(n, h, batch, *args))
+    x, h = random_real((5, 10, 60), "float64", 9), random_real((5,), "float64", 10)
+    y = tfft.convolve(x, h, axis=-1, mode=mode)
+    expected = reference(x, h, mode, -1)
+    assert y.shape == expected.shape and relative_error(y, expected) <= TOLERANCE["float64"]
+    assert len(batches) > 1 and sum(batches) == 50  # (full: n = 64, parts of 15 rows)
+    with pytest.raises(ValueError, match="reaches 1008 floats"):  # one row beyond the limit: no parts
+        tfft.convolve(np.ones(1000), h)
+
+
 def test_dtypes_follow_scipy():
     x32, h32 = random_real((2, 30), "float32", 5), random_real((4,), "float32", 6)
     assert tfft.convolve(x32, h32).dtype == np.float32
