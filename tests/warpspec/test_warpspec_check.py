@@ -6,6 +6,7 @@ import logging
 import pytest
 import tvm
 from tvm import sym, tirx
+from tvm.script import tirx as T
 
 from tvm_tailsplit.ir_utils import substitute
 from tvm_tailsplit.warpspec import WarpSpecialize, analyze, check, examples
@@ -137,3 +138,41 @@ def test_debug_check_report_is_logged(caplog):
         WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": examples.streaming_kernel(tiles=4, tile=4)}))
     messages = [r.getMessage() for r in caplog.records if r.name == "tvm_tailsplit.warpspec"]
     assert any("WarpSpecialize debug check" in m and "protocol is safe" in m for m in messages)
+
+
+def _inner_ring_kernel(outer: int, inner: int, stages: int) -> tirx.PrimFunc:
+    """A nest whose ring stage is the inner loop's `b % stages`: the stage a load refills was released at
+    instance distances that differ at the outer loop's boundary (two resource groups from `compute` to `load`)."""
+
+    @T.prim_func(s_tir=True)
+    def nest(X: T.Buffer((outer * inner * 4,), "float32"), Y: T.Buffer((outer * inner * 4,), "float32")):
+        ring = T.sblock_alloc_buffer((stages, 4), "float32", scope="shared")
+        for a in range(outer):
+            for b in range(inner):
+                with T.sblock("load"):
+                    T.reads(X[(a * inner + b) * 4:(a * inner + b) * 4 + 4])
+                    T.writes(ring[b % stages, 0:4])
+                    T.sblock_attr({"warp_role": 0})
+                    for i in range(4):
+                        ring[b % stages, i] = X[(a * inner + b) * 4 + i]
+                with T.sblock("compute"):
+                    T.reads(ring[b % stages, 0:4])
+                    T.writes(Y[(a * inner + b) * 4:(a * inner + b) * 4 + 4])
+                    T.sblock_attr({"warp_role": 1})
+                    for i in range(4):
+                        Y[(a * inner + b) * 4 + i] = ring[b % stages, i] * T.float32(2)
+
+    return nest
+
+
+def test_groups_between_the_same_tasks_at_different_distances_are_told_apart():
+    # compute[a, 2] -> load[a + 1, 0] (distance 1) and compute[a, 0] -> load[a, 2] (distance 2) are two groups of
+    # the same pair of tasks; the checker matched every acquire with the other group's release of the same edge
+    # number and reported parity aliasing in this correct protocol (and debug_check refused the kernel).
+    func = _inner_ring_kernel(2, 3, 2)
+    protocol = analyze(func).protocol
+    distances = sorted(g.distance for g in protocol.plan.groups if g.kind == RESOURCE)
+    assert distances == [1, 2]
+    report = check(protocol)
+    assert report.ok, report.describe()
+    WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func}))

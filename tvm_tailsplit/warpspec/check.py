@@ -210,9 +210,11 @@ def _transaction_issues(protocol: Protocol) -> list[str]:
     return messages
 
 
-def _key(step: Step) -> tuple[str, str, int]:
+def _key(step: Step) -> tuple[str, str, int, int]:
+    """The edge a synchronization step handles: its group (tasks and distance: two groups may join the same pair
+    of tasks at different distances) and the edge's number in it."""
     group = step.op.signalling_group
-    return (group.src_task, group.dst_task, step.edge)
+    return (group.src_task, group.dst_task, group.distance, step.edge)
 
 
 def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckReport:
