@@ -6,6 +6,8 @@ is checked by `check` and executed on llvm (test_warpspec_llvm.py).
 
 import pytest
 import tvm
+import tvm_ffi
+from tvm.script import tirx as T
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
 from tvm_tailsplit.warpspec import (
@@ -97,3 +99,75 @@ def test_threads_per_role_must_cover_every_role():
     # Errors raised inside a pass reach the caller through TVM's FFI as RuntimeError, message intact.
     with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"no entry for warp roles \[1\]"):
         WarpSpecialize("cuda", threads_per_role={0: 32})(tvm.IRModule({"main": func}))
+
+
+def _dependent_bodies_kernel(tiles: int = 3, tile: int = 64, stages: int = 2) -> tvm.tirx.PrimFunc:
+    """A copy role and four compute tasks: element-wise (E), a running sum (S: iteration i reads what i - 1
+    wrote), pairs summed into one element (P: iterations 2j and 2j + 1 write P[j]) and a reversal through a
+    scratch tile (Z: the second loop reads what other iterations of the first wrote)."""
+    half = tile // 2
+
+    @T.prim_func(s_tir=True)
+    def dependent(X: T.Buffer((tiles * tile,), "float32"), E: T.Buffer((tiles * tile,), "float32"),
+                  S: T.Buffer((tiles * tile,), "float32"), P: T.Buffer((tiles * half,), "float32"),
+                  Z: T.Buffer((tiles * tile,), "float32")):
+        ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
+        scratch = T.sblock_alloc_buffer((tile,), "float32", scope="shared")
+        for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % stages, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % stages, i] = X[t * tile + i]
+            with T.sblock("elementwise"):
+                T.reads(ring[t % stages, 0:tile])
+                T.writes(E[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    E[t * tile + i] = ring[t % stages, i] * T.float32(2)
+            with T.sblock("running_sum"):
+                T.reads(ring[t % stages, 0:tile], S[t * tile:t * tile + tile])
+                T.writes(S[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                S[t * tile] = ring[t % stages, 0]
+                for i in range(tile - 1):
+                    S[t * tile + i + 1] = S[t * tile + i] + ring[t % stages, i + 1]
+            with T.sblock("pairs"):
+                T.reads(ring[t % stages, 0:tile], P[t * half:t * half + half])
+                T.writes(P[t * half:t * half + half])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    P[t * half + i // 2] = T.if_then_else(i % 2 == 0, T.float32(0), P[t * half + i // 2]) \
+                        + ring[t % stages, i]
+            with T.sblock("reverse"):
+                T.reads(ring[t % stages, 0:tile], scratch[0:tile])
+                T.writes(scratch[0:tile], Z[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    scratch[i] = ring[t % stages, i]
+                for i in range(tile):
+                    Z[t * tile + i] = scratch[tile - 1 - i]
+
+    return dependent
+
+
+def _strided_stores(func: tvm.tirx.PrimFunc) -> set[str]:
+    """The buffers stored to inside the loops that stride a task body over a role's threads."""
+    stored: set[str] = set()
+
+    def on_loop(loop):
+        if loop.loop_var.name.startswith("step"):
+            tvm_ffi.structural_walk(loop.body, (tvm.tirx.BufferStore, lambda s: stored.add(s.buffer.name)))
+
+    tvm_ffi.structural_walk(func.body, (tvm.tirx.For, on_loop))
+    return stored
+
+
+def test_only_independent_iterations_are_strided_over_the_role_threads():
+    # Striding a loop whose iterations depend on each other (a running sum, two iterations writing one element,
+    # a second loop reading what other iterations of the first wrote) made the role's threads race: silently
+    # wrong results on a GPU. Such bodies run on the role's first thread; element-wise ones stay strided.
+    mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32}, debug_check=True)(
+        tvm.IRModule({"main": _dependent_bodies_kernel()}))
+    assert _strided_stores(mod["main"]) == {"ring", "E"}

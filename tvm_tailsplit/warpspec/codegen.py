@@ -28,8 +28,10 @@ channels and runs the roles in parallel. Optionally a random delay (`usleep(rand
 task, to shake the interleavings in tests.
 
 CUDA: `threadIdx.x` spans the roles' threads in order (role r owns `threads_per_role[r]` consecutive threads). The
-outermost loops of each task body whose variables index every store (its independent iterations) are fused and
-strided over the role's threads; a body without such loops runs on the role's first thread. A channel is an
+outermost loops of each task body whose variables index every store are fused and strided over the role's threads
+when their iterations are independent (every buffer the body writes is stored and loaded at one index tuple, which
+maps the loop variables one-to-one; statements of a sequence touch no buffer another one writes); any other body
+runs on the role's first thread. A channel is an
 mbarrier in shared memory initialised by thread 0 with the arriving role's thread count; every thread of a role
 arrives, and waits spin on `mbarrier.test_wait.parity` (available from sm_80, unlike `try_wait`). When a task writes
 a buffer that a task of the same role touches, a named barrier `bar.sync(1 + role, threads)` follows it so that
@@ -272,9 +274,45 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
 
 
 
+def _independent(stmt: tirx.Stmt) -> bool:
+    """Whether distinct iterations of the loops of `stmt` touch distinct elements of what it writes, so that any
+    of its loops that index every store may run on different threads: all stores and loads of a buffer it writes
+    use one index tuple, and that tuple maps the loop variables it uses one-to-one (`tvm.sym.detect_iter_map`,
+    bijective, over the loops' constant ranges). A variable bound inside `stmt` (a `Bind`) in such an index
+    counts as dependent."""
+    loops: dict = {}
+    bound: list = []
+    stores: list = []
+    loads: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.For, lambda loop: loops.__setitem__(loop.loop_var, loop)),
+                                   (tirx.Bind, lambda bind: bound.append(bind.var)),
+                                   (tirx.BufferStore, stores.append), (tvm.ir.TensorLoad, loads.append)])
+    indices: dict = {}
+    for access in [*stores, *(load for load in loads if any(load.source.same_as(s.buffer) for s in stores))]:
+        buffer = access.buffer if isinstance(access, tirx.BufferStore) else access.source
+        key = next((b for b in indices if b.same_as(buffer)), buffer)
+        if key in indices and not all(tvm_ffi.structural_equal(a, b)
+                                      for a, b in zip(indices[key], access.indices, strict=True)):
+            return False
+        indices[key] = access.indices
+    for index in indices.values():
+        if any(uses_var(i, var) for i in index for var in bound):
+            return False
+        used = {var: loop for var, loop in loops.items() if any(uses_var(i, var) for i in index)}
+        if not all(isinstance(loop.min, tirx.IntImm) and isinstance(loop.extent, tirx.IntImm)
+                   for loop in used.values()):
+            return False
+        domain = {var: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for var, loop in used.items()}
+        if used and not len(sym.detect_iter_map(list(index), domain, True, "bijective").indices):
+            return False
+    return True
+
+
 def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt:
     """Stride the independent outer loops of `stmt` over `threads` lanes (see module doc)."""
     if isinstance(stmt, tirx.SeqStmt):
+        if _interfere(stmt.seq):
+            return tirx.IfThenElse(lane == 0, stmt, None)
         return tirx.SeqStmt([_distribute(s, lane, threads) for s in stmt.seq])
     stores: list = []
     tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append))
@@ -285,7 +323,7 @@ def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt
            and all(any(uses_var(i, node.loop_var) for i in s.indices) for s in stores)):
         chain.append(node)
         node = node.body
-    if not chain:
+    if not chain or not _independent(stmt):
         return tirx.IfThenElse(lane == 0, stmt, None)
     total = 1
     for loop in chain:
@@ -301,6 +339,20 @@ def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt
     if total % threads:
         body = tirx.IfThenElse(flat < total, body, None)
     return tirx.For(step, 0, (total + threads - 1) // threads, tirx.ForKind.SERIAL, body)
+
+
+def _interfere(parts) -> bool:
+    """Whether a statement of `parts` writes a buffer that another one touches (distributed one after the other
+    without a barrier between them, their threads would race)."""
+    touched = []
+    for part in parts:
+        stores: list = []
+        loads: list = []
+        tvm_ffi.structural_walk(part, [(tirx.BufferStore, stores.append), (tvm.ir.TensorLoad, loads.append)])
+        written = {s.buffer.name for s in stores}
+        touched.append((written, written | {load.source.name for load in loads}))
+    return any(written & other for n, (written, _) in enumerate(touched)
+               for m, (_, other) in enumerate(touched) if n != m)
 
 
 def _shares_with_role(protocol: Protocol, task: TaskNode) -> bool:
