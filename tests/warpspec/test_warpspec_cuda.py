@@ -171,3 +171,12 @@ def test_only_independent_iterations_are_strided_over_the_role_threads():
     mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32}, debug_check=True)(
         tvm.IRModule({"main": _dependent_bodies_kernel()}))
     assert _strided_stores(mod["main"]) == {"ring", "E"}
+
+
+def test_threads_per_role_must_fit_in_one_thread_block():
+    # 2 x 1024 threads compiled (nvcc too) and would only fail at launch on a GPU ("invalid configuration").
+    func = examples.streaming_kernel(tiles=4, tile=32)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match=r"threads_per_role gives 2048 threads .* at most 1024"):
+        WarpSpecialize("cuda", threads_per_role={0: 1024, 1: 1024})(tvm.IRModule({"main": func}))
+    WarpSpecialize("cuda", threads_per_role={0: 512, 1: 512, 7: 1024})(tvm.IRModule({"main": func}))

@@ -59,6 +59,7 @@ from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
+from ..cuda import MAX_THREADS_PER_BLOCK
 from ..ir_utils import substitute, uses_var, with_loop
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
@@ -401,6 +402,10 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     for role in roles:
         offsets[role] = total
         total += threads_per_role[role]
+    if total > MAX_THREADS_PER_BLOCK:
+        raise WarpSpecializeInputError(
+            f"threads_per_role gives {total} threads to the warp roles {list(roles)} of one thread block; CUDA "
+            f"runs at most {MAX_THREADS_PER_BLOCK} threads per block")
 
     def task_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
         threads = threads_per_role[role]
