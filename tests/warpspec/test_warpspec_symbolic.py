@@ -452,3 +452,13 @@ def test_fallback_to_unrolling_is_logged(caplog):
         analyze(func)
     messages = [r.getMessage() for r in caplog.records if r.name == "tvm_tailsplit.warpspec"]
     assert any("symbolic analysis failed" in m and "unrolling the 600 task instances" in m for m in messages)
+
+
+def test_small_kernel_beyond_max_instances_is_analyzed_symbolically():
+    # max_instances bounds the unrolling of kernels whose symbolic analysis fails; a small kernel past it was
+    # unrolled anyway and refused ("more than 4 task instances"), though its rules can be derived.
+    func = examples.streaming_kernel(tiles=8, tile=4, stages=2)  # 16 task instances
+    analysis = analyze(func, max_instances=4)
+    assert analysis.symbolic is not None
+    assert analysis.plan.describe() == analyze(func, unroll=False).plan.describe()
+    WarpSpecialize("llvm", max_instances=4, debug_check=True)(tvm.IRModule({"main": func}))

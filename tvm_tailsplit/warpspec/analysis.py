@@ -7,8 +7,8 @@ of the previous one; this module only wires them together and keeps every interm
 
 Two ways to get the channel plan, chosen per kernel:
 
-* **unrolled** (small kernels: every trip count constant and at most `SMALL_INSTANCES` task instances, or
-  `unroll=True`): the graphs over explicit instances of `warpspec.graphs`, then `allocate_channels`;
+* **unrolled** (small kernels: every trip count constant and at most `SMALL_INSTANCES` and `max_instances` task
+  instances, or `unroll=True`): the graphs over explicit instances of `warpspec.graphs`, then `allocate_channels`;
 * **symbolic** (long or symbolic trip counts, or `unroll=False`): `warpspec.symbolic` derives the same channel
   groups as rules per (producer task, consumer task, iteration distance) from bounded windows of iterations and
   proves them for every iteration; the graphs over instances are then not built (`cdfg`, `cdrfg` and `reduced`
@@ -103,7 +103,7 @@ def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int 
     tree = build_schedule_tree(func)
     instances = count_instances(tree)
     if unroll is None:
-        unroll = instances is not None and instances <= SMALL_INSTANCES
+        unroll = instances is not None and instances <= min(SMALL_INSTANCES, max_instances)
     if unroll:
         return _unrolled(tree, max_instances)
     try:
