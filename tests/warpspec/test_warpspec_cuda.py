@@ -180,3 +180,45 @@ def test_threads_per_role_must_fit_in_one_thread_block():
                        match=r"threads_per_role gives 2048 threads .* at most 1024"):
         WarpSpecialize("cuda", threads_per_role={0: 1024, 1: 1024})(tvm.IRModule({"main": func}))
     WarpSpecialize("cuda", threads_per_role={0: 512, 1: 512, 7: 1024})(tvm.IRModule({"main": func}))
+
+
+def _staged_reversal_kernel(tiles: int = 3, tile: int = 64, stages: int = 2) -> tvm.tirx.PrimFunc:
+    """Role 1 copies each tile into a scratch buffer (task `stage`), then reads it reversed (task `reverse`): a
+    thread of `reverse` reads what other threads of `stage` wrote, and the next `stage` overwrites what other
+    threads of `reverse` may still be reading."""
+
+    @T.prim_func(s_tir=True)
+    def staged(X: T.Buffer((tiles * tile,), "float32"), Z: T.Buffer((tiles * tile,), "float32")):
+        ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
+        scratch = T.sblock_alloc_buffer((tile,), "float32", scope="shared")
+        for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % stages, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % stages, i] = X[t * tile + i]
+            with T.sblock("stage"):
+                T.reads(ring[t % stages, 0:tile])
+                T.writes(scratch[0:tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    scratch[i] = ring[t % stages, i]
+            with T.sblock("reverse"):
+                T.reads(scratch[0:tile])
+                T.writes(Z[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    Z[t * tile + i] = scratch[tile - 1 - i]
+
+    return staged
+
+
+def test_role_threads_synchronize_after_reading_what_the_role_overwrites():
+    # A barrier followed `stage` (its writes are read by other threads of `reverse`) but not `reverse`: a fast
+    # thread ran on into the next tile's `stage` and overwrote scratch elements slower threads of `reverse` were
+    # still reading (a write-after-read race inside the role). Both tasks are now followed by the role's barrier.
+    mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 64}, debug_check=True)(
+        tvm.IRModule({"main": _staged_reversal_kernel()}))
+    source = cuda_source(mod, "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    assert source.count("bar_sync_count_sync((uint)2, (uint)64)") == 2

@@ -34,8 +34,9 @@ maps the loop variables one-to-one; statements of a sequence touch no buffer ano
 runs on the role's first thread. A channel is an
 mbarrier in shared memory initialised by thread 0 with the arriving role's thread count; every thread of a role
 arrives, and waits spin on `mbarrier.test_wait.parity` (available from sm_80, unlike `try_wait`). When a task writes
-a buffer that a task of the same role touches, a named barrier `bar.sync(1 + role, threads)` follows it so that
-the role's threads see each other's writes (named barrier ids are constants 1..15).
+a buffer that a task of the same role touches, or reads a buffer that another task of its role writes, a named
+barrier `bar.sync(1 + role, threads)` follows it so that the role's threads see each other's writes and no thread
+overwrites what another still reads (named barrier ids are constants 1..15).
 
 CUDA with `named_barriers=True`: channel `c` is named barrier `1 + roles + c`; the producer side arrives with
 `bar.arrive(id, producer + consumer threads)` and the consumer side blocks in `bar.sync(id, same count)`. A named
@@ -357,14 +358,18 @@ def _interfere(parts) -> bool:
 
 
 def _shares_with_role(protocol: Protocol, task: TaskNode) -> bool:
-    """True when a task of the same role reads what `task` writes, or another one writes it too."""
+    """True when a task of the same role reads what `task` writes, or another one writes what `task` writes or
+    reads (its next instance must not overwrite what slower threads of `task` still read)."""
     written = {w.buffer.name for w in task.writes}
+    read = {r.buffer.name for r in task.reads}
     for other in protocol.tree.tasks():
         if other.role != task.role:
             continue
         touched = {r.buffer.name for r in other.reads}
         if other.name != task.name:
             touched |= {w.buffer.name for w in other.writes}
+            if read & {w.buffer.name for w in other.writes}:
+                return True
         if written & touched:
             return True
     return False
