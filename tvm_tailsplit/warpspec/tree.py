@@ -310,7 +310,8 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
         elif isinstance(s, tirx.For):
             name = s.loop_var.name
             if s.kind != tirx.ForKind.SERIAL:
-                raise WarpSpecializeInputError(f"loop '{name}' {where} is {s.kind}; pipeline loops must be serial")
+                raise WarpSpecializeInputError(f"loop '{name}' {where} is {tirx.ForKind(s.kind).name.lower()}; "
+                                               "pipeline loops must be serial")
             if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0):
                 raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0")
             if not isinstance(s.extent, tirx.IntImm):
