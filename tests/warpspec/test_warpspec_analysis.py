@@ -133,6 +133,13 @@ def test_rejects_non_serial_pipeline_loops():
         build_schedule_tree(sch.mod["main"])
 
 
+def test_rejects_a_bool_warp_role():
+    # True passed the non-negative int check as role 1
+    with pytest.raises(WarpSpecializeInputError, match="block 'scale': 'warp_role' must be a non-negative int, got "
+                                                       "True"):
+        build_schedule_tree(_annotated(True).mod["main"])
+
+
 def test_schedule_annotation_is_the_input_form():
     tree = build_schedule_tree(_annotated(1).mod["main"])
     assert [(t.name, t.role) for t in tree.tasks()] == [("scale", 1)]

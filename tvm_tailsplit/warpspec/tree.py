@@ -213,7 +213,9 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
             f"pipeline loops with sch.annotate(block, '{WARP_ROLE}', role)"
         )
     role = block.annotations[WARP_ROLE]
-    if not isinstance(role, int | tirx.IntImm) or int(role) < 0:
+    if isinstance(role, tirx.IntImm) and role.ty.dtype == "bool":
+        role = bool(role.value)
+    if not isinstance(role, int | tirx.IntImm) or isinstance(role, bool) or int(role) < 0:
         raise WarpSpecializeInputError(f"block '{name}': '{WARP_ROLE}' must be a non-negative int, got {role!r}")
     if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
         raise WarpSpecializeInputError(f"block '{name}' has a predicate ({realize.predicate}); tasks must be "
