@@ -176,3 +176,14 @@ def test_groups_between_the_same_tasks_at_different_distances_are_told_apart():
     report = check(protocol)
     assert report.ok, report.describe()
     WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func}))
+
+
+def test_a_wait_on_a_channel_past_the_plan_is_reported():
+    # Moving a group to channels the plan does not have crashed the checker with an IndexError.
+    protocol = _streaming_protocol()
+    ops = [dataclasses.replace(op, group=dataclasses.replace(op.group, base=protocol.plan.channel_count))
+           if op.action == WAIT else op for op in protocol.ops["compute"]]
+    report = check(protocol.replace_ops("compute", ops))
+    print(report.describe())
+    assert DEADLOCK in report.kinds()
+    assert LEFTOVER in report.kinds()  # the load's commits are never awaited

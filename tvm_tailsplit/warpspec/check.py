@@ -239,7 +239,9 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
         issue(TRANSACTION, message)
     for message in _in_flight_issues(protocol, programs):
         issue(IN_FLIGHT, message)
-    channel_count = protocol.plan.channel_count
+    # channels past the plan's (a modified protocol) are explored as channels nobody else uses
+    channel_count = max([protocol.plan.channel_count]
+                        + [max(op.group.channels, default=-1) + 1 for ops in protocol.ops.values() for op in ops])
     phase_of_arrive: dict[tuple[str, str, int], int] = {}
     arrive_roles: dict[int, set[int]] = {}
     completed_prefix: dict[int, list[tuple[int, ...]]] = {}
