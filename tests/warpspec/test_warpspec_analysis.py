@@ -268,3 +268,12 @@ def test_rejects_an_undeclared_buffer():
     with pytest.raises(WarpSpecializeInputError, match=r"block 'scale' reads Z\[t \* 4:t \* 4 \+ 4\] .*declares "
                                                        r"nothing for buffer 'Z'"):
         build_schedule_tree(hidden_read)
+
+
+def test_warp_roles_on_loops_are_rejected_naming_the_loop():
+    # sch.annotate(loop, "warp_role", r) left the kernel unchanged without a word (only blocks were looked at)
+    sch = s_tir.Schedule(_unannotated)
+    sch.annotate(sch.get_loops(sch.get_sblock("scale"))[0], "warp_role", 0)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match="loop 't' in the pipeline carries 'warp_role'; warp roles mark blocks"):
+        WarpSpecialize("llvm")(tvm.IRModule({"main": sch.mod["main"]}))

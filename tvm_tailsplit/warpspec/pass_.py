@@ -32,10 +32,12 @@ class WarpSpecializeCheckError(RuntimeError):
 
 
 def has_warp_roles(func: tirx.PrimFunc) -> bool:
-    """True when some block of `func` carries a `warp_role` annotation."""
-    found = tvm_ffi.structural_walk(
-        func.body, (SBlock, lambda b: tvm_ffi.VisitInterrupt(True) if WARP_ROLE in b.annotations else None))
-    return found is not None
+    """True when some block (or loop: the analysis then rejects it by name) of `func` carries a `warp_role`
+    annotation."""
+    def marked(node):
+        return tvm_ffi.VisitInterrupt(True) if WARP_ROLE in node.annotations else None
+
+    return tvm_ffi.structural_walk(func.body, [(SBlock, marked), (tirx.For, marked)]) is not None
 
 
 TARGETS = ("llvm", "cuda")

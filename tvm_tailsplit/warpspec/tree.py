@@ -224,14 +224,15 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
         raise WarpSpecializeInputError(f"block '{name}' has an init, buffer allocations or match buffers; "
                                        "tasks must not")
 
-    def visit_inner(inner: SBlock):
+    def visit_inner(inner: SBlock | tirx.For):
         if WARP_ROLE in inner.annotations:
-            return tvm_ffi.VisitInterrupt(inner.name_hint)
+            kind = "block" if isinstance(inner, SBlock) else "loop"
+            return tvm_ffi.VisitInterrupt(f"{kind} '{inner.name_hint if kind == 'block' else inner.loop_var.name}'")
         return None
 
-    nested = tvm_ffi.structural_walk(block.body, (SBlock, visit_inner))
+    nested = tvm_ffi.structural_walk(block.body, [(SBlock, visit_inner), (tirx.For, visit_inner)])
     if nested is not None:
-        raise WarpSpecializeInputError(f"block '{nested.value}' with '{WARP_ROLE}' is nested in block '{name}'")
+        raise WarpSpecializeInputError(f"{nested.value} with '{WARP_ROLE}' is nested in block '{name}'")
     mapping = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values, strict=True)}
 
     def region(buffer_region) -> Region:
@@ -311,6 +312,10 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
             nodes.append(_task(s, loops))
         elif isinstance(s, tirx.For):
             name = s.loop_var.name
+            if WARP_ROLE in s.annotations:
+                raise WarpSpecializeInputError(
+                    f"loop '{name}' {where} carries '{WARP_ROLE}'; warp roles mark blocks: make the loop a block "
+                    f"(sch.blockize(loop)) and annotate that with sch.annotate(block, '{WARP_ROLE}', role)")
             if s.kind != tirx.ForKind.SERIAL:
                 raise WarpSpecializeInputError(f"loop '{name}' {where} is {tirx.ForKind(s.kind).name.lower()}; "
                                                "pipeline loops must be serial")
