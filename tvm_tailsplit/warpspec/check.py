@@ -8,9 +8,11 @@ Algorithm.
    parity (exactly what the generated code computes).
 2. **Match** every wait with the arrive that should satisfy it: the arrives on one channel come from one warp role
    in program order, and the k-th arrive completes phase k. A wait with no matching arrive is reported.
-3. **Explore** all interleavings of the roles as a search over states (one program counter per role; the channels'
-   completed-phase counts follow from the counters). A wait passes when the parity of the channel's completed
-   phase count differs from its parity, as `mbarrier.test_wait.parity` does. Reported: **deadlocks** (a reachable
+3. **Explore** all interleavings of the roles as a search over states (one program counter per role, resting only
+   on synchronization steps: the task and retirement steps between them neither wait nor arrive, so their
+   interleavings change nothing; the channels' completed-phase counts follow from the counters). A wait passes
+   when the parity of the channel's completed phase count differs from its parity, as `mbarrier.test_wait.parity`
+   does. Reported: **deadlocks** (a reachable
    state in which no role can move and not all have finished), **parity aliasing** (a wait that can pass in a phase
    other than the one it waits for, or is reached when its channel is two or more phases ahead), and **leftover
    arrivals** at exit (phases nobody waited for). A search stopped by `max_states` is reported as incomplete.
@@ -284,11 +286,19 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
 
 
 def _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue) -> None:
-    start = tuple(0 for _ in roles)
+    # A role's program counter rests only on synchronization steps (or its end): the other steps (tasks,
+    # retirements) neither wait nor arrive, so interleaving them changes no channel and blocks no role.
+    ends = tuple(len(programs[r]) for r in roles)
+    rest: list[list[int]] = []
+    for i, role in enumerate(roles):
+        at = [ends[i]] * (ends[i] + 1)
+        for pc in reversed(range(ends[i])):
+            at[pc] = pc if programs[role][pc].op is not None else at[pc + 1]
+        rest.append(at)
+    start = tuple(rest[i][0] for i in range(len(roles)))
     deadlocks, first_deadlock = 0, ""
     seen = {start}
     stack = [start]
-    ends = tuple(len(programs[r]) for r in roles)
     while stack:
         state = stack.pop()
         completed = [sum(completed_prefix[r][state[i]][c] for i, r in enumerate(roles))
@@ -313,7 +323,7 @@ def _explore(programs, roles, completed_prefix, intended, channel_count, max_sta
                 if phase is not None and done < phase + 1:
                     issue(RACE, f"{step.instance.name} can start before {step.source}'s arrival "
                                 f"({step.op.verb} on channel {step.channel} passes early)")
-            moves.append(state[:i] + (pc + 1,) + state[i + 1:])
+            moves.append(state[:i] + (rest[i][pc + 1],) + state[i + 1:])
         if not moves and state != ends:
             deadlocks += 1
             if deadlocks == 1:
