@@ -100,3 +100,22 @@ def test_example_gemm_sizes_are_checked_by_name(build, message):
     TVM with an IntImm error)."""
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    (lambda: examples.streaming_kernel(tiles=4, tile=4, stages=-1), "streaming_kernel: stages must be a positive int"),
+    (lambda: examples.streaming_kernel(tiles=4, tile=4, stages=0), "streaming_kernel: stages must be a positive int"),
+    (lambda: examples.streaming_kernel(tiles=4, tile=0), "streaming_kernel: tile must be a positive int"),
+    (lambda: examples.streaming_kernel(tiles=-1, tile=4), "streaming_kernel: tiles must be a non-negative int"),
+    (lambda: examples.symbolic_streaming_kernel(tile=4, stages=-3),
+     "symbolic_streaming_kernel: stages must be a positive int"),
+    (lambda: examples.scheduled_scale_kernel(n=100, tile=32), "scheduled_scale_kernel: n .* multiple of tile"),
+    (lambda: examples.scheduled_scale_kernel(n=64, tile=0), "scheduled_scale_kernel: tile must be a positive int"),
+    (lambda: examples.seed_example(()), r"seed_example: ranges must be .* \(lo, hi\) pairs with 0 <= lo < hi"),
+    (lambda: examples.seed_example(((5, 3),)), r"seed_example: ranges must be .* got \(5, 3\)"),
+])
+def test_example_kernels_name_a_bad_argument(build, expected):
+    # A negative stage count built a kernel with a negative ring (TVM's "cannot make uint from negative value" when
+    # compiled), 0 stages a TVMScript diagnostic, an empty seed "max() arg is an empty sequence".
+    with pytest.raises(ValueError, match=expected):
+        build()

@@ -90,6 +90,11 @@ def seed_example(ranges: Sequence[tuple[int, int]] = SEED_RANGES) -> tirx.PrimFu
 
     Other `ranges` (half-open `(lo, hi)` pairs) give the same kind of straight-line producer/consumer program.
     """
+    bad = next((r for r in ranges if not (len(r) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                for v in r) and 0 <= r[0] < r[1])), None)
+    if not ranges or bad is not None:
+        raise ValueError("seed_example: ranges must be a non-empty sequence of (lo, hi) pairs with 0 <= lo < hi, got "
+                         + (repr(tuple(bad)) if bad is not None else repr(ranges)))
     rows = len(ranges)
     width = max(hi for _, hi in ranges)
     x = tirx.decl_buffer((rows, width), "float32", "X")
@@ -115,11 +120,15 @@ def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int | None, 
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
     """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring:
     `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
+    require_sizes("streaming_kernel", tile=tile, stages=stages)
+    if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles < 0:
+        raise ValueError(f"streaming_kernel: tiles must be a non-negative int, got {tiles!r}")
     return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (tiles * tile,))
 
 
 def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
     """`streaming_kernel` over a symbolic length `n` (a multiple of `tile`): `n // tile` pipeline iterations."""
+    require_sizes("symbolic_streaming_kernel", tile=tile, stages=stages)
 
     @T.prim_func(s_tir=True)
     def streaming(x: T.handle, y: T.handle):
@@ -147,6 +156,9 @@ def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
 
 def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
     """`B = 3 A` scheduled into tiles: a shared-memory copy block (warp role 0) and a compute block (role 1)."""
+    require_sizes("scheduled_scale_kernel", n=n, tile=tile)
+    if n % tile:
+        raise ValueError(f"scheduled_scale_kernel: n must be a multiple of tile, got n={n}, tile={tile}")
     a = te.placeholder((n,), "float32", name="A")
     b = te.compute((n,), lambda i: a[i] * 3.0, name="B")
     sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "scale"))
