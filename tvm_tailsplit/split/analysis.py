@@ -22,7 +22,7 @@ from tvm.s_tir import SBlockRealize
 
 from ..ir_utils import substitute
 from .apply import SplitReport, nests_of, plan_nest, split_function, validate_options
-from .conditions import find_marks, guards_under, is_mark, loop_vars_in
+from .conditions import find_marks, guards_under, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost
 
 __all__ = [
@@ -165,9 +165,10 @@ def estimate_mapping_cost(
     validate_options("auto", max_mapping_cost, max_fuzzy_expansion)
     (func,) = _functions(func, func_name)
     costs = []
-    for nest in nests_of(func):
-        if any(is_mark(loop) for loop in loop_vars_in(nest)):
-            costs.append(plan_nest(func, nest, "auto", max_mapping_cost, max_fuzzy_expansion)[2])
+    with loop_invariant_symbols(func):  # as split_function plans: (m + 15) // 16 is a symbol like m
+        for nest in nests_of(func):
+            if any(is_mark(loop) for loop in loop_vars_in(nest)):
+                costs.append(plan_nest(func, nest, "auto", max_mapping_cost, max_fuzzy_expansion)[2])
     return costs
 
 
