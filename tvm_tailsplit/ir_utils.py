@@ -75,7 +75,8 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
 
 def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002
               kind=_UNCHANGED, body=_UNCHANGED, thread_binding=_UNCHANGED, annotations=_UNCHANGED) -> tirx.For:
-    """``loop`` rebuilt with the given fields changed; every field not given (annotations included) is kept."""
+    """``loop`` rebuilt with the given fields changed; every field not given (annotations and step included) is
+    kept."""
 
     def pick(value, current):
         return current if value is _UNCHANGED else value
@@ -83,7 +84,7 @@ def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UN
     return tirx.For(
         pick(loop_var, loop.loop_var), pick(min, loop.min), pick(extent, loop.extent), pick(kind, loop.kind),
         pick(body, loop.body), pick(thread_binding, loop.thread_binding),
-        dict(pick(annotations, loop.annotations)),
+        dict(pick(annotations, loop.annotations)), loop.step,
     )
 
 

@@ -10,6 +10,7 @@ from tvm.script import tirx as T
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split.examples import matmul
+from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import assert_same_results, threads_as_serial_loops
 
 STRATEGIES = ["full", "partial", "auto"]
@@ -303,3 +304,25 @@ def test_a_likely_or_negated_comparison_is_split_like_the_comparison(func, strat
     assert analysis.conditions_under_marks(after) == 0
     for n in (-3, 0, 1, 7, 8, 9, 31, 32, 40):
         assert_same_results(mod, after, scalar_args={"n": n}, trials=1)
+
+
+@T.prim_func(s_tir=True)
+def stepped_marked_loop(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4, 32), "float32")):
+    for i in range(4):
+        for j in T.serial(0, 32, step=3, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+def test_removing_a_mark_keeps_the_loop_step():
+    """``ir_utils.with_loop`` rebuilt loops without their ``step``: a marked ``T.serial(0, 32, step=3)`` lost its
+    step when the mark was removed (``remove_marks``, ``tensorize_marked``, every loop TailSplit copies) and
+    wrote every column instead of every third."""
+    executable = tvm.compile(remove_marks(tvm.IRModule({"main": stepped_marked_loop})), target="llvm")
+    a = np.random.default_rng(0).uniform(-1, 1, (4, 32)).astype("float32")
+    b = tvm.runtime.tensor(np.zeros((4, 32), "float32"))
+    executable["main"](tvm.runtime.tensor(a), b)
+    expected = np.zeros((4, 32), "float32")
+    expected[:, ::3] = a[:, ::3] * 2
+    np.testing.assert_array_equal(b.numpy(), expected)
