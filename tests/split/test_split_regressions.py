@@ -326,3 +326,41 @@ def test_removing_a_mark_keeps_the_loop_step():
     expected = np.zeros((4, 32), "float32")
     expected[:, ::3] = a[:, ::3] * 2
     np.testing.assert_array_equal(b.numpy(), expected)
+
+
+@T.prim_func(s_tir=True)
+def stepped_loop_above_the_mark(A: T.Buffer((8, 32), "float32"), B: T.Buffer((8, 32), "float32"), n: T.int32):
+    for i in T.serial(1, 8, step=3):
+        for j in T.serial(0, 16, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(j + i < n)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def stepped_loop_below_the_mark(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8, 64), "float32"), n: T.int32):
+    for i in range(8):
+        for j in T.serial(0, 4, annotations={"pragma_emit_insn": "vrow"}):
+            for k in T.serial(1, 16, step=2):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(8, i)
+                    vj = T.axis.spatial(64, j * 16 + k)
+                    T.where(k >= 4 and j * 16 + k < n)
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("func", [stepped_loop_above_the_mark, stepped_loop_below_the_mark])
+def test_a_loop_with_a_step_is_never_cut(func, strategy):
+    """The planner cut a loop with a step like a loop of step 1: the copy of ``T.serial(1, 8, step=3)`` over
+    ``[0, n - 15)`` ran ``i = 0, 3, ...`` (a row the original never writes) and the copy of ``k`` below the mark
+    over ``[4, 16)``, rebased to 0, ran the even columns. A loop with a step is now kept whole (its variable is
+    decided by a guard chain above the mark, or its guard stays), and the report says why."""
+    mod = tvm.IRModule({"main": func})
+    reports = []
+    after = TailSplit(strategy=strategy, reports=reports)(mod)
+    executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(remove_marks(after), target="llvm"))
+    for n in range(-3, 70, 3):
+        assert_same_results(mod, after, {"n": n}, trials=1, executables=executables)
+    assert "a loop with step" in str(reports[0])

@@ -41,7 +41,8 @@ depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
 statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
-copied; an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) stays once around the plan of its body
+copied; a loop with a ``step`` other than 1 is never cut (it is kept whole, decided by a guard chain when it is
+above a mark); an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) stays once around the plan of its body
 (``AttrPlan``). The planner only reads IR; ``rewrite.py`` turns a plan into IR.
 
 **Budget.** A planner given ``max_length`` keeps the code length of the sub-plans it has finished (those stay
@@ -322,6 +323,11 @@ def _statements_left(block, if_decisions: dict) -> int:
     )
 
 
+def _unit_step(loop: tirx.For) -> bool:
+    """True for a loop over every value of its range (no ``step``, or step 1)."""
+    return loop.step is None or (isinstance(loop.step, tirx.IntImm) and loop.step.value == 1)
+
+
 def _describe(atoms) -> str:
     return " and ".join(str(a) for a in atoms)
 
@@ -481,6 +487,10 @@ class Planner:
         var = loop.loop_var
         atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, mark is not None))
         if not atoms:
+            return self._whole(loop, mark)
+        if not _unit_step(loop):
+            self._note(f"loop {var.name}", f"range kept: a loop with step {loop.step} is never cut (a copy over part "
+                                           "of its range would start off its step)")
             return self._whole(loop, mark)
         return self._plan_split(loop, mark, atoms, f"loop {var.name}")
 
