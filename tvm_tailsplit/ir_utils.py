@@ -37,6 +37,7 @@ __all__ = [
     "default_passes_with",
     "dispatch_by_intervals",
     "drop_loop_annotation",
+    "has_unit_step",
     "map_loops",
     "require_module",
     "require_sizes",
@@ -71,6 +72,11 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
     for expr in exprs[1:]:
         result = tirx.And(result, expr)
     return result
+
+
+def has_unit_step(loop: tirx.For) -> bool:
+    """True for a loop over every value of its range (no ``step``, or step 1)."""
+    return loop.step is None or (isinstance(loop.step, tirx.IntImm) and loop.step.value == 1)
 
 
 def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002

@@ -405,3 +405,25 @@ def test_free_extent_of_the_implementation_must_be_bound():
         instantiate(unbound, kernel.impl)
     bound = TailMatch(intr.MATMUL_8x16_ANY_DEPTH, "C_update", (), extents, buffers, free_extents={"depth": extents[2]})
     assert "for k_outer in range(5)" in str(instantiate(bound, kernel.impl))  # 20 // K_UNROLL
+
+
+@T.prim_func(s_tir=True)
+def _every_other_element(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"),
+                         C: T.Buffer((64,), "float32")):
+    for i in range(4):
+        for j in T.serial(0, 16, step=2, annotations={"pragma_emit_insn": "tailsplit_avx512_fp32_mul_16"}):
+            with T.sblock("C"):
+                v = T.axis.spatial(64, i * 16 + j)
+                C[v] = A[v] * B[v]
+
+
+def test_a_loop_with_a_step_is_not_tensorized():
+    """``T.serial(0, 16, step=2)`` has the 16-lane description's extent but runs 8 iterations; ``sch.tensorize``
+    ignores the step, so the region became a 16-lane multiply that wrote every element. It is now left as code."""
+    report = []
+    mod = tensorize_marked(tvm.IRModule({"main": _every_other_element}), report=report)
+    assert [r.action for r in report] == ["left"] and "step 2" in report[0].reason
+    (a, b, c0), (_, _, c) = run(mod)
+    want = c0.copy()
+    want[::2] = a[::2] * b[::2]
+    np.testing.assert_array_equal(c, want)

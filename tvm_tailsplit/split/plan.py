@@ -58,6 +58,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
+from ..ir_utils import has_unit_step
 from .conditions import (
     Atom,
     atoms_of,
@@ -323,11 +324,6 @@ def _statements_left(block, if_decisions: dict) -> int:
     )
 
 
-def _unit_step(loop: tirx.For) -> bool:
-    """True for a loop over every value of its range (no ``step``, or step 1)."""
-    return loop.step is None or (isinstance(loop.step, tirx.IntImm) and loop.step.value == 1)
-
-
 def _describe(atoms) -> str:
     return " and ".join(str(a) for a in atoms)
 
@@ -488,7 +484,7 @@ class Planner:
         atoms = self._fuzzy_atoms_with(var, self._atoms_under_marks(loop, mark is not None))
         if not atoms:
             return self._whole(loop, mark)
-        if not _unit_step(loop):
+        if not has_unit_step(loop):
             self._note(f"loop {var.name}", f"range kept: a loop with step {loop.step} is never cut (a copy over part "
                                            "of its range would start off its step)")
             return self._whole(loop, mark)

@@ -16,7 +16,8 @@ first, one at a time, and removes it in every case:
    free extent with the region's and never binds it, so it is not tried). A block under the mark that still
    has an init statement, when the description has none, is a ``ValueError`` naming the block
    (``sch.decompose_reduction`` first).
-2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free: it stays as code.
+2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free, and one with a loop
+   whose ``step`` is not 1 is strided (``sch.tensorize`` ignores the step): either stays as code.
 3. Main tile (extents equal the description's): ``sch.unannotate(loop, MARK_KEY)`` (a loop annotation makes the
    pattern match fail) then ``sch.tensorize(loop, name)``.
 4. Tail tile with constant extents: the intrinsic registered for the marked loop's extent (``by_extent``),
@@ -57,8 +58,8 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import checked_module_pass, require_module, substitute, with_loop
-from .conditions import MARK_KEY, Mark, find_marks
+from ..ir_utils import checked_module_pass, has_unit_step, require_module, substitute, with_loop
+from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in
 from .intrinsics import ensure_builtin_registered, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
 
@@ -156,6 +157,11 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
 
     if mark.guards:
         reason = "not condition-free: " + "; ".join(g.describe() for g in mark.guards)
+        return _unmark(func, mark.loop), record("left", reason=reason)
+
+    stepped = [loop for loop in loop_vars_in(mark.loop) if not has_unit_step(loop)]
+    if stepped:  # sch.tensorize ignores a loop's step: the intrinsic would cover every value of the range
+        reason = f"loop {stepped[0].loop_var.name} has step {stepped[0].step}: no intrinsic covers a strided loop"
         return _unmark(func, mark.loop), record("left", reason=reason)
 
     loops, _ = _perfect_nest(mark.loop)
