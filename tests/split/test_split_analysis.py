@@ -50,3 +50,21 @@ def test_instruction_count_with_symbolic_values():
 def test_unknown_function_name_is_reported():
     with pytest.raises(ValueError, match="function 'other' is not in the module"):
         analysis.instruction_count(tvm.IRModule({"main": chain_with_symbolic}), func_name="other")
+
+
+@T.prim_func(s_tir=True)
+def stepped_loops(A: T.Buffer((8, 32), "float32"), B: T.Buffer((8, 32), "float32")):
+    for i in T.serial(1, 8, step=3):
+        for j in T.serial(0, 32, step=4, annotations={"pragma_emit_insn": "vrow"}):
+            for k in T.serial(0, 4, step=2):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(8, i)
+                    vj = T.axis.spatial(32, j + k)
+                    T.where(j + k < 30)
+                    B[vi, vj] = A[vi, vj]
+
+
+def test_instruction_count_runs_loops_with_a_step_once_per_step():
+    """``i`` in ``T.serial(1, 8, step=3)`` takes 3 values and the marked region 8 x 2 points; the count once took
+    every value of each range (7 x 32 x 4)."""
+    assert analysis.instruction_count(stepped_loops) == analysis.InstructionCount(sites=1, issued=3 * 8 * 2)

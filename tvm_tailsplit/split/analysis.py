@@ -75,10 +75,19 @@ def _sequence(stmt: tirx.SeqStmt, env: dict):
         yield child, env
 
 
+def _step(loop: tirx.For, env: dict) -> int:
+    return 1 if loop.step is None else _constant(loop.step, env, f"step of loop {loop.loop_var.name}")
+
+
+def _trips(loop: tirx.For, env: dict) -> int:
+    """How many times ``loop`` runs its body (its step included)."""
+    return len(range(0, _constant(loop.extent, env, f"extent of loop {loop.loop_var.name}"), _step(loop, env)))
+
+
 def _points(stmt, env: dict) -> int:
     """Iteration points of a marked region (every loop level multiplied, sequences added)."""
     if isinstance(stmt, tirx.For):
-        return _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}") * _points(stmt.body, env)
+        return _trips(stmt, env) * _points(stmt.body, env)
     if isinstance(stmt, tirx.SeqStmt):
         return sum(_points(child, child_env) for child, child_env in _sequence(stmt, env))
     if isinstance(stmt, tirx.IfThenElse):
@@ -91,7 +100,7 @@ def _points(stmt, env: dict) -> int:
 def _issued(stmt, env: dict, per_site: dict) -> int:
     if isinstance(stmt, tirx.For):
         if is_mark(stmt):
-            trips = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
+            trips = _trips(stmt, env)
             issued = 0 if trips <= 0 else (_points(stmt, env) if guards_under(stmt) else 1)
             per_site[stmt] = per_site.get(stmt, 0) + issued
             return issued
@@ -100,7 +109,7 @@ def _issued(stmt, env: dict, per_site: dict) -> int:
         low = _constant(stmt.min, env, f"start of loop {stmt.loop_var.name}")
         extent = _constant(stmt.extent, env, f"extent of loop {stmt.loop_var.name}")
         return sum(_issued(stmt.body, {**env, stmt.loop_var: tirx.const(v, stmt.loop_var.ty.dtype)}, per_site)
-                   for v in range(low, low + extent))
+                   for v in range(low, low + extent, _step(stmt, env)))
     if isinstance(stmt, tirx.SeqStmt):
         return sum(_issued(child, child_env, per_site) for child, child_env in _sequence(stmt, env))
     if isinstance(stmt, tirx.IfThenElse):
