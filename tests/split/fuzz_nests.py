@@ -7,15 +7,18 @@ same program on every machine. It
    same result), two blocks in one nest (a producer and a consumer reading what the producer wrote in the same
    iteration of the shared loops), or two nests (the second reads the first's output);
 2. picks the dimensions: static extents 1..20 or the scalar parameter ``n`` (buffers are ``CAPACITY`` long
-   along a symbolic dimension, so that ``n`` from -3 to 50 stays inside them);
+   along a symbolic dimension, so that ``n`` from -3 to 50 stays inside them); some static loops run with a
+   step of 2 or 3 (``T.serial(0, 12, step=2)``; drawn from a generator of their own, so that the rest of a case
+   is what it was before steps were drawn);
 3. writes the program as TVMScript text: random conditions (affine comparisons, ``//``, ``%``, ``T.min``,
    ``T.max``, conjunctions, disjunctions, comparisons with ``n``) as ``T.where`` predicates, block ``if``s and
    loop ``if``s between two loops, each with or without ``else``; reads are wrapped in ``%`` or clamped so that
    they stay inside the input;
 4. schedules every block with ``s_tir.Schedule``: splits (non-dividing factors give ``T.where``; a split of
-   ``n`` gives a tile), reorders, ``decompose_reduction``, thread bindings (``blockIdx.x``/``threadIdx.x``),
-   ``vectorize`` (constant extents only) and ``unroll`` (constant extents); at most ``MAX_LOOPS`` loops per
-   block; a primitive the schedule refuses is left out;
+   ``n`` gives a tile; a loop with a step is not split: TVM's split ignores the step), reorders,
+   ``decompose_reduction``, thread bindings (``blockIdx.x``/``threadIdx.x``), ``vectorize`` (constant extents
+   only) and ``unroll`` (constant extents); at most ``MAX_LOOPS`` loops per block; a primitive the schedule
+   refuses is left out;
 5. marks a random loop of every block that is not thread-bound (sometimes a second, deeper one: nested marks).
 
 The writes of every block are injective in its spatial iterators and the programs have no cross-iteration
@@ -34,6 +37,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
 from tvm_tailsplit import MARK_KEY
+from tvm_tailsplit.ir_utils import has_unit_step
 from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import threads_as_serial_loops
 
@@ -49,8 +53,10 @@ MAX_LOOPS = 6
 ALL_FEATURES = frozenset({
     "where", "block_if", "block_if_else", "loop_if", "loop_if_else", "and", "or", "floordiv", "floormod", "min",
     "max", "reduction", "two_blocks", "nested_marks", "thread_binding", "symbolic", "vectorized", "unrolled",
-    "dependent_extent",
+    "dependent_extent", "stepped",
 })
+STEP_CHANCE = 0.15
+"""The chance that a static loop of the source runs with a step of 2 or 3."""
 
 
 @dataclass(frozen=True)
@@ -84,18 +90,27 @@ class _Dim:
     size: int  # buffer length along this dimension
     reduce: bool = False
     extent: str = ""  # the loop's extent when it is not the domain: "T.min(12, i + 2)" (depends on loop i)
+    step: int = 1
 
     @property
     def loop_extent(self) -> str:
         return self.extent or self.domain
 
+    @property
+    def header(self) -> str:
+        """The loop's header: ``for i in range(12):`` or ``for i in T.serial(0, 12, step=2):``."""
+        if self.step == 1:
+            return f"for {self.loop} in range({self.loop_extent}):"
+        return f"for {self.loop} in T.serial(0, {self.loop_extent}, step={self.step}):"
+
 
 class _Writer:
     """Random expressions and TVMScript text for one case."""
 
-    def __init__(self, rng: np.random.Generator, symbolic: bool):
+    def __init__(self, rng: np.random.Generator, symbolic: bool, steps: np.random.Generator):
         self.rng = rng
         self.symbolic = symbolic
+        self.steps = steps  # loop steps only (see the module docstring)
         self.lines: list[str] = []
 
     def chance(self, p: float) -> bool:
@@ -214,7 +229,7 @@ class _Writer:
         ``else``, when ``else_body`` is given, runs ``else_body`` over the remaining loops)."""
         if_level = int(self.rng.integers(0, len(dims) - 1)) if loop_if_ok and len(dims) > 1 and self.chance(0.5) else -1
         for level, d in enumerate(dims):
-            self.emit(depth, f"for {d.loop} in range({d.loop_extent}):")
+            self.emit(depth, d.header)
             depth += 1
             if level == if_level:
                 self.emit(depth, f"if {self.condition([e.loop for e in dims[: level + 1]])}:")
@@ -228,7 +243,7 @@ class _Writer:
 
     def _loops(self, depth: int, dims: list[_Dim], emit_body) -> None:
         for d in dims:
-            self.emit(depth, f"for {d.loop} in range({d.loop_extent}):")
+            self.emit(depth, d.header)
             depth += 1
         emit_body(depth)
 
@@ -246,6 +261,9 @@ def _dims(writer: _Writer, count: int, names: str, reduce_last: bool = False) ->
     for outer, inner in zip(dims, dims[1:], strict=False):
         if writer.chance(0.3):  # a triangular loop: its extent depends on the enclosing loop
             inner.extent = f"T.min({inner.domain}, {outer.loop} + {int(writer.rng.integers(1, 5))})"
+    for d in dims:
+        if d.domain != "n" and writer.steps.random() < STEP_CHANCE:
+            d.step = int(writer.steps.integers(2, 4))
     return dims
 
 
@@ -268,7 +286,7 @@ def _source(writer: _Writer, kind: str) -> str:
     elif kind == "two_blocks":
         outer = _dims(writer, int(rng.integers(1, 3)), "ij")
         inner = _dims(writer, 1, "k")
-        inner_consumer = [_Dim("kc", "vk", inner[0].domain, inner[0].size)]
+        inner_consumer = [_Dim("kc", "vk", inner[0].domain, inner[0].size, step=inner[0].step)]
         shape = [d.size for d in outer + inner]
         buffers["A"] = (shape, dtype)
         buffers["B"] = (shape, dtype)
@@ -324,7 +342,8 @@ def _schedule_block(sch: s_tir.Schedule, writer: _Writer, name: str, threads: bo
     block = sch.get_sblock(name)
     for loop in sch.get_loops(block):
         # Blocks sharing loops (two blocks, an else block) see the loops the first one split: stop at MAX_LOOPS.
-        if not writer.chance(0.55) or len(sch.get_loops(block)) >= MAX_LOOPS:
+        # TVM's split ignores a loop's step (it tiles every value of the range): stepped loops are not split.
+        if not writer.chance(0.55) or len(sch.get_loops(block)) >= MAX_LOOPS or not has_unit_step(sch.get(loop)):
             continue
         symbolic = _constant_extent(sch, loop) is None
         factors = [None, int(writer.rng.integers(2, 9))]
@@ -370,7 +389,7 @@ def _schedule_block(sch: s_tir.Schedule, writer: _Writer, name: str, threads: bo
 def random_case(seed: int) -> FuzzCase:
     """The case of ``seed``: a random scheduled, marked PrimFunc ``main`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    writer = _Writer(rng, symbolic=bool(rng.random() < 0.5))
+    writer = _Writer(rng, symbolic=bool(rng.random() < 0.5), steps=np.random.default_rng([seed, 1]))
     kind = writer.pick(["elementwise", "elementwise", "reduction", "two_blocks", "two_nests"])
     threads = writer.chance(0.25)
     source = _source(writer, kind)
@@ -417,6 +436,8 @@ def features(mod: tvm.IRModule) -> set[str]:
                      tirx.ForKind.UNROLLED: "unrolled"}
             if stmt.kind in kinds:
                 found.add(kinds[stmt.kind])
+            if not has_unit_step(stmt):
+                found.add("stepped")
             visit_expressions(stmt.extent)
             in_extent: list = []
             tvm_ffi.structural_walk(stmt.extent, (tvm.ir.Var, in_extent.append))
