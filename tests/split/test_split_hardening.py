@@ -334,3 +334,65 @@ def test_auto_stops_planning_the_full_split_once_it_passes_the_budget():
     assert "full split more than 256 (planning stopped at" in str(reports[0])
     assert elapsed < 5, f"TailSplit took {elapsed:.1f} s"
     assert_same_results(mod, after, trials=1)
+
+
+# -- 5. TVM's CanonicalizeLoop and loops whose bounds use an enclosing loop ---------------------------------------
+
+
+@T.prim_func(s_tir=True)
+def inner_start_after_outer_start(B: T.Buffer((10, 12), "float32")):
+    for i in range(2, 8):
+        for j in range(3, T.min(12, i + 5)):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = T.float32(-1)
+
+
+def test_tvm_canonicalize_loop_misses_the_outer_shift_in_an_inner_loop_bound():
+    """TVM 0.27's bug, on its own (no TailSplit): ``s_tir.CanonicalizeLoop`` (always in the default pipeline,
+    ``src/s_tir/transform/canonicalize_loop.cc``) rewrites ``for i in range(2, 8)`` to ``range(6)`` with
+    ``i -> i + 2`` in the body, but a loop that it canonicalizes too (a start other than 0 or a step) takes its new
+    extent and offset from its bounds *before* that substitution: ``range(3, T.min(12, i + 5))`` becomes
+    ``range(T.min(12, i + 5) - 3)`` over the new ``i``, two iterations short. If this test starts failing, TVM
+    fixed the bug (the rebased copies TailSplit emits stay correct either way)."""
+    executable = tvm.compile(tvm.IRModule({"main": inner_start_after_outer_start}), target="llvm")
+    result = tvm.runtime.tensor(np.zeros((10, 12), "float32"))
+    executable["main"](result)
+    expected = np.zeros((10, 12), "float32")
+    for i in range(2, 8):
+        expected[i, 3 : min(12, i + 5)] = -1
+    assert (result.numpy() != expected).sum() == 12
+
+
+@T.prim_func(s_tir=True)
+def triangle_above_the_mark(A: T.Buffer((8, 12, 4), "float32"), B: T.Buffer((8, 12, 4), "float32")):
+    for i in range(8):
+        for j in range(T.min(12, i + 5)):
+            for k in T.serial(4, annotations={"pragma_emit_insn": "v4"}):
+                with T.sblock("B"):
+                    vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+                    T.where(i >= 2 and j >= 3)
+                    B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def stepped_loop_under_a_split_loop(A: T.Buffer((10, 8), "float32"), B: T.Buffer((10, 8), "float32")):
+    for i in range(8):
+        for j in T.serial(0, T.min(8, i + 3), step=3, annotations={"pragma_emit_insn": "v4"}):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(i >= 2)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", [triangle_above_the_mark, stepped_loop_under_a_split_loop])
+def test_copies_whose_variable_bounds_an_inner_loop_start_at_0(kernel, strategy):
+    """The full split emitted ``for i in range(2, 8): for j in range(3, i + 5)`` (and, for a stepped inner loop,
+    ``for i in range(2, 8): for j in T.serial(0, T.min(8, i + 3), step=3)``), which TVM's CanonicalizeLoop
+    miscompiles (above). A copy of a loop whose variable bounds an inner loop, or whose own ends use an enclosing
+    loop, now starts at 0 (its variable offset in the body), as copies below a mark do."""
+    mod = tvm.IRModule({"main": kernel})
+    after = TailSplit(strategy=strategy)(mod)
+    assert after["main"].script() != mod["main"].script()
+    assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))

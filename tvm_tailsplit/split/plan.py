@@ -58,7 +58,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from ..ir_utils import has_unit_step
+from ..ir_utils import has_unit_step, uses_var
 from .conditions import (
     Atom,
     atoms_of,
@@ -110,9 +110,11 @@ MAX_CASE_DEPTH = 2  # guarded cases on the order of symbolic split points: at mo
 class LoopPiece:
     """One emitted copy of a loop over ``[lo, hi)`` (integers, or expressions for symbolic ranges).
 
-    ``rebased`` copies start at 0 (below a mark). ``hoisted`` copies have symbolic ends bound above the mark;
-    ``may_be_empty`` ones need ``hi > lo`` checked: by a guard above the mark when the loop is the mark itself,
-    else by ``max(0, ...)`` in its extent (a guard would also skip the statements beside the loop).
+    ``rebased`` copies start at 0 (below a mark, and above it where the loop's variable bounds an inner loop or
+    the copy's ends use an enclosing loop: TVM's CanonicalizeLoop miscompiles such nests). ``hoisted`` copies
+    have symbolic ends bound above the mark; ``may_be_empty`` ones need ``hi > lo`` checked: by a guard above the
+    mark when the loop is the mark itself, else by ``max(0, ...)`` in its extent (a guard would also skip the
+    statements beside the loop).
     """
 
     lo: object
@@ -518,7 +520,7 @@ class Planner:
         return self._split(loop, mark, atoms, subject, intervals)
 
     def _split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str, intervals: list):
-        """One copy of ``loop`` per interval whose body runs (rebased below a mark); a symbolic interval that
+        """One copy of ``loop`` per interval whose body runs (rebased as ``LoopPiece`` says); a symbolic interval that
         may be empty is marked so (its copy's extent is clamped at 0)."""
         var = loop.loop_var
         outside = self._outside(var)
@@ -526,13 +528,20 @@ class Planner:
         self._split_loops.add(var)
         self._splits.setdefault(subject, (how, []))
         pieces: list[LoopPiece] = []
+        bounds_inner = any(uses_var(bound, var) for inner in loop_vars_in(loop.body)
+                           for bound in (inner.min, inner.extent, inner.step) if bound is not None)
         try:
             for interval in intervals:
                 body = self._plan_body(loop, mark, interval.lo, interval.hi)
                 if body is not None:
                     may_be_empty = is_symbolic(interval.lo) or is_symbolic(interval.hi)
                     may_be_empty = may_be_empty and not self.context.prove(interval.lo <= interval.hi, outside)
-                    pieces.append(LoopPiece(interval.lo, interval.hi, body, rebased=mark is not None,
+                    # TVM's CanonicalizeLoop shifts an enclosing loop's variable in the body but not in the bounds
+                    # of a loop it canonicalizes too: such copies start at 0 (tests/split/test_split_hardening.py)
+                    ends_use_loops = any(v in self.context.ranges for end in (interval.lo, interval.hi)
+                                         if is_symbolic(end) for v in free_vars(end))
+                    pieces.append(LoopPiece(interval.lo, interval.hi, body,
+                                            rebased=mark is not None or bounds_inner or ends_use_loops,
                                             may_be_empty=may_be_empty))
         finally:
             self._split_loops.discard(var)
