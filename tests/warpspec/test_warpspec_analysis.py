@@ -133,6 +133,24 @@ def test_rejects_non_serial_pipeline_loops():
         build_schedule_tree(sch.mod["main"])
 
 
+@T.prim_func(s_tir=True)
+def _stepped(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
+    for t in T.serial(0, 4, step=2):
+        with T.sblock("scale"):
+            T.reads(X[t * 4:t * 4 + 4])
+            T.writes(Y[t * 4:t * 4 + 4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                Y[t * 4 + i] = X[t * 4 + i]
+
+
+def test_rejects_stepped_pipeline_loops():
+    # the step was dropped: the per-role programs ran t = 0, 1, 2, 3 where the loop runs t = 0, 2
+    with pytest.raises(WarpSpecializeInputError, match="loop 't' in the pipeline has the step 2; pipeline loops "
+                                                       "must have step 1"):
+        build_schedule_tree(_stepped)
+
+
 def test_rejects_a_bool_warp_role():
     # True passed the non-negative int check as role 1
     with pytest.raises(WarpSpecializeInputError, match="block 'scale': 'warp_role' must be a non-negative int, got "

@@ -103,14 +103,15 @@ def test_threads_per_role_must_cover_every_role():
 
 def _dependent_bodies_kernel(tiles: int = 3, tile: int = 64, stages: int = 2) -> tvm.tirx.PrimFunc:
     """A copy role and four compute tasks: element-wise (E), a running sum (S: iteration i reads what i - 1
-    wrote), pairs summed into one element (P: iterations 2j and 2j + 1 write P[j]) and a reversal through a
-    scratch tile (Z: the second loop reads what other iterations of the first wrote)."""
+    wrote), pairs summed into one element (P: iterations 2j and 2j + 1 write P[j]), a reversal through a
+    scratch tile (Z: the second loop reads what other iterations of the first wrote) and a loop with step 2 (G:
+    strided as a step-1 loop, its threads wrote every element)."""
     half = tile // 2
 
     @T.prim_func(s_tir=True)
     def dependent(X: T.Buffer((tiles * tile,), "float32"), E: T.Buffer((tiles * tile,), "float32"),
                   S: T.Buffer((tiles * tile,), "float32"), P: T.Buffer((tiles * half,), "float32"),
-                  Z: T.Buffer((tiles * tile,), "float32")):
+                  Z: T.Buffer((tiles * tile,), "float32"), G: T.Buffer((tiles * tile,), "float32")):
         ring = T.sblock_alloc_buffer((stages, tile), "float32", scope="shared")
         scratch = T.sblock_alloc_buffer((tile,), "float32", scope="shared")
         for t in range(tiles):
@@ -148,6 +149,12 @@ def _dependent_bodies_kernel(tiles: int = 3, tile: int = 64, stages: int = 2) ->
                     scratch[i] = ring[t % stages, i]
                 for i in range(tile):
                     Z[t * tile + i] = scratch[tile - 1 - i]
+            with T.sblock("every_other"):
+                T.reads(ring[t % stages, 0:tile])
+                T.writes(G[t * tile:t * tile + tile])
+                T.sblock_attr({"warp_role": 1})
+                for i in T.serial(0, tile, step=2):
+                    G[t * tile + i] = ring[t % stages, i]
 
     return dependent
 

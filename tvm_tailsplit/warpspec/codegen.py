@@ -61,7 +61,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK
-from ..ir_utils import substitute, uses_var, with_loop
+from ..ir_utils import has_unit_step, substitute, uses_var, with_loop
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
@@ -320,7 +320,7 @@ def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt
     tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append))
     chain: list[tirx.For] = []
     node = stmt
-    while (isinstance(node, tirx.For) and node.kind == tirx.ForKind.SERIAL
+    while (isinstance(node, tirx.For) and node.kind == tirx.ForKind.SERIAL and has_unit_step(node)
            and isinstance(node.extent, tirx.IntImm) and stores
            and all(any(uses_var(i, node.loop_var) for i in s.indices) for s in stores)):
         chain.append(node)

@@ -38,7 +38,7 @@ import tvm_ffi
 from tvm import s_tir, sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import substitute
+from ..ir_utils import has_unit_step, substitute
 
 WARP_ROLE = "warp_role"
 
@@ -319,6 +319,9 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
             if s.kind != tirx.ForKind.SERIAL:
                 raise WarpSpecializeInputError(f"loop '{name}' {where} is {tirx.ForKind(s.kind).name.lower()}; "
                                                "pipeline loops must be serial")
+            if not has_unit_step(s):
+                raise WarpSpecializeInputError(f"loop '{name}' {where} has the step {s.step}; pipeline loops must "
+                                               "have step 1")
             if not (isinstance(s.min, tirx.IntImm) and int(s.min) == 0):
                 raise WarpSpecializeInputError(f"loop '{name}' {where} must start at 0")
             if not isinstance(s.extent, tirx.IntImm):
