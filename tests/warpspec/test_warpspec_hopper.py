@@ -73,6 +73,23 @@ def test_bounds_guarded_loads_are_tma_loads_with_zero_fill():
         tile_plan(analyze(guarded).tree)
 
 
+def test_stepped_loops_make_no_tile():
+    """A task loop with a step other than 1 covers every other row or column: no TMA box or wgmma tile (the tile
+    analysis read only the loop's extent, so a stepped copy became a whole-box TMA load)."""
+    func = examples.hopper_gemm_kernel(256, 512, 256)
+
+    def every_other(loop):
+        if not (isinstance(loop.body, tvm.tirx.BufferStore) and loop.body.buffer.name == "A_ring"):
+            return loop  # only the copy's innermost loop
+        return tvm.tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding,
+                            dict(loop.annotations), tvm.tirx.const(2, "int32"))
+
+    stepped = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, every_other), order="post"))
+    assert "range(0, 64, 2)" in stepped.script()
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="which no TMA load task writes"):
+        tile_plan(analyze(stepped).tree)
+
+
 def test_kernels_without_tiles_have_an_empty_plan_and_are_rejected_for_hopper():
     func = examples.gemm_kernel(k=64)  # B not K-major, 16-wide K tiles: no TMA box of 128-byte rows
     plan = tile_plan(analyze(func).tree)

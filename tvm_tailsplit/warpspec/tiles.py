@@ -35,7 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from ..ir_utils import substitute, uses_var
+from ..ir_utils import has_unit_step, substitute, uses_var
 from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
 
 __all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
@@ -144,7 +144,8 @@ def _same(analyzer: sym.Analyzer, a: tirx.PrimExpr, b: tirx.PrimExpr) -> bool:
 
 def _bands(loops: list[tirx.For]) -> list[int] | None:
     extents = [_constant(loop.extent) for loop in loops]
-    if any(e is None for e in extents) or any(_constant(loop.min) != 0 for loop in loops):
+    if (any(e is None for e in extents) or any(_constant(loop.min) != 0 for loop in loops)
+            or not all(has_unit_step(loop) for loop in loops)):
         return None
     return extents
 
@@ -275,7 +276,7 @@ def _fragment_store(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | No
         if isinstance(stmt, tirx.Bind):  # a band loop's end bound above the loops (TailSplit's symbolic ranges)
             return not loops
         if isinstance(stmt, tirx.For):
-            return stmt.kind == tirx.ForKind.SERIAL and collect(stmt.body, (*loops, stmt))
+            return stmt.kind == tirx.ForKind.SERIAL and has_unit_step(stmt) and collect(stmt.body, (*loops, stmt))
         if isinstance(stmt, tirx.IfThenElse) and len(loops) < 2:
             return collect(stmt.then_case, loops) and (stmt.else_case is None or collect(stmt.else_case, loops))
         if len(loops) != 2:
