@@ -65,3 +65,13 @@ def test_tutorial_runs(path, monkeypatch):
     text = cell_text(notebook)
     for expected in EXPECTED_OUTPUT.get(path.stem, []):
         assert expected in text, f"{path.name} does not show {expected!r}"
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_tutorial_uses_the_installed_package(path):
+    """A notebook imports tvm_tailsplit before it touches sys.path: with the repository root first on the path, a
+    notebook run from tutorials/ would import the checkout's sources instead of the installed package."""
+    notebook = nbformat.read(path, as_version=4)
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    first_import = min(code.find(s) for s in ("import tvm_tailsplit", "from tvm_tailsplit") if s in code)
+    assert "sys.path" not in code[:first_import], f"{path.name} changes sys.path before importing tvm_tailsplit"
