@@ -57,6 +57,7 @@ class SplitReport:
 
     @property
     def changed(self) -> bool:
+        """Whether any loop nest of the function was split."""
         return any(n.changed for n in self.nests)
 
     def __str__(self) -> str:

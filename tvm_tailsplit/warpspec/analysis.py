@@ -62,6 +62,8 @@ class Analysis:
     symbolic: SymbolicPlan | None = None
 
     def describe(self) -> str:
+        """Every stage as text: the schedule tree, the graphs before and after redundancy elimination, the
+        symbolic rules, the channels and the per-warp programs."""
         parts = ["schedule tree:", self.tree.describe()]
         if self.cdrfg is not None and self.reduced is not None:
             parts += ["CDRFG before redundancy elimination:", self.cdrfg.describe(),

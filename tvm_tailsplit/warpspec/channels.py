@@ -78,6 +78,7 @@ class ChannelGroup:
 
     @property
     def channels(self) -> tuple[int, ...]:
+        """The channel ids of the group's ring, one per stage: `base .. base + stages - 1`."""
         return tuple(range(self.base, self.base + self.stages))
 
 
@@ -96,9 +97,11 @@ class ChannelPlan:
     """`(loop variable name, minimum)` for symbolic trip counts the plan holds only from a minimum on."""
 
     def channels_of_kind(self, kind: str) -> list[int]:
+        """The channel ids used by the groups of dependence kind `kind` (`DATA` or `RESOURCE`), sorted."""
         return sorted({c for g in self.groups if g.kind == kind for c in g.channels})
 
     def arriving_role(self, channel: int) -> int:
+        """The warp role that arrives on (signals) channel `channel`."""
         return next(g.src_role for g in self.groups if channel in g.channels)
 
     def assignment(self) -> dict[tuple[str, str], int]:
@@ -114,6 +117,7 @@ class ChannelPlan:
         return 2 * len(self.groups)
 
     def describe(self) -> str:
+        """The channel count, the channels per kind, minimum trip counts and every group, as text."""
         lines = [f"{self.channel_count} channels: data {self.channels_of_kind(DATA)}, "
                  f"resource {self.channels_of_kind(RESOURCE)}"]
         lines += [f"  valid for at least {minimum} iterations of loop {name} (asserted at run time)"

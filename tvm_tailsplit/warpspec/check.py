@@ -73,12 +73,15 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
+        """True when the exploration found no issue."""
         return not self.issues
 
     def kinds(self) -> set[str]:
+        """The kinds of the issues found (`"deadlock"`, `"race"`, ...)."""
         return {issue.kind for issue in self.issues}
 
     def describe(self) -> str:
+        """The states explored, the steps per warp role, and the issues found (or that the protocol is safe)."""
         head = (f"explored {self.states} states; steps per warp role "
                 + ", ".join(f"{r}: {n}" for r, n in sorted(self.steps_per_role.items())))
         if self.ok:

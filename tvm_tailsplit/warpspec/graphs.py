@@ -197,6 +197,7 @@ class FlowGraph:
     removed: tuple[Dependence, ...] = ()
 
     def of_kind(self, kind: str) -> list[Dependence]:
+        """The edges of dependence kind `kind` (`DATA` or `RESOURCE`), in edge order."""
         return [e for e in self.edges if e.kind == kind]
 
     def edge_names(self, kind: str | None = None) -> list[tuple[str, str]]:
@@ -214,6 +215,7 @@ class FlowGraph:
         return previous
 
     def describe(self) -> str:
+        """The data and resource dependences as `producer->consumer` names, one line per kind."""
         lines = []
         for kind in (DATA, RESOURCE):
             names = [f"{a}->{b}" for a, b in self.edge_names(kind)]

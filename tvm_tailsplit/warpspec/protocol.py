@@ -80,6 +80,7 @@ class SyncOp:
         return self.signal or self.group
 
     def describe(self) -> str:
+        """The operation as text: verb, channels, the edge it serves, transaction bytes and lag."""
         g = self.group
         text = f"{self.verb} channels {list(g.channels)} ({g.src_task} -> {g.dst_task}, distance {g.distance})"
         if self.tx_copies:
@@ -102,9 +103,11 @@ class Protocol:
     `warpspec.retirement`)."""
 
     def before(self, task: str) -> list[SyncOp]:
+        """The operations of `task` that run before its body (acquires and waits)."""
         return [op for op in self.ops.get(task, ()) if op.before_task]
 
     def after(self, task: str) -> list[SyncOp]:
+        """The operations of `task` that run after its body (commits and releases)."""
         return [op for op in self.ops.get(task, ()) if not op.before_task]
 
     def replace_ops(self, task: str, ops: list[SyncOp]) -> Protocol:
@@ -112,6 +115,7 @@ class Protocol:
         return dataclasses.replace(self, ops={**self.ops, task: tuple(ops)})
 
     def describe(self) -> str:
+        """The per-warp programs as text: for each warp role, its tasks with the operations around them."""
         lines = []
         for role in self.tree.roles:
             lines.append(f"warp role {role}:")

@@ -251,6 +251,8 @@ class SymbolicPlan:
         return ChannelPlan(tree, tuple(groups), self.channel_count, graph)
 
     def describe(self) -> str:
+        """The symbolic rules as text: the persistent nest, each long loop (period, window, minimum trip count)
+        and each channel group's rules."""
         lines = []
         if self.nest is not None:
             outer, inner = self.nest.outer, self.nest.inner

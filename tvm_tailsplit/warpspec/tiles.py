@@ -117,6 +117,7 @@ class TilePlan:
     fragments: frozenset[str] = frozenset()
 
     def describe(self) -> str:
+        """The tile plan as text: TMA loads, wgmma tiles, fragment fills and fragment stores."""
         lines = [f"TMA load {t.task}: {t.rows}x{t.cols} {t.source.name} -> {t.ring.name}, {t.bytes} bytes"
                  for t in self.loads.values()]
         lines += [f"wgmma {t.task}: m{t.m} n{t.n} k{t.k} ({t.a.name} x {t.b.name} -> {t.accumulator.name} rows "

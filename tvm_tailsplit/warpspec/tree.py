@@ -171,6 +171,7 @@ class ScheduleTree:
         return tuple(sorted({task.role for task in self.tasks()}))
 
     def describe(self) -> str:
+        """The schedule tree as indented text: grid loops, pipeline loops and tasks (role, regions)."""
         lines = [f"grid loop {loop.loop_var.name} ({loop.thread_binding.thread_tag}) x {loop.extent}"
                  for loop in self.grid_loops]
         lines += [child.describe() for child in self.children]
