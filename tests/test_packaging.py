@@ -47,3 +47,12 @@ def test_dlpack_keeps_the_stride_of_a_dimension_of_one():
 
     part = np.zeros((50, 64, 2))[49:50, :33]
     assert tvm_ffi.from_dlpack(part, require_alignment=0, require_contiguous=False).strides == (128, 2, 1)
+
+
+def test_license_is_an_spdx_expression():
+    """`license = { text = ... }` is deprecated by setuptools (every build printed a BuildBackendWarning, and
+    builds stop being supported in 2027): the license is an SPDX string, which needs setuptools >= 77."""
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
