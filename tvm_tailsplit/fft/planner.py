@@ -750,6 +750,12 @@ def plan(
     spec = FFTSpec(n, kind, direction, norm, dtype, codelet_limit, radix_limit)
     batch = check_int("batch", batch, 1)
     input_layout, output_layout = spec.layouts(batch, istride, idist, ostride, odist)
+    if batch == 1:
+        # one transform has no distance: the compact one is declared, so that the operator's check of the batch
+        # stride holds whatever stride an exporter writes for a dimension of one (numpy before 2.4 writes the
+        # compact one through DLPack, 2.4 the array's own, which `Plan._as_float_view` sets to the declared one)
+        input_layout, output_layout = (dataclasses.replace(layout, distance=layout.elements * layout.stride)
+                                       for layout in (input_layout, output_layout))
     effort = check_choice("effort", effort, EFFORTS)
     if not isinstance(verbose, bool):
         raise TypeError(f"verbose must be a bool, got {verbose!r} ({type(verbose).__name__})")
