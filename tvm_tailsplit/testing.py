@@ -40,6 +40,7 @@ __all__ = [
     "host_after_packed_api",
     "host_launches",
     "host_values",
+    "grids_as_launched",
     "threads_as_serial_loops",
     "to_tvm",
 ]
@@ -262,6 +263,19 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
         return with_loop(loop, kind=tvm.tirx.ForKind.SERIAL, thread_binding=None)
 
     return map_loops(mod, unbind)
+
+
+def grids_as_launched(mod: tvm.IRModule) -> tvm.IRModule:
+    """The same module with every ``blockIdx`` loop running at least once, as TVM's CUDA runtime launches a
+    grid: it launches an extent of 0 (a symbolic one evaluated to 0) as 1 (``ThreadWorkLoad``'s ``Extract``).
+    Apply before ``threads_as_serial_loops`` / ``cuda_schedule_for_llvm`` to check a kernel at such a size."""
+
+    def launched(loop: tvm.tirx.For) -> tvm.tirx.For:
+        if loop.kind != tvm.tirx.ForKind.THREAD_BINDING or not loop.thread_binding.thread_tag.startswith("blockIdx"):
+            return loop
+        return with_loop(loop, extent=tvm.tirx.max(loop.extent, 1))
+
+    return map_loops(mod, launched)
 
 
 SHARED_SCOPES = ("shared", "shared.dyn")

@@ -3,7 +3,8 @@
 Without a GPU: the marked schedule (before tensorize, without the software pipeline, whose barriers llvm cannot
 run) and its TailSplit + merged form mean the matmul on llvm (threads as serial loops, shared and warp buffers
 global); so do the accumulator stores once tensorized (main tiles with TVM's element-wise store, tail tiles with
-mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M; after
+mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M
+(M = 0 with the grid launched as TVM's CUDA runtime launches it: one block, nothing written); after
 TailSplit every mark is a main tile or a store tail and is mapped; the CUDA source holds mma.sync, ldmatrix and
 cp.async with a src-size operand (zero fill), no padded global buffer and one kernel, and compiles with nvcc for
 sm_80 and sm_90 without spills or local memory. Every tiling of ``TILINGS`` (thin tiles of the tiling rule) does
@@ -20,7 +21,14 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_store_intrin
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M, compile_cuda_source, cuda_source
+from tvm_tailsplit.cuda import (
+    DEFAULT_MULTIPROCESSORS,
+    FILL_FRACTION,
+    SYMBOLIC_M,
+    compile_cuda_source,
+    cuda_source,
+    cuda_target,
+)
 from tvm_tailsplit.ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, with_loop
 from tvm_tailsplit.split import analysis, workloads
 from tvm_tailsplit.split import mma_schedule as ms
@@ -30,7 +38,15 @@ from tvm_tailsplit.split.mma_pipeline import MMA_PIPELINE, prepare_mma
 from tvm_tailsplit.split.mma_tails import emit_predicated_store
 from tvm_tailsplit.split.tail_forms import register_tail_intrinsics
 from tvm_tailsplit.split.tensorize import tensorize_marked
-from tvm_tailsplit.testing import cuda_schedule_for_llvm, guarded_device_tensor, run_guarded
+from tvm_tailsplit.testing import (
+    cuda_schedule_for_llvm,
+    evaluate,
+    grids_as_launched,
+    guarded_device_tensor,
+    host_after_packed_api,
+    host_launches,
+    run_guarded,
+)
 
 LLVM_SCOPES = ("shared", "shared.dyn", "warp")
 # TVM's store of a 16 x 16 accumulator tile written element by element (use_mma_store_intrinic=False): the main
@@ -129,6 +145,26 @@ def test_symbolic_m_tail_forms_mean_the_matmul():
     for m in (1, 7, 15, 16, 17, 64, 127, 128, 129, 200):
         specialized = func.specialize({a: tvm.tirx.decl_buffer((m, 40), a.dtype, a.name)})
         run_on_llvm(tvm.IRModule({"main": specialized}), m, 24, 40)
+
+
+def test_symbolic_m_of_zero_writes_nothing_when_the_grid_runs_one_block():
+    """M = 0: TVM's CUDA runtime launches the grid extent 0 as 1 (``testing.grids_as_launched``), and the guard
+    chains, decided for block indices inside the grid, stored tiles of that block into the empty C (rows 0..15 of
+    a 0-row C, out of bounds). The kernel now runs only for M > 0 (host code); C's canaries stay intact."""
+    tiling = ms.choose_tiling(None, 24, 40)  # 16 x 32 tiles: a stray store lands in C's guards
+    func = stores_mapped(ms.matmul_mma_cuda(None, 24, 40, pipeline=False, tiling=tiling))["main"]
+    a = func.params[0]
+    specialized = func.specialize({a: tvm.tirx.decl_buffer((0, 40), a.dtype, a.name)})
+    executable, _ = compiled_for_llvm(grids_as_launched(tvm.IRModule({"main": specialized})))
+    tensors = [guarded_device_tensor(shape, dtype, tvm.cpu(), guard_bytes=4096) for shape, dtype in
+               (((0, 40), "float16"), ((40, 24), "float16"), ((0, 24), "float32"))]
+    executable["main"](*[t.tensor for t in tensors])
+    for name, tensor in zip("ABC", tensors, strict=True):
+        tensor.numpy(f"buffer {name}")
+    host, _ = host_after_packed_api(ms.matmul_mma_cuda(None, 24, 40, tiling=tiling), cuda_target("sm_90"),
+                                    MMA_PIPELINE)
+    ((condition, kernels),) = host_launches(host)  # the CUDA host code launches the kernel for M > 0 only
+    assert kernels == ["main_kernel"] and [evaluate(condition, {"m": m}) for m in (0, 1, 17)] == [0, 1, 1]
 
 
 def test_padding_to_whole_blocks_leaves_no_guard_and_means_the_matmul():
@@ -479,10 +515,11 @@ def test_sweep_covers_every_residue():
 
 @pytest.mark.gpu
 def test_small_sweep_on_the_gpu():
-    """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic)."""
+    """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic), and M = 0 (no
+    kernel runs; C, empty, inside canaries)."""
     for n, k in sweep_pairs():
         executable = gpu_executable(None, n, k)
-        for m in range(1, 41):
+        for m in range(0, 41):
             run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
 
 
@@ -502,10 +539,10 @@ def test_rule_tilings_of_decode_shapes_on_the_gpu(m):
 
 @pytest.mark.gpu
 def test_thin_tiling_small_sweep_on_the_gpu():
-    """The 16 x 32 tiling (M symbolic) over M in 1..40 and every fourth of ``sweep_pairs``."""
+    """The 16 x 32 tiling (M symbolic) over M in 0..40 and every fourth of ``sweep_pairs``."""
     for n, k in sweep_pairs()[::4]:
         executable = gpu_executable(None, n, k, tiling=TILINGS["16x32"])
-        for m in range(1, 41):
+        for m in range(0, 41):
             run_on_gpu(executable, m, n, k, seed=m * 1601 + n * 41 + k)
 
 

@@ -3,7 +3,7 @@
 ``C[M, N] = A[M, K] @ B[K, N]`` with ``A`` and ``B`` row-major fp16 (``B`` is *not* transposed: TVM's
 ``mma_ldmatrix_f16_b`` loads it with ``ldmatrix.trans``, and ``mma_f16f16f32`` is the row.col m16n8k16 pair
 that TVM's ``tvm.testing.tir.mma_schedule`` uses for the same layout), ``C`` fp32. ``m=None``: ``M`` is a
-symbolic variable named ``m`` (one kernel for every ``M``).
+symbolic variable named ``m`` (one kernel for every ``M``; ``M = 0`` launches none: see ``_launched_for_rows``).
 
 Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instead of ``sch.tensorize`` and the
 ``software_pipeline_*`` annotations of TVM's tensor-core rules):
@@ -324,7 +324,9 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
     benchmark's (b))."""
     require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
-    return _schedule(matmul_fp16_func(m, n, k), m, n, k, pipeline, pad_to_blocks, padded_output, tiling)
+    func = matmul_fp16_func(m, n, k)
+    mod = _schedule(func, m, n, k, pipeline, pad_to_blocks, padded_output, tiling)
+    return mod if m is not None else _launched_for_rows(mod, func.params[0].shape[0])
 
 
 def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True, pad_to_blocks: bool = False,
@@ -435,6 +437,20 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
         return sch.mod
     sch.reverse_compute_inline(sch.get_sblock("C_pad"))  # the copy back folded into the store: T.where(i < M, j < N)
     return _bindings_inside_domains(sch.mod, STORE_BLOCK)
+
+
+def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var) -> tvm.IRModule:
+    """``mod`` (a symbolic ``M``) with its root block's body under ``if tvm_thread_invariant(m > 0)``: host code,
+    so ``M = 0`` launches no kernel. TVM's CUDA runtime launches a grid extent of 0 as 1 (``ThreadWorkLoad``), and
+    TailSplit's guard chains, decided for block indices inside the grid, would let that block store a tile into
+    the empty ``C`` (out of bounds). The condition is wrapped as ``dispatch_by_intervals`` wraps its cases."""
+    func = mod["main"]
+    root = func.body.block
+    body = tirx.IfThenElse(tirx.op.tvm_thread_invariant(m > 0), root.body, None)
+    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
+                   root.match_buffers, root.annotations)
+    realize = SBlockRealize(func.body.iter_values, func.body.predicate, block)
+    return tvm.IRModule({"main": func.with_body(realize)}, attrs=mod.attrs)
 
 
 def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
