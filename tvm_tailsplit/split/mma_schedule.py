@@ -358,6 +358,13 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
     sch = s_tir.Schedule(func)
     block = sch.get_sblock("C")
     pad = [*tiling.block_tile, tiling.block_k] if pad_to_blocks else [MMA_TILE, MMA_TILE, tiling.block_k]
+    for axis, extent in enumerate((m, n)):
+        if extent is not None and extent <= MMA_TILE < tiling.block_tile[axis]:
+            # an operand of one 16-wide tile in a block tile of several is padded to two: TVM's transform_layout
+            # simplifies the fragment index of a one-tile buffer (i // 16 -> 0, i % 16 -> i), which folds the warp
+            # tile loop into the register index and fails LowerMatchBuffer's offset_factor check; the block
+            # covers both tiles, so the grid does not change
+            pad[axis] = 2 * MMA_TILE
     padded = m is None or m % pad[0] != 0 or n % pad[1] != 0 or k % pad[2] != 0
     if padded:
         sch.pad_einsum(block, pad)
