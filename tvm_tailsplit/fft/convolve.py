@@ -39,7 +39,7 @@ import tvm
 from .numpy_api import next_fast_len
 from .planner import Plan, _cached_plan, _resolve_target, _target_argument, _TargetKey
 from .search import ROUNDS
-from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int, indexable_batch
+from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int
 
 __all__ = ["MODES", "ConvolvePlan", "convolve", "plan_convolve"]
 
@@ -207,7 +207,7 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     x and h are real; float16/float32 with float16/float32 computes in float32, anything else (float64,
     integers) in float64, as scipy. mode: "full", "same" or "valid". The result is a view into the pipeline's
     (batch, n) output; an empty batch (another axis of length 0) gives an empty result. Rows whose (batch, n)
-    buffers reach beyond the pipeline's 32-bit indices (`spec.indexable_batch`, over 8 GiB of float32) run in
+    buffers reach beyond the pipeline's 32-bit indices (`FFTSpec.transforms_per_call`, over 8 GiB of float32) run in
     parts of as many rows as fit.
     Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis)."""
     mode = check_choice("mode", mode, MODES)
@@ -233,10 +233,8 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
         return np.moveaxis(np.zeros((*batch_shape, count), dtype), -1, axis)
     n = convolution_length(length, len(h), mode)
     batch, flat = math.prod(batch_shape), rows.reshape(-1, length).astype(dtype, copy=False)
-    try:
-        per_call = min(indexable_batch(layout) for layout in FFTSpec(n, "conv", dtype=_COMPLEX[dtype]).layouts(1))
-    except ValueError:  # one row alone reaches beyond 32-bit indices: the plan says so
-        per_call = batch
+    # 0: one row alone reaches beyond 32-bit indices, which the plan refuses by name
+    per_call = FFTSpec(n, "conv", dtype=_COMPLEX[dtype]).transforms_per_call() or batch
     if per_call >= batch:
         y = plan_convolve(n, h, batch, dtype, target)(flat)[:, start:start + count]
     else:  # rows beyond the pipeline's 32-bit indices: parts of as many rows as fit

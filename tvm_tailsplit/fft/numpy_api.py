@@ -37,7 +37,6 @@ length at most `target`. fftshift, ifftshift, fftfreq and rfftfreq are numpy's.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import os
@@ -51,7 +50,7 @@ from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
 from .ndim import plan_nd
 from .planner import plan as make_plan
-from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, indexable_batch
+from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int
 from .tuning import RADIX_LIMIT
 
 __all__ = [
@@ -261,11 +260,16 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
                 out_shape: tuple[int, ...], out_dtype: str, out: Any, in_place: bool) -> np.ndarray:
     """One 1-D plan along `axis` over the batch of the other axes; the result written into `out` (or into
     `array` itself when `in_place`) directly when its layout allows. A batch whose buffers reach beyond the
-    operator's 32-bit indices (`spec.indexable_batch`) runs in parts of as many transforms as fit, its input first
-    made contiguous where one strided transform alone reaches too far."""
+    operator's 32-bit indices (`FFTSpec.transforms_per_call`) runs in parts of as many transforms as fit, its input
+    first made contiguous where one strided transform alone reaches too far."""
     if array.size == 0:
         return _deliver(np.zeros(out_shape, out_dtype), out)
-    rows_per_call = functools.partial(_rows_per_call, n, kind, direction, dtype)
+    request = FFTSpec(n, kind, direction, dtype=dtype)
+
+    def rows_per_call(in_steps: tuple[int, int], out_steps: tuple[int, int] | None) -> int:
+        """`FFTSpec.transforms_per_call` with these (stride, distance) steps (None: a compact output)."""
+        return request.transforms_per_call(*in_steps, *(out_steps or (1, None)))
+
     flat = _flat(array, axis)
     if flat is None or rows_per_call(_steps(flat), None) == 0:
         array = np.moveaxis(np.ascontiguousarray(np.moveaxis(array, axis, -1)), -1, axis)
@@ -297,18 +301,6 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
         make_plan(n, last - first, kind, direction, norm, dtype, istride=in_steps[0], idist=in_steps[1],
                   ostride=out_steps[0], odist=out_steps[1])(flat[first:last], target_flat[first:last])
     return _deliver(target, out)
-
-
-def _rows_per_call(n: int, kind: str, direction: str, dtype: str, in_steps: tuple[int, int],
-                   out_steps: tuple[int, int] | None) -> int:
-    """The most transforms one plan call takes with these (stride, distance) steps of the input and the output
-    (None: a compact output): `spec.indexable_batch` of both layouts, 0 when one transform reaches too far."""
-    request = FFTSpec(n, kind, direction, dtype=dtype)
-    try:
-        layouts = request.layouts(1, *in_steps, *(out_steps or (1, None)))
-    except ValueError:  # one transform alone reaches beyond 32-bit indices
-        return 0
-    return min(indexable_batch(layout) for layout in layouts)
 
 
 def _ours(array: np.ndarray, source: np.ndarray) -> bool:

@@ -174,6 +174,16 @@ class FFTSpec:
             _check_indexable(name, layout, batch)
         return layouts
 
+    def transforms_per_call(self, istride: int = 1, idist: int | None = None, ostride: int = 1,
+                            odist: int | None = None) -> int:
+        """The most transforms one operator call takes in these layouts (`indexable_batch` of the input and the
+        output); 0 when one transform alone reaches beyond the operator's 32-bit indices (`layouts` refuses it)."""
+        try:
+            layouts = self.layouts(1, istride, idist, ostride, odist)
+        except ValueError:
+            return 0
+        return min(indexable_batch(layout) for layout in layouts)
+
 
 def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
     """ValueError when two output elements of the batch are the same memory: element e of transform b is at
