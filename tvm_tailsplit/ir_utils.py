@@ -38,6 +38,7 @@ __all__ = [
     "dispatch_by_intervals",
     "drop_loop_annotation",
     "has_unit_step",
+    "launched_extent",
     "map_loops",
     "require_module",
     "require_sizes",
@@ -77,6 +78,20 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
 def has_unit_step(loop: tirx.For) -> bool:
     """True for a loop over every value of its range (no ``step``, or step 1)."""
     return loop.step is None or (isinstance(loop.step, tirx.IntImm) and loop.step.value == 1)
+
+
+def launched_extent(loop: tirx.For) -> tvm.ir.PrimExpr:
+    """How many values ``loop``'s variable takes when the kernel runs: its extent, except for a loop bound to a
+    launch dimension (``blockIdx.*``, ``threadIdx.*``), which TVM's CUDA runtime launches at least once: an extent
+    that evaluates to 0 (a symbolic grid at size 0) launches 1 (``ThreadWorkLoad::Extract``), so the variable
+    takes the value 0. Such a loop's extent becomes ``max(extent, 1)``."""
+    binding = loop.thread_binding
+    if loop.kind != tirx.ForKind.THREAD_BINDING or binding is None or \
+            not binding.thread_tag.startswith(("blockIdx", "threadIdx")):
+        return loop.extent
+    if isinstance(loop.extent, tirx.IntImm):
+        return loop.extent if loop.extent.value >= 1 else tirx.const(1, loop.extent.ty.dtype)
+    return tirx.max(loop.extent, tirx.const(1, loop.extent.ty.dtype))
 
 
 def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002

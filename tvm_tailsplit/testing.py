@@ -22,7 +22,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
-from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, map_loops, substitute, with_loop
+from .ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, launched_extent, map_loops, substitute, with_loop
 
 __all__ = [
     "GuardedArray",
@@ -46,6 +46,17 @@ __all__ = [
 ]
 
 _ALIGNMENT = 64
+# Guard bytes around an empty buffer: a kernel run at size 0 writes whole tiles past it when it writes at all.
+_EMPTY_GUARD_BYTES = 4096
+
+
+def _check_guards(whole: np.ndarray, guard_elements: int, size: int, canary: float | int, what: str) -> None:
+    """Raise `AssertionError` naming `what` if an element of the guards around ``whole``'s middle ``size``
+    elements differs from ``canary``."""
+    for side, region in (("before", whole[:guard_elements]), ("after", whole[guard_elements + size :])):
+        bad = region != canary
+        if bad.any():
+            raise AssertionError(f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed")
 
 
 @dataclass
@@ -59,14 +70,13 @@ class GuardedArray:
 
     def check_canaries(self, what: str = "buffer") -> None:
         """Raise `AssertionError` naming `what` if anything outside the view was written."""
-        before = self.whole[: self.guard_elements]
-        after = self.whole[self.guard_elements + self.array.size :]
-        for side, region in (("before", before), ("after", after)):
-            bad = region != self.canary
-            if bad.any():
-                raise AssertionError(
-                    f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed"
-                )
+        _check_guards(self.whole, self.guard_elements, self.array.size, self.canary, what)
+
+    def numpy(self, what: str = "buffer") -> np.ndarray:
+        """A copy of the view's values; raises `AssertionError` naming `what` if anything outside the view was
+        written (as `GuardedDeviceTensor.numpy`)."""
+        self.check_canaries(what)
+        return self.array.copy()
 
 
 def default_canary(dtype: str) -> float | int:
@@ -128,11 +138,7 @@ class GuardedDeviceTensor:
         """The view's values; raises `AssertionError` naming `what` if anything outside the view was written."""
         whole = self.whole.numpy()
         size = int(np.prod(self.tensor.shape, dtype=np.int64))
-        for side, region in (("before", whole[: self.guard_elements]),
-                             ("after", whole[self.guard_elements + size :])):
-            bad = region != self.canary
-            if bad.any():
-                raise AssertionError(f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed")
+        _check_guards(whole, self.guard_elements, size, self.canary, what)
         return whole[self.guard_elements : self.guard_elements + size].reshape(self.tensor.shape)
 
 
@@ -200,7 +206,7 @@ def run_guarded(
     Scalar parameters are taken from ``scalar_args`` by name. Raises ``AssertionError`` naming the buffer
     when the function wrote outside it.
     """
-    holders: list[tuple[str, GuardedArray | None, np.ndarray]] = []
+    guarded: list[tuple[GuardedArray | GuardedDeviceTensor, str]] = []
     arguments = []
     buffers = iter(inputs)
     for param in func.params:
@@ -208,19 +214,16 @@ def run_guarded(
             arguments.append(scalar_args[param.name])
             continue
         data = next(buffers)
-        if data.size == 0:  # nothing to guard; numpy gives empty views no aligned data pointer
-            holders.append((param.name, None, data))
-            arguments.append(tvm.runtime.empty(data.shape, str(data.dtype)))
-            continue
-        holder = guarded_array(data.shape, str(data.dtype))
-        holder.array[...] = data
-        holders.append((param.name, holder, holder.array))
-        arguments.append(to_tvm(holder.array))
+        if data.size == 0:  # numpy gives empty views no aligned data pointer: a guarded TVM tensor instead
+            holder = guarded_device_tensor(data.shape, str(data.dtype), tvm.cpu(), guard_bytes=_EMPTY_GUARD_BYTES)
+            arguments.append(holder.tensor)
+        else:
+            holder = guarded_array(data.shape, str(data.dtype))
+            holder.array[...] = data
+            arguments.append(to_tvm(holder.array))
+        guarded.append((holder, f"buffer {param.name}"))
     executable[func_name](*arguments)
-    for name, holder, _ in holders:
-        if holder is not None:
-            holder.check_canaries(f"buffer {name}")
-    return [array.copy() for _, _, array in holders]
+    return [np.array(holder.numpy(what)) for holder, what in guarded]
 
 
 def assert_same_results(
@@ -266,14 +269,14 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def grids_as_launched(mod: tvm.IRModule) -> tvm.IRModule:
-    """The same module with every ``blockIdx`` loop running at least once, as TVM's CUDA runtime launches a
-    grid: it launches an extent of 0 (a symbolic one evaluated to 0) as 1 (``ThreadWorkLoad``'s ``Extract``).
+    """The same module with every ``blockIdx`` / ``threadIdx`` loop running at least once, as TVM's CUDA
+    runtime launches a kernel: an extent of 0 (a symbolic one evaluated to 0) launches as 1
+    (``ir_utils.launched_extent``).
     Apply before ``threads_as_serial_loops`` / ``cuda_schedule_for_llvm`` to check a kernel at such a size."""
 
     def launched(loop: tvm.tirx.For) -> tvm.tirx.For:
-        if loop.kind != tvm.tirx.ForKind.THREAD_BINDING or not loop.thread_binding.thread_tag.startswith("blockIdx"):
-            return loop
-        return with_loop(loop, extent=tvm.tirx.max(loop.extent, 1))
+        extent = launched_extent(loop)
+        return loop if extent.same_as(loop.extent) else with_loop(loop, extent=extent)
 
     return map_loops(mod, launched)
 

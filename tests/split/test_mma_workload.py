@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import s_tir
 from tvm.s_tir.tensor_intrin.cuda import get_mma_store_intrin
 from tvm.script import tirx as T
@@ -147,12 +148,27 @@ def test_symbolic_m_tail_forms_mean_the_matmul():
         run_on_llvm(tvm.IRModule({"main": specialized}), m, 24, 40)
 
 
-def test_symbolic_m_of_zero_writes_nothing_when_the_grid_runs_one_block():
+def without_host_condition(func):
+    """``func`` with each ``if tvm_thread_invariant(...)`` replaced by its then-case (the kernel launched always)."""
+
+    def unwrap(stmt):
+        condition = stmt.condition
+        invariant = isinstance(condition, tvm.ir.Call) and condition.op.name == "tirx.tvm_thread_invariant"
+        return stmt.then_case if invariant and stmt.else_case is None else stmt
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.IfThenElse, unwrap), order="post"))
+
+
+@pytest.mark.parametrize("host_condition", [True, False], ids=["launched-for-m>0", "launched-always"])
+def test_symbolic_m_of_zero_writes_nothing_when_the_grid_runs_one_block(host_condition):
     """M = 0: TVM's CUDA runtime launches the grid extent 0 as 1 (``testing.grids_as_launched``), and the guard
     chains, decided for block indices inside the grid, stored tiles of that block into the empty C (rows 0..15 of
-    a 0-row C, out of bounds). The kernel now runs only for M > 0 (host code); C's canaries stay intact."""
+    a 0-row C, out of bounds). TailSplit now plans launch dimensions over ``max(extent, 1)``, so the kernel
+    launched at M = 0 writes nothing, and the host launches it only for M > 0; C's canaries stay intact either
+    way."""
     tiling = ms.choose_tiling(None, 24, 40)  # 16 x 32 tiles: a stray store lands in C's guards
     func = stores_mapped(ms.matmul_mma_cuda(None, 24, 40, pipeline=False, tiling=tiling))["main"]
+    func = func if host_condition else without_host_condition(func)
     a = func.params[0]
     specialized = func.specialize({a: tvm.tirx.decl_buffer((0, 40), a.dtype, a.name)})
     executable, _ = compiled_for_llvm(grids_as_launched(tvm.IRModule({"main": specialized})))
@@ -161,6 +177,11 @@ def test_symbolic_m_of_zero_writes_nothing_when_the_grid_runs_one_block():
     executable["main"](*[t.tensor for t in tensors])
     for name, tensor in zip("ABC", tensors, strict=True):
         tensor.numpy(f"buffer {name}")
+
+
+def test_symbolic_m_kernel_is_launched_for_m_above_zero_only():
+    """The host skips the launch at M = 0 (``mma_schedule._launched_for_rows``)."""
+    tiling = ms.choose_tiling(None, 24, 40)
     host, _ = host_after_packed_api(ms.matmul_mma_cuda(None, 24, 40, tiling=tiling), cuda_target("sm_90"),
                                     MMA_PIPELINE)
     ((condition, kernels),) = host_launches(host)  # the CUDA host code launches the kernel for M > 0 only

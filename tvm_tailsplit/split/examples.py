@@ -103,11 +103,14 @@ def register_vector_scale_intrinsic(lanes: int = 16, name: str | None = None) ->
     return name
 
 
-def gpu_vector_add_one(n: int = 1000, threads: int = 32, vector: int = 8, instruction: str = "vadd8") -> tvm.IRModule:
+def gpu_vector_add_one(n: int | None = 1000, threads: int = 32, vector: int = 8,
+                       instruction: str = "vadd8") -> tvm.IRModule:
     """``B = A + 1`` scheduled for CUDA: ``blockIdx.x`` x ``threadIdx.x`` x a marked inner loop of ``vector``
-    elements; for ``n`` not a multiple of ``threads * vector`` the last block has a tail."""
-    a = te.placeholder((n,), "float32", name="A")
-    b = te.compute((n,), lambda i: a[i] + tvm.tirx.const(1.0, "float32"), name="B")
+    elements; for ``n`` not a multiple of ``threads * vector`` the last block has a tail. ``n=None`` makes the
+    length a symbolic variable ``n`` (one kernel for every length; its grid extent is 0 at ``n = 0``)."""
+    length = tvm.tirx.Var("n", "int32") if n is None else n
+    a = te.placeholder((length,), "float32", name="A")
+    b = te.compute((length,), lambda i: a[i] + tvm.tirx.const(1.0, "float32"), name="B")
     sch = s_tir.Schedule(te.create_prim_func([a, b]).with_attr("global_symbol", "main"))
     (loop,) = sch.get_loops(sch.get_sblock("B"))
     block_x, thread_x, inner = sch.split(loop, [None, threads, vector])

@@ -448,9 +448,9 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
 
 def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var) -> tvm.IRModule:
     """``mod`` (a symbolic ``M``) with its root block's body under ``if tvm_thread_invariant(m > 0)``: host code,
-    so ``M = 0`` launches no kernel. TVM's CUDA runtime launches a grid extent of 0 as 1 (``ThreadWorkLoad``), and
-    TailSplit's guard chains, decided for block indices inside the grid, would let that block store a tile into
-    the empty ``C`` (out of bounds). The condition is wrapped as ``dispatch_by_intervals`` wraps its cases."""
+    so ``M = 0`` launches no kernel. Without it TVM's CUDA runtime would launch the grid extent 0 as one block
+    (``ir_utils.launched_extent``), which TailSplit's guard chains keep from storing anything, but which still
+    costs a launch. The condition is wrapped as ``dispatch_by_intervals`` wraps its cases."""
     func = mod["main"]
     root = func.body.block
     body = tirx.IfThenElse(tirx.op.tvm_thread_invariant(m > 0), root.body, None)

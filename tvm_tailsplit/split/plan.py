@@ -34,9 +34,11 @@ loop at or below the mark is not cut but has its range intersected with the boun
 ``Bind`` statements when they only depend on variables above the mark), so nothing below the mark branches; a
 range that may be empty gets a guard ``extent > 0`` above the mark. Every piece stays inside its loop's range
 for every value of the symbolic variables; the planner proves it (``tvm.sym``) and keeps the loop as it is
-when it cannot. Constant and symbolic loops go through the same code (``_plan_split``): the decomposition
-folds constant split points to integers, and only a symbolic loop at or below the mark takes the
-intersection. A split point that mentions its own loop variable (bounds over an inner loop whose extent
+when it cannot. A loop bound to a launch dimension (``blockIdx``, ``threadIdx``) ranges over ``max(extent, 1)``
+(``ir_utils.launched_extent``): TVM launches an extent of 0 as 1, so at a symbolic size of 0 block 0 still runs,
+and the guard chains decide it like any other index instead of assuming it absent. Constant and symbolic loops
+go through the same code (``_plan_split``): the decomposition folds constant split points to integers, and only
+a symbolic loop at or below the mark takes the intersection. A split point that mentions its own loop variable (bounds over an inner loop whose extent
 depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
@@ -58,7 +60,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from ..ir_utils import has_unit_step, uses_var
+from ..ir_utils import has_unit_step, launched_extent, uses_var
 from .conditions import (
     Atom,
     atoms_of,
@@ -358,7 +360,7 @@ class Planner:
         self._length = 0
         self.context = RangeContext()
         for loop in loop_vars_in(func.body):
-            self.context.bind(loop.loop_var, loop.min, loop.extent)
+            self.context.bind(loop.loop_var, loop.min, launched_extent(loop))
         self._notes: list[Note] = []
         self._splits: dict[str, tuple[str, list[str]]] = {}
         self._guard_atoms: dict = {}

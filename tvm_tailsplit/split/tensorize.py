@@ -58,7 +58,7 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import checked_module_pass, has_unit_step, require_module, substitute, with_loop
+from ..ir_utils import checked_module_pass, has_unit_step, launched_extent, require_module, substitute, with_loop
 from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in
 from .intrinsics import ensure_builtin_registered, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
@@ -393,7 +393,7 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
     analyzer = sym.Analyzer()
     for outer in enclosing:
         if outer.loop_var.ty.dtype.startswith("int"):
-            analyzer.bind(outer.loop_var, Range.from_min_extent(outer.min, outer.extent))
+            analyzer.bind(outer.loop_var, Range.from_min_extent(outer.min, launched_extent(outer)))
     resolved_binds = {}
     for var, value in binds.items():  # later binds may use earlier ones
         resolved_binds[var] = substitute(value, resolved_binds)
