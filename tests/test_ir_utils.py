@@ -11,6 +11,7 @@ import pytest
 import tvm
 import tvm_ffi
 from tvm import s_tir, te, tirx
+from tvm.script import tirx as T
 
 from tvm_tailsplit.cuda import cuda_target, executable_cuda_source
 from tvm_tailsplit.ir_utils import (
@@ -18,6 +19,7 @@ from tvm_tailsplit.ir_utils import (
     default_passes,
     default_passes_with,
     dispatch_by_intervals,
+    launched_extent,
     require_sizes,
 )
 from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
@@ -235,3 +237,47 @@ def test_default_passes_with_places_passes_next_to_one_of_tvms():
         default_passes_with([mine], after="tirx.NoSuchPass")
     with pytest.raises(TypeError, match="exactly one of before and after"):
         default_passes_with([mine], before="tirx.VectorizeLoop", after="tirx.VectorizeLoop")
+
+
+def launch_loop(tag: str, extent) -> tirx.For:
+    var = tirx.Var("v", "int32")
+    return tirx.For(var, 0, extent, tirx.ForKind.THREAD_BINDING, tirx.Evaluate(0),
+                    tirx.IterVar(None, tirx.Var(tag, "int32"), tirx.IterVar.ThreadIndex, tag))
+
+
+@pytest.mark.parametrize("tag", ["blockIdx.x", "blockIdx.z", "threadIdx.y"])
+def test_a_launch_dimension_runs_at_least_once(tag):
+    """``launched_extent``: a loop bound to a launch dimension takes ``max(extent, 1)`` values, a constant extent
+    of at least 1 is kept as it is, and other loops keep their extents."""
+    n = tirx.Var("n", "int32")
+    symbolic = launched_extent(launch_loop(tag, (n + 255) // 256))
+    assert [evaluate(symbolic, {"n": value}) for value in (0, 1, 256, 257)] == [1, 1, 1, 2]
+    constant = launch_loop(tag, tirx.const(4, "int32"))
+    assert launched_extent(constant).same_as(constant.extent)
+    assert launched_extent(launch_loop(tag, tirx.const(0, "int32"))).value == 1
+    serial = tirx.For(tirx.Var("i", "int32"), 0, n, tirx.ForKind.SERIAL, tirx.Evaluate(0))
+    assert launched_extent(serial).same_as(n)
+    assert launched_extent(launch_loop("vthread", n)).same_as(n)
+
+
+@pytest.mark.gpu
+def test_tvm_launches_a_grid_extent_of_zero_as_one_block():
+    """The fact ``launched_extent`` states, on the GPU: a kernel whose grid extent is ``n`` runs block 0 at
+    ``n = 0`` (it stores ``n + 1`` into ``flag``, which has one element whatever ``n`` is)."""
+
+    @T.prim_func(s_tir=True)
+    def main(a: T.handle, flag: T.Buffer((1,), "int32")):
+        n = T.int32()
+        A = T.match_buffer(a, (n,), "float32")  # noqa: F841 (only its shape binds n)
+        for bx in T.thread_binding(n, thread="blockIdx.x"):
+            for tx in T.thread_binding(1, thread="threadIdx.x"):
+                if bx == 0 and tx == 0:
+                    flag[0] = n + 1
+
+    device = tvm.cuda(0)
+    arch = "sm_" + device.compute_version.replace(".", "")
+    executable = tvm.compile(tvm.IRModule({"main": main}), target=tvm.target.Target({"kind": "cuda", "arch": arch}))
+    for n in (0, 3):
+        flag = tvm.runtime.tensor(np.array([-1], "int32"), device)
+        executable["main"](tvm.runtime.empty((n,), "float32", device), flag)
+        assert flag.numpy()[0] == n + 1
