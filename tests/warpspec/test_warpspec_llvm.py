@@ -13,10 +13,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tvm  # noqa: E402
 from tvm import s_tir  # noqa: E402
+from tvm.script import tirx as T  # noqa: E402
 
 from tvm_tailsplit.testing import guarded_array, run_with_guarded_output  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WarpSpecialize,
+    check,
     examples,
     load_libatomic,
     require_concurrent_threads,
@@ -143,3 +145,41 @@ def test_kernel_scheduled_with_cache_read_compute_at_and_blockize():
 def test_unknown_target_is_rejected_when_the_pass_is_created():
     with pytest.raises(ValueError, match="'llvm' and 'cuda', not 'rocm'"):
         WarpSpecialize("rocm")
+
+
+def _outer_load_inner_compute(outer: int, inner: int, stages: int):
+    """A tile loaded once per outer iteration (warp role 0) and read by every iteration of an inner loop (role 1)."""
+
+    @T.prim_func(s_tir=True)
+    def nested(X: T.Buffer((outer * 4,), "float32"), Y: T.Buffer((outer * inner * 4,), "float32")):
+        ring = T.sblock_alloc_buffer((stages, 4), "float32", scope="shared")
+        for a in range(outer):
+            with T.sblock("load"):
+                T.reads(X[a * 4:a * 4 + 4])
+                T.writes(ring[a % stages, 0:4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    ring[a % stages, i] = X[a * 4 + i]
+            for b in range(inner):
+                with T.sblock("compute"):
+                    T.reads(ring[a % stages, 0:4])
+                    T.writes(Y[(a * inner + b) * 4:(a * inner + b) * 4 + 4])
+                    T.sblock_attr({"warp_role": 1})
+                    for i in range(4):
+                        Y[(a * inner + b) * 4 + i] = ring[a % stages, i] * T.float32(b + 1)
+
+    return nested
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_producer_in_an_outer_loop_and_consumer_in_an_inner_loop(stages):
+    # load[a] signals compute[a, 0] at instance distance a * (inner - 1): one edge per distance. Every group was
+    # widened to all pairs (i, i + d) in range, which for distance 0 made compute[0, 1] wait for the later load[1],
+    # and the correct kernel was rejected as "not uniform". A group now spans its own edges when the whole range
+    # would wait backwards.
+    func = _outer_load_inner_compute(4, 3, stages)
+    report = check(func)
+    assert report.ok, report.describe()
+    x = _random((16,), "float32", np.random.default_rng(stages))
+    reference = np.repeat(x.reshape(4, 1, 4), 3, axis=1) * np.arange(1, 4, dtype="float32").reshape(1, 3, 1)
+    _check_against(func, reference.reshape(-1), [x], (48,), seed=stages)

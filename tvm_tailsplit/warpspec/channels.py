@@ -5,9 +5,12 @@ Algorithm.
 1. **Group** the reduced edges by (producer task, consumer task, instance distance `d`), where `d` is the
    consumer's instance index minus the producer's. A group is the uniform rule "instance `i` of the source
    signals instance `i + d` of the destination", which the per-warp programs implement with one guarded
-   operation per task. Groups are made uniform (every pair `(i, i + d)` in range). Added edges are checked to go
-   forward in program order (so they cannot create a deadlock); a rule that would point backwards (producer and
-   consumer in different loop nests under a common loop) is rejected.
+   operation per task. Groups are made uniform: every pair `(i, i + d)` in range, or, where one of those pairs
+   would point backwards in program order (a producer in an outer loop signalling the first iteration of an inner
+   loop: a distance that changes from one outer iteration to the next), every pair between the group's first and
+   last edge. Added edges are checked to go forward in program order (so they cannot create a deadlock); a rule
+   whose own span points backwards (producer and consumer in different loop nests under a common loop) is
+   rejected.
 2. **Stages.** The edges of a group, in order, are `e_0, e_1, ...`. A group uses a ring of `stages` channels:
    edge `e_i` uses channel `base + i % stages` in phase `i // stages`. `stages` is the smallest `r` such that the
    destination of `e_i` happens before the source of `e_{i+r}` for every `i` (a channel is reused only after its
@@ -150,12 +153,23 @@ def _uniform_groups(graph: FlowGraph) -> list[dict]:
     for e in graph.edges:
         src, dst = instances[e.src], instances[e.dst]
         grouped.setdefault((src.task.name, dst.task.name, dst.index - src.index), []).append(e)
+    def pairs_from(src_task: str, dst_task: str, d: int, first: int, count: int) -> tuple[tuple[int, int], ...]:
+        return tuple((position[(src_task, s)], position[(dst_task, s + d)]) for s in range(first, first + count))
+
+    def backward_pairs(pairs: tuple[tuple[int, int], ...]) -> list[tuple[str, str]]:
+        return [(instances[a].name, instances[b].name) for a, b in pairs if a > b]
+
     groups = []
     for (src_task, dst_task, d), edges in grouped.items():
         first = max(0, -d)
         count = min(counts[src_task], counts[dst_task] - d) - first
-        pairs = tuple((position[(src_task, s)], position[(dst_task, s + d)]) for s in range(first, first + count))
-        backward = [(instances[a].name, instances[b].name) for a, b in pairs if a > b]
+        pairs = pairs_from(src_task, dst_task, d, first, count)
+        backward = backward_pairs(pairs)
+        if backward:  # the whole range would wait backwards: the span of the group's own edges
+            sources = [instances[e.src].index for e in edges]
+            first, count = min(sources), max(sources) - min(sources) + 1
+            pairs = pairs_from(src_task, dst_task, d, first, count)
+            backward = backward_pairs(pairs)
         if backward:
             raise WarpSpecializeInputError(
                 f"the dependences from block '{src_task}' to block '{dst_task}' at instance distance {d} are not "
