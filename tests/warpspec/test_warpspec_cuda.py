@@ -4,12 +4,14 @@ There is no GPU here: the generated source is compiled and ptxas' resource usage
 is checked by `check` and executed on llvm (test_warpspec_llvm.py).
 """
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
 from tvm.script import tirx as T
 
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target, device_arch
+from tvm_tailsplit.ir_utils import substitute
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -229,3 +231,103 @@ def test_role_threads_synchronize_after_reading_what_the_role_overwrites():
         tvm.IRModule({"main": _staged_reversal_kernel()}))
     source = cuda_source(mod, "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
     assert source.count("bar_sync_count_sync((uint)2, (uint)64)") == 2
+
+
+def _local_accumulator_kernel(init_role: int = 1, store_role: int = 1, tiles: int = 4,
+                              tile: int = 32) -> tvm.tirx.PrimFunc:
+    """Role 0 loads tiles into a ring; role 1 sums them into a 2-element accumulator of scope `local` (even and
+    odd elements); `init` and `store` run on the given roles."""
+
+    @T.prim_func(s_tir=True)
+    def local_sums(X: T.Buffer((tiles * tile,), "float32"), Y: T.Buffer((2,), "float32")):
+        ring = T.sblock_alloc_buffer((2, tile), "float32", scope="shared")
+        acc = T.sblock_alloc_buffer((2,), "float32", scope="local")
+        with T.sblock("init"):
+            T.reads()
+            T.writes(acc[0:2])
+            T.sblock_attr({"warp_role": init_role})
+            for i in range(2):
+                acc[i] = T.float32(0)
+        for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % 2, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % 2, i] = X[t * tile + i]
+            with T.sblock("accumulate"):
+                T.reads(ring[t % 2, 0:tile], acc[0:2])
+                T.writes(acc[0:2])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(tile):
+                    acc[i % 2] = acc[i % 2] + ring[t % 2, i]
+        with T.sblock("store"):
+            T.reads(acc[0:2])
+            T.writes(Y[0:2])
+            T.sblock_attr({"warp_role": store_role})
+            for i in range(2):
+                Y[i] = acc[i]
+
+    return local_sums
+
+
+def _threads_touching(func: tvm.tirx.PrimFunc, buffer: str, threads: int) -> list[list[int]]:
+    """For every access to `buffer` in the generated kernel, the threads `tx` whose enclosing conditions hold."""
+    analyzer = tvm.sym.Analyzer()
+    found: list[list[int]] = []
+
+    def visit(stmt, conditions):
+        if isinstance(stmt, tvm.tirx.IfThenElse):
+            visit(stmt.then_case, [*conditions, stmt.condition])
+            if stmt.else_case is not None:
+                visit(stmt.else_case, [*conditions, tvm.tirx.Not(stmt.condition)])
+            return
+        accesses: list = []
+        if isinstance(stmt, tvm.tirx.BufferStore):
+            accesses.append(stmt.buffer.name)
+        if isinstance(stmt, tvm.tirx.BufferStore | tvm.tirx.Evaluate):
+            tvm_ffi.structural_walk(stmt, (tvm.ir.TensorLoad, lambda load: accesses.append(load.source.name)))
+        if buffer in accesses:
+            tx = next(v for c in conditions for v in tvm.tirx.analysis.undefined_vars(c) if v.name == "tx")
+            found.append([t for t in range(threads) if all(
+                analyzer.can_prove(substitute(c, {tx: tvm.tirx.IntImm("int32", t)})) for c in conditions)])
+        if isinstance(stmt, tvm.s_tir.SBlockRealize):
+            stmt = stmt.block
+        for child in (stmt.seq if isinstance(stmt, tvm.tirx.SeqStmt) else [getattr(stmt, "body", None)]):
+            if isinstance(child, tvm.tirx.Stmt):
+                visit(child, conditions)
+
+    visit(func.body, [])
+    return found
+
+
+def test_a_local_accumulator_is_touched_by_one_thread_of_its_role():
+    # `local` is one copy per CUDA thread. The accumulator's fill and store were strided over the role's threads
+    # (thread 33 zeroed acc[1] in its own copy, thread 32 alone accumulated): Y[1] read a copy that no thread
+    # accumulated into, a silently wrong result on a GPU. Every statement touching it now runs on one thread.
+    mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32}, debug_check=True)(
+        tvm.IRModule({"main": _local_accumulator_kernel()}))
+    touching = _threads_touching(mod["main"], "acc", 64)
+    assert len(touching) == 3  # the fill, the accumulation, the store
+    assert all(threads == [32] for threads in touching), touching
+
+
+@pytest.mark.parametrize("init_role,store_role", [(0, 1), (1, 0)])
+def test_a_local_buffer_shared_by_two_roles_is_rejected(init_role, store_role):
+    # One role's copy of a `local` buffer is invisible to the other role's threads: the kernel compiled and its
+    # store read a copy that was never written.
+    func = _local_accumulator_kernel(init_role, store_role)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match=r"buffer 'acc' has a thread-private scope .*warp role 0: .*warp role 1: "):
+        WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32})(tvm.IRModule({"main": func}))
+
+
+@pytest.mark.gpu
+def test_a_local_accumulator_on_the_gpu():
+    mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 64})(tvm.IRModule({"main": _local_accumulator_kernel()}))
+    executable = tvm.compile(mod, target=cuda_target(device_arch()), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    x = np.random.default_rng(0).standard_normal(128).astype("float32")
+    device = tvm.cuda(0)
+    y = tvm.runtime.tensor(np.full(2, np.nan, "float32"), device)
+    executable(tvm.runtime.tensor(x, device), y)
+    np.testing.assert_allclose(y.numpy(), [x[0::2].sum(), x[1::2].sum()], rtol=1e-5, atol=1e-5)

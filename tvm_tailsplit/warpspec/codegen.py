@@ -31,7 +31,10 @@ CUDA: `threadIdx.x` spans the roles' threads in order (role r owns `threads_per_
 outermost loops of each task body whose variables index every store are fused and strided over the role's threads
 when their iterations are independent (every buffer the body writes is stored and loaded at one index tuple, which
 maps the loop variables one-to-one; statements of a sequence touch no buffer another one writes); any other body
-runs on the role's first thread. A channel is an
+runs on the role's first thread. A buffer of a thread-private scope (`local`: every CUDA thread has its own copy,
+e.g. a scalar accumulator) keeps its sequential meaning only when one thread touches it: it must belong to one warp
+role (a kernel sharing one between roles is rejected naming it), and every statement touching it runs on the
+role's first thread (never strided, whose threads would each update their own copy). A channel is an
 mbarrier in shared memory initialised by thread 0 with the arriving role's thread count; every thread of a role
 arrives, and waits spin on `mbarrier.test_wait.parity` (available from sm_80, unlike `try_wait`). When a task writes
 a buffer that a task of the same role touches, or reads a buffer that another task of its role writes, a named
@@ -310,12 +313,44 @@ def _independent(stmt: tirx.Stmt) -> bool:
     return True
 
 
+def _thread_private(buffer: tirx.Buffer) -> bool:
+    """Whether every CUDA thread has its own copy of `buffer` (a `local` scope)."""
+    return buffer.scope().startswith("local")
+
+
+def _touches_thread_private(stmt: tirx.Stmt) -> bool:
+    accessed: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda store: accessed.append(store.buffer)),
+                                   (tvm.ir.TensorLoad, lambda load: accessed.append(load.source))])
+    return any(_thread_private(buffer) for buffer in accessed)
+
+
+def _require_thread_private_in_one_role(protocol: Protocol) -> None:
+    """Reject a thread-private buffer that tasks of two warp roles access (each thread would see its own copy)."""
+    roles: dict[str, dict[int, list[str]]] = {}
+    for task in protocol.tree.tasks():
+        for region in (*task.reads, *task.writes):
+            if _thread_private(region.buffer):
+                names = roles.setdefault(region.buffer.name, {}).setdefault(task.role, [])
+                if task.name not in names:
+                    names.append(task.name)
+    for buffer, by_role in roles.items():
+        if len(by_role) > 1:
+            users = "; ".join(f"warp role {role}: {', '.join(names)}" for role, names in sorted(by_role.items()))
+            raise WarpSpecializeInputError(
+                f"buffer '{buffer}' has a thread-private scope (every CUDA thread has its own copy) but tasks of "
+                f"several warp roles access it ({users}); the other roles would never see its values: allocate it "
+                "in 'shared' scope")
+
+
 def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt:
     """Stride the independent outer loops of `stmt` over `threads` lanes (see module doc)."""
     if isinstance(stmt, tirx.SeqStmt):
         if _interfere(stmt.seq):
             return tirx.IfThenElse(lane == 0, stmt, None)
         return tirx.SeqStmt([_distribute(s, lane, threads) for s in stmt.seq])
+    if _touches_thread_private(stmt):
+        return tirx.IfThenElse(lane == 0, stmt, None)
     stores: list = []
     tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append))
     chain: list[tirx.For] = []
@@ -392,6 +427,7 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     missing = [r for r in roles if r not in threads_per_role]
     if missing:
         raise WarpSpecializeInputError(f"threads_per_role has no entry for warp roles {missing}")
+    _require_thread_private_in_one_role(protocol)
     # Named barrier ids: 1 + role index for the barriers inside a role, then one per channel if requested.
     first_channel_id = 1 + len(roles)
     needed = first_channel_id - 1 + (plan.channel_count if named_barriers else 0)

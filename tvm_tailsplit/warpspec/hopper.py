@@ -64,7 +64,15 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..ir_utils import conjunction, substitute, with_loop
-from .codegen import _distribute, _RoleProgram, _seq, _shares_with_role, _TargetLowering, _trip_count_asserts
+from .codegen import (
+    _distribute,
+    _require_thread_private_in_one_role,
+    _RoleProgram,
+    _seq,
+    _shares_with_role,
+    _TargetLowering,
+    _trip_count_asserts,
+)
 from .protocol import Protocol, SyncOp
 from .retirement import in_flight_protocol
 from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile, band_offsets, pairs_columns
@@ -409,6 +417,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
         raise WarpSpecializeInputError(
             "WarpSpecialize(hopper=True) found no TMA load or no wgmma tile task; the accepted forms are in "
             "tvm_tailsplit.warpspec.tiles (e.g. examples.hopper_gemm_kernel)")
+    _require_thread_private_in_one_role(protocol)
     state = _Hopper(protocol, tiles)
     tree, plan = protocol.tree, protocol.plan
     roles = state.roles
