@@ -295,3 +295,44 @@ def test_warp_roles_on_loops_are_rejected_naming_the_loop():
     with pytest.raises((WarpSpecializeInputError, RuntimeError),
                        match="loop 't' in the pipeline carries 'warp_role'; warp roles mark blocks"):
         WarpSpecialize("llvm")(tvm.IRModule({"main": sch.mod["main"]}))
+
+
+def _copy_kernel(kind: str) -> tirx.PrimFunc:
+    """load (warp role 0) then compute (role 1) over a two-stage ring; load's loop is of `kind`."""
+    loop = {"thread": lambda: T.thread_binding(32, thread="threadIdx.x"), "parallel": lambda: T.parallel(32),
+            "vectorized": lambda: T.vectorized(32), "unrolled": lambda: T.unroll(32)}[kind]
+
+    @T.prim_func(s_tir=True)
+    def copy(X: T.Buffer((64,), "float32"), Y: T.Buffer((64,), "float32")):
+        ring = T.sblock_alloc_buffer((2, 32), "float32", scope="shared")
+        for t in range(2):
+            with T.sblock("load"):
+                T.reads(X[t * 32:t * 32 + 32])
+                T.writes(ring[t % 2, 0:32])
+                T.sblock_attr({"warp_role": 0})
+                for i in loop():
+                    ring[t % 2, i] = X[t * 32 + i]
+            with T.sblock("compute"):
+                T.reads(ring[t % 2, 0:32])
+                T.writes(Y[t * 32:t * 32 + 32])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(32):
+                    Y[t * 32 + i] = ring[t % 2, i] * T.float32(2)
+
+    return copy
+
+
+@pytest.mark.parametrize("kind,how,target", [("thread", "bound to threadIdx.x", "cuda"),
+                                             ("parallel", "marked parallel", "llvm")])
+def test_a_task_loop_bound_to_threads_or_parallel_is_rejected(kind, how, target):
+    # A task loop bound to threadIdx.x (sch.bind inside the copy block) merged with the thread loop of the roles on
+    # CUDA: the kernel launched 32 threads, the compute role and its output were gone and the copy ran on thread 0
+    # alone, all silently. A parallel one failed on llvm inside TVM ("Nested parallel loop is not supported").
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match=f"block 'load' has the loop 'i' {how}; .* leave the loops of a task serial"):
+        WarpSpecialize(target)(tvm.IRModule({"main": _copy_kernel(kind)}))
+
+
+@pytest.mark.parametrize("kind", ["vectorized", "unrolled"])
+def test_vectorized_and_unrolled_task_loops_are_accepted(kind):
+    assert [t.name for t in build_schedule_tree(_copy_kernel(kind)).tasks()] == ["load", "compute"]

@@ -21,7 +21,8 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   count, analyzed by `warpspec.symbolic`); a loop at the top may also use the grid loop variables (a trip count
   per CTA, e.g. the tiles of one CTA of a persistent kernel);
 * every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
-  `init`, no buffer allocation and no match buffers, and is not nested in another annotated block; its read and
+  `init`, no buffer allocation and no match buffers, no loop bound to a thread or parallel in its body (the pass
+  gives each warp role its threads itself), and is not nested in another annotated block; its read and
   write regions bound everything it touches (the analysis derives the synchronization from them; each access
   region that TVM's block access analysis detects in the body must provably lie within them, see
   `check_declared_regions`);
@@ -234,6 +235,20 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
     nested = tvm_ffi.structural_walk(block.body, [(SBlock, visit_inner), (tirx.For, visit_inner)])
     if nested is not None:
         raise WarpSpecializeInputError(f"{nested.value} with '{WARP_ROLE}' is nested in block '{name}'")
+
+    def spread(loop: tirx.For):
+        if loop.kind in (tirx.ForKind.THREAD_BINDING, tirx.ForKind.PARALLEL):
+            how = (f"bound to {loop.thread_binding.thread_tag}" if loop.kind == tirx.ForKind.THREAD_BINDING
+                   else "marked parallel")
+            return tvm_ffi.VisitInterrupt(f"loop '{loop.loop_var.name}' {how}")
+        return None
+
+    spread_loop = tvm_ffi.structural_walk(block.body, (tirx.For, spread))
+    if spread_loop is not None:
+        raise WarpSpecializeInputError(
+            f"block '{name}' has the {spread_loop.value}; WarpSpecialize gives each warp role its own threads (CUDA: "
+            "threads_per_role, over which it spreads a task's independent loops; llvm: one CPU thread per role): "
+            "leave the loops of a task serial")
     mapping = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values, strict=True)}
 
     def region(buffer_region) -> Region:
