@@ -336,3 +336,30 @@ def test_a_task_loop_bound_to_threads_or_parallel_is_rejected(kind, how, target)
 @pytest.mark.parametrize("kind", ["vectorized", "unrolled"])
 def test_vectorized_and_unrolled_task_loops_are_accepted(kind):
     assert [t.name for t in build_schedule_tree(_copy_kernel(kind)).tasks()] == ["load", "compute"]
+
+
+@pytest.mark.parametrize("scope", ["shared", "warp"])
+def test_a_thread_barrier_in_a_task_is_rejected(scope):
+    # A __syncthreads in the copy block compiled inside the copy role's branch (on its first thread only): the
+    # other roles' threads never reach it, so the kernel would hang on a GPU.
+    @T.prim_func(s_tir=True)
+    def synced(X: T.Buffer((64,), "float32"), Y: T.Buffer((64,), "float32")):
+        ring = T.sblock_alloc_buffer((2, 32), "float32", scope="shared")
+        for t in range(2):
+            with T.sblock("load"):
+                T.reads(X[t * 32:t * 32 + 32])
+                T.writes(ring[t % 2, 0:32])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(32):
+                    ring[t % 2, i] = X[t * 32 + i]
+                T.tvm_storage_sync(scope)
+            with T.sblock("compute"):
+                T.reads(ring[t % 2, 0:32])
+                T.writes(Y[t * 32:t * 32 + 32])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(32):
+                    Y[t * 32 + i] = ring[t % 2, i] * T.float32(2)
+
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match="block 'load' calls the thread barrier tirx.tvm_storage_sync; .* remove it"):
+        WarpSpecialize("cuda")(tvm.IRModule({"main": synced}))

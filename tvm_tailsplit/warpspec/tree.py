@@ -21,8 +21,9 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   count, analyzed by `warpspec.symbolic`); a loop at the top may also use the grid loop variables (a trip count
   per CTA, e.g. the tiles of one CTA of a persistent kernel);
 * every block in the pipeline carries the annotation `warp_role` (a non-negative int), has a true predicate, no
-  `init`, no buffer allocation and no match buffers, no loop bound to a thread or parallel in its body (the pass
-  gives each warp role its threads itself), and is not nested in another annotated block; its read and
+  `init`, no buffer allocation and no match buffers, no loop bound to a thread or parallel and no thread barrier
+  (`THREAD_BARRIER_OPS`) in its body (the pass gives each warp role its threads and synchronizes them itself), and
+  is not nested in another annotated block; its read and
   write regions bound everything it touches (the analysis derives the synchronization from them; each access
   region that TVM's block access analysis detects in the body must provably lie within them, see
   `check_declared_regions`);
@@ -42,6 +43,8 @@ from tvm.s_tir import SBlock, SBlockRealize
 from ..ir_utils import has_unit_step, substitute
 
 WARP_ROLE = "warp_role"
+THREAD_BARRIER_OPS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync")
+"""Thread barriers (`__syncthreads`, `__syncwarp`): a task runs on some threads only, so it must not call them."""
 
 __all__ = [
     "WARP_ROLE",
@@ -243,6 +246,17 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
             return tvm_ffi.VisitInterrupt(f"loop '{loop.loop_var.name}' {how}")
         return None
 
+    def barrier(call: tvm.ir.Call):
+        name = getattr(call.op, "name", "")
+        return tvm_ffi.VisitInterrupt(name) if name in THREAD_BARRIER_OPS else None
+
+    called = tvm_ffi.structural_walk(block.body, (tvm.ir.Call, barrier))
+    if called is not None:
+        raise WarpSpecializeInputError(
+            f"block '{name}' calls the thread barrier {called.value}; only some threads run a task (one warp role, "
+            "or its first thread), so a barrier that waits for the block's or the warp's other threads never "
+            "completes: WarpSpecialize synchronizes the roles (channels) and the threads of a role (its named "
+            "barrier) itself, remove it")
     spread_loop = tvm_ffi.structural_walk(block.body, (tirx.For, spread))
     if spread_loop is not None:
         raise WarpSpecializeInputError(
