@@ -6,6 +6,9 @@ TVM's thread pool must run two threads at once: TVM_NUM_THREADS is set before th
 
 import ctypes
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 os.environ.setdefault("TVM_NUM_THREADS", str(max(2, os.cpu_count() or 2)))
 
@@ -183,3 +186,22 @@ def test_producer_in_an_outer_loop_and_consumer_in_an_inner_loop(stages):
     x = _random((16,), "float32", np.random.default_rng(stages))
     reference = np.repeat(x.reshape(4, 1, 4), 3, axis=1) * np.arange(1, 4, dtype="float32").reshape(1, 3, 1)
     _check_against(func, reference.reshape(-1), [x], (48,), seed=stages)
+
+
+def test_the_llvm_form_runs_without_loading_libatomic_by_hand():
+    # Without load_libatomic() in the process, TVM's JIT could not resolve __atomic_load_4 / __atomic_fetch_add_4
+    # ("JIT session error: Symbols not found") and the call died with a segmentation fault. The generator now
+    # loads libatomic itself. A fresh process: this one has loaded it already.
+    script = (
+        "import numpy as np, tvm\n"
+        "from tvm_tailsplit.warpspec import WarpSpecialize, examples\n"
+        "mod = WarpSpecialize('llvm')(tvm.IRModule({'main': examples.streaming_kernel(tiles=4, tile=4)}))\n"
+        "x = np.arange(16, dtype='float32')\n"
+        "y = tvm.runtime.tensor(np.zeros(16, 'float32'))\n"
+        "tvm.compile(mod, target='llvm')['main'](tvm.runtime.tensor(x), y)\n"
+        "assert (y.numpy() == 2 * x + 1).all(), y.numpy()\n"
+    )
+    env = {**os.environ, "TVM_NUM_THREADS": "2",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

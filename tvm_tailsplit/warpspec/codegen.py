@@ -23,7 +23,8 @@ threads instead of hanging (`TVM_NUM_THREADS` >= roles before the first TVM call
 per core).
 A channel is an int32 phase counter: *commit* / *release* is `__atomic_fetch_add_4(&channel, 1, release)` and
 *wait* / *acquire* spins until `(__atomic_load_4(&channel, acquire) & 1) != parity` (libatomic, through
-`call_extern`; load it with `load_libatomic()`). Grid loops become serial loops; every grid iteration resets the
+`call_extern`; the generator loads it with `load_libatomic()`, since TVM's JIT aborts the process on a symbol it
+cannot resolve). Grid loops become serial loops; every grid iteration resets the
 channels and runs the roles in parallel. Optionally a random delay (`usleep(rand() % delay_us)`) precedes every
 task, to shake the interleavings in tests.
 
@@ -82,7 +83,8 @@ MAX_NAMED_BARRIER = 15
 
 
 def load_libatomic() -> None:
-    """Make libatomic's `__atomic_*` symbols visible to code compiled by TVM's llvm JIT."""
+    """Make libatomic's `__atomic_*` symbols visible to code compiled by TVM's llvm JIT (`WarpSpecialize("llvm")`
+    does when it generates a kernel; a process that only loads a kernel generated elsewhere calls it itself)."""
     library = ctypes.util.find_library("atomic")
     if library is None:
         raise RuntimeError("libatomic is not installed; the llvm form of WarpSpecialize needs it for atomics")
@@ -541,6 +543,7 @@ def generate(protocol: Protocol, target_kind: str, threads_per_role: dict[int, i
         raise WarpSpecializeInputError(f"tasks {sorted(protocol.in_flight)} are in flight (wgmma groups); only the "
                                        "Hopper code generator lowers them")
     if target_kind == "llvm":
+        load_libatomic()
         return _generate_llvm(protocol, delay_us)
     if target_kind == "cuda":
         return _generate_cuda(protocol, threads_per_role or {r: 32 for r in protocol.tree.roles}, named_barriers)
