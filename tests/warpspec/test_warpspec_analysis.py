@@ -363,3 +363,43 @@ def test_a_thread_barrier_in_a_task_is_rejected(scope):
     with pytest.raises((WarpSpecializeInputError, RuntimeError),
                        match="block 'load' calls the thread barrier tirx.tvm_storage_sync; .* remove it"):
         WarpSpecialize("cuda")(tvm.IRModule({"main": synced}))
+
+
+def _two_blocks_named(second: str) -> tirx.PrimFunc:
+    """copy (role 0) -> use (role 1) -> a second copy block (role 0) named `second`."""
+
+    @T.prim_func(s_tir=True)
+    def named(X: T.Buffer((32,), "float32"), Y: T.Buffer((32,), "float32"), Z: T.Buffer((32,), "float32")):
+        S = T.sblock_alloc_buffer((2, 4), "float32", scope="shared")
+        R = T.sblock_alloc_buffer((2, 4), "float32", scope="shared")
+        for t in range(8):
+            with T.sblock("copy"):
+                T.reads(X[t * 4:t * 4 + 4])
+                T.writes(S[t % 2, 0:4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    S[t % 2, i] = X[t * 4 + i]
+            with T.sblock("use"):
+                T.reads(S[t % 2, 0:4])
+                T.writes(Y[t * 4:t * 4 + 4], R[t % 2, 0:4])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(4):
+                    Y[t * 4 + i] = S[t % 2, i] * T.float32(2)
+                    R[t % 2, i] = S[t % 2, i] + T.float32(1)
+            with T.sblock(second):
+                T.reads(R[t % 2, 0:4])
+                T.writes(Z[t * 4:t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Z[t * 4 + i] = R[t % 2, i]
+
+    return named
+
+
+def test_two_task_blocks_with_one_name_are_rejected():
+    # TVMScript accepts two blocks named 'copy'; the protocol attaches operations to tasks by name, so both were
+    # taken for one task with two instances per iteration: 16 nonsensical channel groups, a checker that did not
+    # finish, and a kernel that hung on llvm threads.
+    with pytest.raises(WarpSpecializeInputError, match="two blocks of the pipeline are named 'copy'.* rename one"):
+        analyze(_two_blocks_named("copy"))
+    assert check(_two_blocks_named("copy_back")).ok

@@ -27,7 +27,7 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   write regions bound everything it touches (the analysis derives the synchronization from them; each access
   region that TVM's block access analysis detects in the body must provably lie within them, see
   `check_declared_regions`);
-* the names of the pipeline loop variables are distinct.
+* the names of the pipeline loop variables are distinct, and so are the names of the task blocks.
 """
 
 from __future__ import annotations
@@ -394,6 +394,11 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
     tree = ScheduleTree(func, root, tuple(grid), children)
     if not tree.tasks():
         raise WarpSpecializeInputError(f"no block annotated with '{WARP_ROLE}' found in the pipeline")
+    names = [task.name for task in tree.tasks()]
+    repeated = next((name for n, name in enumerate(names) if name in names[:n]), None)
+    if repeated is not None:
+        raise WarpSpecializeInputError(f"two blocks of the pipeline are named '{repeated}'; the synchronization is "
+                                       "attached to tasks by name, so rename one")
     buffers = {buffer: buffer for buffer in (*func.params, *root.alloc_buffers)
                if not isinstance(buffer.ty, tvm.ir.PrimType)}
     for task in tree.tasks():
