@@ -4,6 +4,9 @@ errors, fast lengths, dispatch."""
 
 import multiprocessing
 import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -316,6 +319,27 @@ def test_forked_child_computes_serially():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         result = pool.apply_async(tfft.fft, (x,)).get(timeout=120)
     assert relative_error(result, np.fft.fft(x)) <= 1e-14
+
+
+@pytest.mark.parametrize("before", ["3", None])
+def test_programs_a_forked_child_runs_keep_the_parents_thread_count(monkeypatch, before):
+    # the child's TVM_NUM_THREADS=1 is for its own image (the pool threads are gone): a program it executes (here
+    # through subprocess's preexec_fn, which runs the fork handler in the child before exec) starts a fresh pool
+    # and gets the parent's value (or none) back when it imports tvm_tailsplit
+    root = pathlib.Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    if before is None:
+        monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TVM_NUM_THREADS", before)
+    code = ("import os; forked = os.environ['TVM_NUM_THREADS']; import tvm_tailsplit; "
+            f"print(forked, os.environ.get('TVM_NUM_THREADS'), os.environ.get('{numpy_api.BEFORE_FORK}'))")
+    # env=None: the child's own environment (as the fork handler left it) is the program's
+    done = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: None, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", str(before), "None"]
+    assert os.environ.get("TVM_NUM_THREADS") == before  # the parent's own value is untouched
 
 
 @pytest.mark.parametrize("call, reference, transforms", [

@@ -25,7 +25,9 @@ count back from `os.cpu_count()`, -1 is every CPU; zero and values below `-os.cp
 pool is per calling thread and is configured through its `runtime.config_threadpool` function before the
 call and restored after it; the pool never grows beyond its size (`TVM_NUM_THREADS`, by default the physical
 cores), so larger values use the whole pool. None uses the whole pool. TVM's pool threads do not survive a
-fork: in a forked child the operator runs on the calling thread only (`TVM_NUM_THREADS=1` there).
+fork: in a forked child the operator runs on the calling thread only (`TVM_NUM_THREADS=1` there). A program that
+the child executes (subprocess with preexec_fn, pty.spawn, a forked worker's subprocesses) inherits that 1, but it
+starts a fresh pool: importing tvm_tailsplit there gives it back the parent's TVM_NUM_THREADS (or none).
 
 `next_fast_len(target, real=False)` is the smallest length at least `target` whose every pass over memory is a
 Cooley-Tukey radix within the generator's radix limit (`tuning.RADIX_LIMIT`: prime factors 2, 3, 5, 7), so
@@ -76,13 +78,35 @@ _pool_state = _PoolState()
 _in_forked_child = False
 
 
+# carries the TVM_NUM_THREADS of the process that forked ("unset", or "set:" and the value) through a forked child
+# into the programs it executes, which restore it
+BEFORE_FORK = "TVM_TAILSPLIT_TVM_NUM_THREADS_BEFORE_FORK"
+
+
 def _after_fork_in_child() -> None:
-    """TVM's pool threads do not exist in a forked child; launching on them would wait forever: run serially."""
+    """TVM's pool threads do not exist in a forked child; launching on them would wait forever: run serially.
+    The parent's value is kept in `BEFORE_FORK` (a fork of a forked child keeps the first one)."""
     global _in_forked_child
     _in_forked_child = True
+    if BEFORE_FORK not in os.environ:
+        before = os.environ.get("TVM_NUM_THREADS")
+        os.environ[BEFORE_FORK] = "unset" if before is None else f"set:{before}"
     os.environ["TVM_NUM_THREADS"] = "1"
 
 
+def _restore_threads_after_exec() -> None:
+    """At import, in a program executed by a forked child (a fresh process image, whose pool starts anew): the
+    TVM_NUM_THREADS of the process that forked instead of the child's 1 (kept when the program was given another)."""
+    before = os.environ.pop(BEFORE_FORK, None)
+    if before is None or os.environ.get("TVM_NUM_THREADS") != "1":
+        return
+    if before.startswith("set:"):
+        os.environ["TVM_NUM_THREADS"] = before.removeprefix("set:")
+    else:
+        del os.environ["TVM_NUM_THREADS"]
+
+
+_restore_threads_after_exec()
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
