@@ -363,6 +363,20 @@ def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it
     assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None
 
 
+def test_saved_wisdom_that_is_not_text_is_skipped_and_replaced(fresh, tmp_path, monkeypatch):
+    # a corrupted wisdom file (bytes that are not UTF-8) raised UnicodeDecodeError from every searching plan() and
+    # from every record, which could not replace it
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    path = tmp_path / wisdom.WISDOM_FILE
+    path.write_bytes(b'\xff\xfe{"entries": \x00')
+    key = json.dumps({"made": "up"}, sort_keys=True)
+    assert wisdom.lookup(key, "measure") is None
+    variant = estimate_variant(FFTSpec(16), 4, None)
+    wisdom.record(key, "measure", variant)
+    assert [entry["problem"] for entry in json.loads(path.read_text())["entries"]] == [{"made": "up"}]
+
+
 def test_saving_wisdom_keeps_what_other_processes_saved_since(fresh, tmp_path, monkeypatch):
     # a process wrote its whole in-memory wisdom over the file at each record: every winner another process had
     # saved since this one first read the file was lost

@@ -15,8 +15,8 @@ winner is written to `wisdom.json` there: the file's entries as they are at that
 included) with this process's wisdom over them, through a temporary file and an atomic rename (two processes
 recording at once may lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
 a later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved
-file of other versions or another host is skipped (logged at INFO, no warning: it is the user's cache, not their
-input).
+file of other versions or another host, or one that is not wisdom (not UTF-8 text, not JSON: a corrupted file), is
+skipped (logged at INFO, no warning: it is the user's cache, not their input) and replaced at the next record.
 """
 
 from __future__ import annotations
@@ -88,10 +88,14 @@ def _saved_wisdom() -> Path | None:
 
 
 def _read_saved(path: Path) -> dict[str, tuple[str, Variant]]:
-    """The entries of the wisdom file at `path` (none when it is missing, not wisdom or of other versions)."""
+    """The entries of the wisdom file at `path` (none when it is missing, not text, not wisdom or of other
+    versions)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
+        return {}
+    except UnicodeDecodeError as error:
+        logger.info("saved wisdom %s skipped: not UTF-8 text (%s)", path, error)
         return {}
     try:
         entries = _parse(text)
