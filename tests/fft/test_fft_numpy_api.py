@@ -117,6 +117,21 @@ def test_overwrite_x_transforms_in_place():
     assert relative_error(tfft.fftn(y, overwrite_x=True), reference) <= 1e-14
 
 
+@pytest.mark.parametrize("call", [
+    lambda x, r, m: m.rfft(r[:1], axis=0),                # an axis of one point with a negative stride
+    lambda x, r, m: m.ihfft(r[:1], axis=0),
+    lambda x, r, m: m.fft(x[:1], axis=0),
+    lambda x, r, m: m.fft(x, n=1, axis=0),                # cropped to one point
+    lambda x, r, m: m.fft(x[:1], axis=0, out=np.empty((1, 4), np.complex128)[::-1]),
+], ids=["rfft", "ihfft", "fft", "fft-n1", "out"])
+def test_transforms_of_one_point_along_a_negatively_strided_axis(call):
+    # numpy's contiguity ignores the stride of an axis of length 1, so the contiguous copy made for a negative
+    # stride kept it and the call failed with AttributeError ('NoneType' object has no attribute 'strides')
+    x = np.flip(random_complex((5, 4), "complex128", seed=12), axis=0)
+    r = np.flip(random_real((5, 4), "float64", seed=12), axis=0)
+    assert relative_error(call(x, r, tfft), call(x, r, np.fft)) <= 1e-14
+
+
 class _Container:
     """An array-like whose `__array__` hands over its own storage (as containers of arrays do)."""
 
