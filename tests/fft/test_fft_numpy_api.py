@@ -132,6 +132,20 @@ def test_transforms_of_one_point_along_a_negatively_strided_axis(call):
     assert relative_error(call(x, r, tfft), call(x, r, np.fft)) <= 1e-14
 
 
+@pytest.mark.parametrize("name", ["fft", "irfft", "hfft"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_fields_of_structured_arrays(name, axis):
+    # a field of records of 24 bytes steps 1.5 complex128 elements: taken for a distance of 1 between transforms,
+    # it failed with "x has element strides (3, 16, 1), the plan expects (2, 16, 1)"
+    records = np.zeros((5, 6), [("a", "f4"), ("x", "c16"), ("b", "f4")])
+    records["x"] = random_complex((5, 6), "complex128", seed=13)
+    result = getattr(tfft, name)(records["x"], axis=axis)
+    assert relative_error(result, getattr(np.fft, name)(records["x"], axis=axis)) <= 1e-14
+    out = np.zeros(result.shape, [("a", "f4"), ("y", result.dtype)])
+    getattr(tfft, name)(records["x"], axis=axis, out=out["y"])
+    np.testing.assert_array_equal(out["y"], result)
+
+
 class _Container:
     """An array-like whose `__array__` hands over its own storage (as containers of arrays do)."""
 

@@ -262,8 +262,9 @@ def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
 
 def _flat(array: np.ndarray, axis: int) -> np.ndarray | None:
     """`array` with `axis` last and the other axes as one batch, as a view with positive whole-element strides
-    (None when no such view exists). A transform of one point never steps along its axis, whose stride numpy
-    leaves as it is (even negative, as in a flipped view) and ignores in its contiguity: it is set to one element."""
+    (None when no such view exists, e.g. a field of records whose size is not a multiple of the field's). A
+    transform of one point never steps along its axis, whose stride numpy leaves as it is (even negative, as in a
+    flipped view) and ignores in its contiguity: it is set to one element."""
     moved = np.moveaxis(array, axis, -1)
     batch = math.prod(moved.shape[:-1])
     try:
@@ -272,7 +273,7 @@ def _flat(array: np.ndarray, axis: int) -> np.ndarray | None:
         return None
     if flat.shape[1] == 1:
         flat = np.lib.stride_tricks.as_strided(flat, strides=(flat.strides[0], flat.itemsize))
-    if any(s <= 0 or s % flat.itemsize for s in flat.strides[1:]) or (batch > 1 and flat.strides[0] <= 0):
+    if any(s <= 0 or s % flat.itemsize for s in flat.strides[1 if batch == 1 else 0:]):
         return None
     return flat
 
