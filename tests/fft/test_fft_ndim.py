@@ -257,6 +257,37 @@ def test_graphs_are_built_by_several_threads_at_once():
     assert not errors, errors
 
 
+def test_plans_are_called_by_several_threads_at_once():
+    # a plan's Relax VM (its frames and program counter) served every thread: calls at once corrupted them
+    # (InternalError "Check failed: reg < frame->register_file.size()"), e.g. fft.fftn and fft.irfftn of one shape
+    # called from a thread pool
+    # (the plans of test_graphs_are_built_by_several_threads_at_once and test_plans_pickle_as_their_arguments)
+    graphs = [plan_nd((4, 6, 8), (0, 1, 2), "c2c"),
+              plan_nd((4, 6, 5), (0, 2), "c2r", norm="ortho", dtype="complex128", last_size=9)]
+    inputs = [(random_complex((4, 6, 8), "complex64", seed=seed), random_complex((4, 6, 5), "complex128", seed=seed))
+              for seed in range(4)]
+    references = [(np.fft.fftn(x.astype(np.complex128)), np.fft.irfftn(y, s=(4, 9), axes=(0, 2), norm="ortho"))
+                  for x, y in inputs]
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def call(index: int) -> None:
+        start.wait()
+        try:
+            for _ in range(200):
+                for graph, x, reference in zip(graphs, inputs[index], references[index], strict=True):
+                    assert relative_error(graph(x), reference) <= tolerance(x.size, graph.dtype)
+        except BaseException as error:  # reported below, from the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+
+
 def test_plans_pickle_as_their_arguments():
     # it raised TVM's InternalError 'llvm is not binary serializable' (a plan holds its compiled module)
     for graph in (plan_nd((4, 6, 5), (0, 2), "c2r", norm="ortho", dtype="complex128", last_size=9),
