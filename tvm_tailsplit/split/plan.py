@@ -38,8 +38,8 @@ when it cannot. A loop bound to a launch dimension (``blockIdx``, ``threadIdx``)
 (``ir_utils.launched_extent``): TVM launches an extent of 0 as 1, so at a symbolic size of 0 block 0 still runs,
 and the guard chains decide it like any other index instead of assuming it absent. Constant and symbolic loops
 go through the same code (``_plan_split``): the decomposition folds constant split points to integers, and only
-a symbolic loop at or below the mark takes the intersection. A split point that mentions its own loop variable (bounds over an inner loop whose extent
-depends on it, ``range(i // 4 + 1)``) is no split point.
+a symbolic loop at or below the mark takes the intersection. A split point that mentions its own loop variable
+(bounds over an inner loop whose extent depends on it, ``range(i // 4 + 1)``) is no split point.
 
 Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
 statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
