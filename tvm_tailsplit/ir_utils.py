@@ -43,6 +43,7 @@ __all__ = [
     "require_module",
     "require_sizes",
     "substitute",
+    "suffix_block_names",
     "uses_var",
     "with_loop",
 ]
@@ -299,7 +300,7 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
                 raise ValueError(f"dispatch_by_intervals: the root block of case {label!r} has annotations or "
                                  f"match buffers, which one merged root block would lose")
             allocations.extend(root.alloc_buffers)
-            body = _suffix_block_names(root.body, f"_{label}")
+            body = suffix_block_names(root.body, f"_{label}")
         condition = conditions[0]
         for other in conditions[1:]:
             condition = tirx.Or(condition, other)
@@ -371,7 +372,10 @@ def _root_block(func: tirx.PrimFunc) -> SBlock | None:
     return None
 
 
-def _suffix_block_names(body: tirx.Stmt, suffix: str) -> tirx.Stmt:
+def suffix_block_names(body: tirx.Stmt, suffix: str) -> tirx.Stmt:
+    """``body`` with ``suffix`` appended to the name of every block in it (a second copy of a statement in one
+    function, its blocks told apart)."""
+
     def on_block(block: SBlock) -> SBlock:
         return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint + suffix, block.body, block.init,
                       block.alloc_buffers, block.match_buffers, block.annotations)

@@ -18,7 +18,7 @@ import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target  # noqa: E402
-from tvm_tailsplit.testing import guarded_array, run_with_guarded_output  # noqa: E402
+from tvm_tailsplit.testing import guarded_array, run_guarded, run_with_guarded_output  # noqa: E402
 from tvm_tailsplit.warpspec import (  # noqa: E402
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -173,7 +173,37 @@ def _reduce_then_use(x: T.handle, y: T.handle):
         Y[0] = acc[0] + acc[1]
 
 
-def test_rule_crossing_the_loop_end_is_asserted_at_run_time(threads):
+@T.prim_func(s_tir=True)
+def _init_loop_store(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (n, 4), "float32")
+    Y = T.match_buffer(y, (4,), "float32")
+    acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+    with T.sblock("init"):
+        T.reads()
+        T.writes(acc[0:4])
+        T.sblock_attr({"warp_role": 1})
+        for i in range(4):
+            acc[i] = T.float32(0)
+    for t in range(n):
+        with T.sblock("accumulate"):
+            T.reads(X[t, 0:4], acc[0:4])
+            T.writes(acc[0:4])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(4):
+                acc[i] = acc[i] + X[t, i]
+    with T.sblock("store"):
+        T.reads(acc[0:4])
+        T.writes(Y[0:4])
+        T.sblock_attr({"warp_role": 0})
+        for i in range(4):
+            Y[i] = acc[i] * T.float32(2)
+
+
+def test_rule_crossing_the_loop_end_falls_back_to_the_sequential_pipeline_below_its_minimum(threads):
+    """``total`` (``store``) waits for the last iteration of the loop: a rule valid from one iteration on. At
+    ``n = 0`` the kernel raised a ``RuntimeError``, though the program is correct there ("init, loop, store": the
+    store reads the init). Below the minimum the input's pipeline now runs as it is."""
     analysis = analyze(_reduce_then_use)
     print(analysis.describe())
     # total waits for the last partial: distance 1 - n, which needs n >= 1.
@@ -188,43 +218,82 @@ def test_rule_crossing_the_loop_end_is_asserted_at_run_time(threads):
         executable["main"](tvm.runtime.tensor(x), out)
         last_two = [x[t, 0] + x[t, 3] for t in (n - 2, n - 1)]
         assert out.numpy()[0] == pytest.approx(sum(last_two))
-    with pytest.raises(Exception, match="loop 't' must run at least 1 iterations"):
-        executable["main"](tvm.runtime.empty((0, 4), "float32"), tvm.runtime.empty((1,), "float32"))
+    assert analyze(_init_loop_store).plan.min_trip_counts == (("t", 1),)
+    mod = WarpSpecialize("llvm", debug_check=True, delay_us=5)(tvm.IRModule({"main": _init_loop_store}))
+    executable = tvm.compile(mod, target="llvm")
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 5):
+        x = rng.standard_normal((n, 4)).astype("float32")
+        for _ in range(3):
+            y = run_guarded(executable, mod["main"], [x, np.zeros(4, "float32")], {})[-1]
+            np.testing.assert_allclose(y, 2 * x.sum(axis=0), rtol=1e-6, atol=1e-6)
 
 
-def test_minimum_trip_count_is_asserted_on_the_cuda_host_side():
-    mod = WarpSpecialize("cuda", debug_check=True)(tvm.IRModule({"main": _reduce_then_use}))
+def test_below_the_minimum_trip_count_the_cuda_kernel_runs_the_pipeline_on_one_thread():
+    mod = WarpSpecialize("cuda", debug_check=True)(tvm.IRModule({"main": _init_loop_store}))
     executable = tvm.compile(mod, target=cuda_target("sm_80"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-    assert "loop 't' must run at least 1 iterations" in executable.mod.inspect_source()  # the host module
-    assert "for (int t_r0 = 0; t_r0 < n; ++t_r0)" in cuda_source(mod, "sm_80", WARP_SPECIALIZED_PIPELINE)
+    assert "must run at least" not in executable.mod.inspect_source()  # the host module asserts nothing
+    source = cuda_source(mod, "sm_80", WARP_SPECIALIZED_PIPELINE)
+    assert "if (n < 1) {\n    if (((int)threadIdx.x) == 0) {" in source
+    assert "for (int t_r1 = 0; t_r1 < n; ++t_r1)" in source
+    print(compile_cuda_source(source, "sm_80"))
+
+
+@pytest.mark.gpu
+def test_init_loop_store_runs_on_the_gpu_at_every_trip_count():
+    mod = WarpSpecialize("cuda", debug_check=True)(tvm.IRModule({"main": _init_loop_store}))
+    device = tvm.cuda(0)
+    arch = "sm_" + device.compute_version.replace(".", "")
+    executable = tvm.compile(mod, target=cuda_target(arch), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 33):
+        x = rng.standard_normal((n, 4)).astype("float32")
+        y = tvm.runtime.empty((4,), "float32", device)
+        executable["main"](tvm.runtime.tensor(x, device), y)
+        np.testing.assert_allclose(y.numpy(), 2 * x.sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
 @T.prim_func(s_tir=True)
-def _reduce_then_use_per_cta(x: T.handle, y: T.handle):
+def _init_loop_store_per_cta(x: T.handle, y: T.handle):
     n = T.int32()
     X = T.match_buffer(x, (n, 4), "float32")
-    Y = T.match_buffer(y, (1,), "float32")
-    acc = T.sblock_alloc_buffer((2,), "float32", scope="shared")
-    for b in T.thread_binding(4, thread="blockIdx.x"):
-        for t in range(n - b):
-            with T.sblock("partial"):
-                T.reads(X[t, 0:4])
-                T.writes(acc[t % 2])
-                T.sblock_attr({"warp_role": 0})
-                acc[t % 2] = X[t, 0] + X[t, 3]
-        with T.sblock("total"):
-            T.reads(acc[0:2])
-            T.writes(Y[0])
+    Y = T.match_buffer(y, (4,), "float32")
+    acc = T.sblock_alloc_buffer((4,), "float32", scope="shared")
+    for b in T.thread_binding(4, thread="blockIdx.x"):  # (CTAs add into Y: run on llvm, where the grid is serial)
+        with T.sblock("init"):
+            T.reads()
+            T.writes(acc[0:4])
             T.sblock_attr({"warp_role": 1})
-            Y[0] = acc[0] + acc[1]
+            for i in range(4):
+                acc[i] = T.float32(0)
+        for t in range(n - b):
+            with T.sblock("accumulate"):
+                T.reads(X[t, 0:4], acc[0:4])
+                T.writes(acc[0:4])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(4):
+                    acc[i] = acc[i] + X[t, i]
+        with T.sblock("store"):
+            T.reads(acc[0:4], Y[0:4])
+            T.writes(Y[0:4])
+            T.sblock_attr({"warp_role": 0})
+            for i in range(4):
+                Y[i] = Y[i] + acc[i] * T.float32(2)
 
 
-def test_a_minimum_trip_count_per_cta_is_rejected():
-    """The assert of a minimum trip count runs before the grid loops: a trip count of `blockIdx.x` has none to
-    check, so the analysis refuses (the assert would use the unbound `b`)."""
-    with pytest.raises(SymbolicAnalysisError, match=r"loop 't': the rules hold only from 1 iterations on, but its "
-                                                     r"trip count n - b uses the grid loop variables \['b'\]"):
-        analyze(_reduce_then_use_per_cta)
+def test_a_minimum_trip_count_per_cta_is_tested_per_cta(threads):
+    """A trip count of ``blockIdx.x`` (``n - b``: CTAs past ``n`` run no iteration) whose rules hold from one
+    iteration on: the analysis refused it, since the minimum was asserted before the grid loops. It is now tested
+    inside them: a CTA below it runs the input's pipeline sequentially."""
+    assert analyze(_init_loop_store_per_cta).plan.min_trip_counts == (("t", 1),)
+    mod = WarpSpecialize("llvm", debug_check=True, delay_us=5)(tvm.IRModule({"main": _init_loop_store_per_cta}))
+    executable = tvm.compile(mod, target="llvm")
+    rng = np.random.default_rng(7)
+    for n in range(0, 7):
+        x = rng.standard_normal((n, 4)).astype("float32")
+        expected = sum(2 * x[: max(n - b, 0)].sum(axis=0) for b in range(4))
+        y = run_guarded(executable, mod["main"], [x, np.zeros(4, "float32")], {})[-1]
+        np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
 
 
 @T.prim_func(s_tir=True)
@@ -273,7 +342,7 @@ def test_short_prologue_loop_before_a_symbolic_loop(threads):
     mod = specialize(tvm.IRModule({"main": _prologue_loop_then_symbolic_loop}))
     executable = tvm.compile(mod, target="llvm")
     rng = np.random.default_rng(11)
-    for n in (1, 2, 7):
+    for n in (0, 1, 2, 7):
         x = rng.standard_normal((n, 4)).astype("float32")
         w = rng.standard_normal(3).astype("float32")
         for _ in range(3):

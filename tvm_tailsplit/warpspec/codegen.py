@@ -12,8 +12,10 @@ true are dropped, and so are operations whose guard is never true. A task in fli
 only, see `warpspec.retirement`) is followed after its loop by the target's drain and its lagged releases at the
 indices `T .. T + lag - 1` of a loop of `T` iterations (the instances the loop left unreleased); for a nested
 loop (a persistent nest) after every run of it, the lagged releases inside it then guarded by `iteration >= lag`.
-A symbolic trip count that the plan holds for only from a minimum on is asserted at run time, before the grid
-loops.
+A symbolic trip count that the plan holds for only from a minimum on (a task after the loop waiting for its last
+iteration) is tested inside the grid loops: below the minimum the input's pipeline runs as it is, sequentially (on
+llvm on the calling thread, on CUDA on the first thread), its blocks renamed `*_sequential`; e.g. an "init, loop,
+store" kernel at a trip count of 0. (The Hopper generator asserts the minimum instead.)
 
 llvm: the roles are the iterations of a `T.parallel` loop, i.e. real concurrent threads of TVM's pool. A parallel
 launch splits the loop over the pool's threads, so with fewer threads than roles some roles would run one after
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +68,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK
-from ..ir_utils import has_unit_step, substitute, uses_var, with_loop
+from ..ir_utils import has_unit_step, substitute, suffix_block_names, uses_var, with_loop
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
@@ -269,7 +272,7 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     touches = [tirx.Evaluate(tirx.address_of(tirx.BufferLoad(buf, [0] * len(buf.shape))))
                for buf in tree.root_block.alloc_buffers]
     parallel = tirx.For(role_index, 0, len(tree.roles), tirx.ForKind.PARALLEL, dispatch)
-    body = tirx.SeqStmt([reset, *touches, parallel])
+    body = _or_sequential(protocol, tirx.SeqStmt([reset, *touches, parallel]))
     for loop in reversed(tree.grid_loops):
         body = with_loop(loop, kind=tirx.ForKind.SERIAL, body=body, thread_binding=None)
     roles = len(tree.roles)
@@ -277,8 +280,6 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
         threads = tirx.call_packed("runtime.NumThreads")
         body = tirx.SeqStmt([_assert(threads >= roles, _thread_requirement(roles)), body])
     return _with_root(protocol, body, [channels])
-
-
 
 
 def _independent(stmt: tirx.Stmt) -> bool:
@@ -510,23 +511,46 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
         stmts += [tirx.IfThenElse(thread == 0, _seq(inits), None), tirx.Evaluate(T.cuda.cta_sync())]
     stmts.append(dispatch)
     binding = tirx.IterVar(tvm.ir.Range(0, total), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
-    body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _seq(stmts), thread_binding=binding)
+    body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _or_sequential(protocol, _seq(stmts), thread),
+                    thread_binding=binding)
     for loop in reversed(tree.grid_loops):
         body = with_loop(loop, body=body)
     return _with_root(protocol, body, [] if named_barriers else [bars, done])
 
 
 def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
-    """Run-time checks of the minimum symbolic trip counts the channel plan holds for."""
+    """Run-time checks, before the grid loops, of the minimum symbolic trip counts the channel plan holds for (the
+    Hopper generator's); a trip count per CTA (using a grid loop variable) cannot be checked there and is refused."""
+    tree = protocol.tree
+    extents = {loop.var.name: loop.extent for loop in tree.loops()}
+    asserts = []
+    for name, minimum in protocol.plan.min_trip_counts:
+        grid = [g.loop_var.name for g in tree.grid_loops if uses_var(extents[name], g.loop_var)]
+        if grid:
+            raise WarpSpecializeInputError(
+                f"loop '{name}': the rules hold only from {minimum} iterations on, but its trip count {extents[name]} "
+                f"uses the grid loop variables {grid}, so the Hopper kernel cannot assert it before the grid loops")
+        asserts.append(_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least "
+                                                         f"{minimum} iterations (its synchronization was derived "
+                                                         "for those)"))
+    return asserts
+
+
+def _or_sequential(protocol: Protocol, specialized: tirx.Stmt, thread: tirx.Var | None = None) -> tirx.Stmt:
+    """`specialized` where every symbolic trip count reaches the minimum the channel plan holds for; below it the
+    input's pipeline, its blocks renamed `*_sequential` (on the first thread when `thread` is given)."""
     extents = {loop.var.name: loop.extent for loop in protocol.tree.loops()}
-    return [_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least {minimum} "
-                                              "iterations (its synchronization was derived for those)")
-            for name, minimum in protocol.plan.min_trip_counts]
+    below = [extents[name] < minimum for name, minimum in protocol.plan.min_trip_counts]
+    if not below:
+        return specialized
+    sequential = suffix_block_names(protocol.tree.pipeline, "_sequential")
+    if thread is not None:
+        sequential = tirx.IfThenElse(thread == 0, sequential, None)
+    return tirx.IfThenElse(functools.reduce(tirx.Or, below), sequential, specialized)
 
 
 def _with_root(protocol: Protocol, body: tirx.Stmt, extra_buffers: list) -> tirx.PrimFunc:
     func, root = protocol.tree.func, protocol.tree.root_block
-    body = _seq([*_trip_count_asserts(protocol), body])
     new_root = SBlock([], [], [], "root", body, alloc_buffers=[*root.alloc_buffers, *extra_buffers])
     return func.with_body(SBlockRealize([], True, new_root))
 

@@ -30,8 +30,9 @@ count. Algorithm, for every long loop `L` with variable `k` and trip count `N`:
    (happens-before through program order and the edges), in consecutive phases from a single warp role. `n0` is
    0 unless a rule crosses the loop's boundary (e.g. a task after the loop waiting for its last iteration, which
    does not exist when `n = 0`): then it is one more than the largest failing `n`, which must be below `W`, and the
-   generated kernel asserts `N >= n0` at run time (before the grid loops, so `N` must not use them: a trip count
-   per CTA with `n0 > 0` fails the analysis).
+   generated kernel tests `N >= n0` at run time (inside the grid loops, so `N` may be a trip count per CTA): below
+   it the generic generators run the input's pipeline sequentially, and the Hopper generator asserts it (before
+   the grid loops: there a trip count per CTA with `n0 > 0` is refused).
 
 **Persistent nests.** A pipeline that is one loop `for tt in range(N_t)` (e.g. a persistent kernel's tiles; `N_t`
 may differ per CTA) holding tasks (per-tile *prologue/epilogue* tasks, e.g. a GEMM's accumulator fill and stores)
@@ -508,7 +509,7 @@ def _mismatch(plan: SymbolicPlan, counts: dict[str, int]) -> str | None:
 
 def _validate_small(plan: SymbolicPlan) -> tuple[LongLoop, ...]:
     """Step 5: the loops with their minimum trip counts, from which on the rules match the exact analysis and
-    reuse channels safely (checked down from the windows); below it they fail, which the kernel asserts."""
+    reuse channels safely (checked down from the windows); below it they fail, which the kernel tests."""
     counts = plan.window_counts()
     checked = []
     for loop in plan.loops:
@@ -520,11 +521,6 @@ def _validate_small(plan: SymbolicPlan) -> tuple[LongLoop, ...]:
                 continue
             if n >= loop.window:
                 raise SymbolicAnalysisError(f"loop '{loop.name}', trip count {n}: {problem}")
-            grid = [g.loop_var.name for g in plan.tree.grid_loops if uses_var(loop.node.extent, g.loop_var)]
-            if grid:
-                raise SymbolicAnalysisError(
-                    f"loop '{loop.name}': the rules hold only from {n + 1} iterations on, but its trip count "
-                    f"{loop.node.extent} uses the grid loop variables {grid}, so it cannot be asserted at run time")
             minimum = n + 1
             break
         checked.append(LongLoop(loop.node, loop.period, loop.window, minimum))

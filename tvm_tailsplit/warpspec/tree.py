@@ -123,6 +123,11 @@ class ScheduleTree:
     grid_loops: tuple[tirx.For, ...]
     children: tuple[TreeNode, ...]
 
+    @property
+    def pipeline(self) -> tirx.Stmt:
+        """The input's statement inside the grid loops (the root block's body when there are none)."""
+        return self.grid_loops[-1].body if self.grid_loops else self.root_block.body
+
     def loops(self) -> list[LoopNode]:
         """The pipeline loops in program order (outer loops before the loops they contain)."""
         found: list[LoopNode] = []
