@@ -147,6 +147,25 @@ def test_undecomposed_reduction_is_an_error():
         tensorize_marked(mod)
 
 
+@pytest.mark.parametrize("marked", ["threadIdx.x", "blockIdx.x"])
+def test_a_mark_over_a_thread_bound_loop_is_an_error(marked):
+    """A mark on (or above) a thread-bound loop: ``sch.tensorize`` refuses the region, and the instantiation that
+    follows replaced the ``threadIdx.x`` loop by the 16-lane multiply, dropping the binding: one thread of each
+    block then did the work of its 16 threads (and every thread, had another loop of the kernel kept
+    ``threadIdx.x``). An instruction replaces every loop under its mark; a thread binding is part of the launch."""
+    a, b = te.placeholder((64,), "float32", name="A"), te.placeholder((64,), "float32", name="B")
+    c = te.compute((64,), lambda i: a[i] * b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
+    block_x, thread_x = sch.split(loop, [None, 16])
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_x, "threadIdx.x")
+    sch.annotate(thread_x if marked == "threadIdx.x" else block_x, MARK_KEY, intr.MUL_16)
+    name = "i_1" if marked == "threadIdx.x" else "i_0"
+    with pytest.raises(ValueError, match=rf"mark on loop '{name}' \(block 'C'\).*loop '{name}' .*{marked}"):
+        tensorize_marked(TailSplit()(sch.mod))
+
+
 def test_guarded_region_is_left_as_code():
     """Without TailSplit the tail's T.where stays under the mark: not condition-free, left, still right."""
     report = []

@@ -15,7 +15,9 @@ first, one at a time, and removes it in every case:
    region's extent, and the implementation is instantiated with the same binding (``sch.tensorize`` compares a
    free extent with the region's and never binds it, so it is not tried). A block under the mark that still
    has an init statement, when the description has none, is a ``ValueError`` naming the block
-   (``sch.decompose_reduction`` first).
+   (``sch.decompose_reduction`` first). A loop under the mark (the marked loop included) that is bound to a GPU
+   thread is a ``ValueError`` naming both loops: the instruction replaces the region's loops, and a thread
+   binding is part of the kernel's launch.
 2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free, and one with a loop
    whose ``step`` is not 1 is strided (``sch.tensorize`` ignores the step): either stays as code.
 3. Main tile (extents equal the description's): ``sch.unannotate(loop, MARK_KEY)`` (a loop annotation makes the
@@ -151,6 +153,7 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
             "TensorIntrin (register it with tvm.s_tir.TensorIntrin.register)"
         )
     _check_decomposed(mark, intrinsic.desc, value)
+    _check_no_thread_binding(mark, block_name, value)
 
     def record(action: str, used: str | None = None, reason: str = "") -> TensorizeRecord:
         return TensorizeRecord(fname, loop_name, block_name, value, action, used, reason)
@@ -251,6 +254,19 @@ def _check_decomposed(mark: Mark, desc: tirx.PrimFunc, value: str) -> None:
             "init statement, and the intrinsic covers only the update: call sch.decompose_reduction(block, loop) "
             "with a loop above the mark before marking"
         )
+
+
+def _check_no_thread_binding(mark: Mark, block_name: str, value: str) -> None:
+    """A loop under the mark bound to a GPU thread is an error: the instruction replaces every loop of the region,
+    and the binding (part of the kernel's launch) would go with it."""
+    for loop in loop_vars_in(mark.loop):
+        if loop.kind == tirx.ForKind.THREAD_BINDING:
+            raise ValueError(
+                f"the mark on loop {mark.loop.loop_var.name!r} (block {block_name!r}) names {value!r}, but loop "
+                f"{loop.loop_var.name!r} under it is bound to {loop.thread_binding.thread_tag}: an instruction "
+                "replaces every loop under its mark, and a thread binding cannot be replaced (mark a loop inside "
+                "the thread-bound ones)"
+            )
 
 
 def _perfect_nest(loop: tirx.For) -> tuple[tuple[tirx.For, ...] | None, SBlockRealize | None]:
