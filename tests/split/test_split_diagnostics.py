@@ -3,6 +3,7 @@ decide are kept (and the program stays correct), invalid options raise ValueErro
 per mark what was split and what was kept and why."""
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -141,6 +142,32 @@ def test_long_fuzzy_interval_is_not_expanded_beyond_the_limit():
     assert "more than max_fuzzy_expansion=8" in str(reports[0])
     assert analysis.conditions_under_marks(after) >= 1
     assert np.isfinite(analysis.instruction_count(after).issued)
+
+
+@T.prim_func(s_tir=True)
+def tetrahedron(A: T.Buffer((16, 16, 16), "float32"), B: T.Buffer((16, 16, 16), "float32")):
+    for i, j in T.grid(16, 16):
+        for k in T.serial(16, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+                T.where(i + j + k < 16)
+                B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", ["full", "partial"])
+def test_nested_expansions_stay_within_the_limit(strategy):
+    """Expansions multiply along the nest: each of the 16 points of ``i`` held an expansion of ``j`` (16 - i
+    points), 136 copies of block B for max_fuzzy_expansion=16 (with extents of 64 and one loop more: 43,680 guard
+    chain cases, planned in 24 s). No statement is now copied more than max_fuzzy_expansion times by expansions:
+    ``i`` is expanded, ``j`` keeps its fuzzy interval, and the report says why."""
+    mod = tvm.IRModule({"main": tetrahedron})
+    reports = []
+    after = TailSplit(strategy=strategy, max_fuzzy_expansion=16, reports=reports)(mod)
+    assert_same_results(mod, after)
+    copies = after.script().count('T.sblock("B')
+    assert copies <= 2 * 16, copies  # the expanded points of i, each with the intervals of j it keeps
+    assert re.search(r"of j has \d+ points \(\d+ copies with the 16 of the expanded intervals around it\), more "
+                     "than max_fuzzy_expansion=16: not expanded", str(reports[0]))
 
 
 @T.prim_func(s_tir=True)

@@ -36,7 +36,9 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
         The largest code length (see ``tvm_tailsplit.analysis.estimate_mapping_cost``) accepted for a full
         split under ``"auto"``.
     max_fuzzy_expansion:
-        The longest fuzzy interval expanded element by element; a longer one keeps its condition.
+        The most copies element-by-element expansion makes of one statement: a fuzzy interval is expanded only
+        while its size times the sizes of the expanded intervals around it is at most this (expansions nest);
+        an interval not expanded keeps its condition.
     verbose:
         Log (logger ``tvm_tailsplit``, level INFO; shown by ``logging.basicConfig(level=logging.INFO)``), per
         function and mark, what was split, what was kept and why; without it the reports go to DEBUG.

@@ -41,8 +41,13 @@ go through the same code (``_plan_split``): the decomposition folds constant spl
 a symbolic loop at or below the mark takes the intersection. A split point that mentions its own loop variable
 (bounds over an inner loop whose extent depends on it, ``range(i // 4 + 1)``) is no split point.
 
-Fuzzy intervals longer than ``max_fuzzy_expansion`` are not expanded (the atom stays, and a note says so);
-statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
+**Expansion bound.** Expansions nest: a point of an expanded interval holds the plan of the loops inside it,
+whose fuzzy intervals may be expanded again, so the copies of one statement multiply along the nest
+(``i + j + k < 64`` over three loops of 64). A fuzzy interval is expanded only while its size times the sizes of
+the expanded intervals around it is at most ``max_fuzzy_expansion`` (outermost first; otherwise the atom stays,
+and a note says so), so no statement is copied more than ``max_fuzzy_expansion`` times by expansions.
+
+Statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
 copied; a loop with a ``step`` other than 1 is never cut (it is kept whole, decided by a guard chain when it is
 above a mark); an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) stays once around the plan of its body
 (``AttrPlan``). The planner only reads IR; ``rewrite.py`` turns a plan into IR.
@@ -54,6 +59,8 @@ passes the limit: a full split that could not be chosen is not planned to the en
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import tvm_ffi
@@ -371,6 +378,7 @@ class Planner:
         self._mark_depth = 0  # how many of the enclosing loops are above the current mark
         self.range_proofs: list[RangeProof] = []
         self._case_depth = 0  # guarded cases (on the order of two symbolic split points) being planned
+        self._expansion = 1  # copies made by the expanded intervals around the statement being planned
         self.changed = False
 
     @property
@@ -429,28 +437,42 @@ class Planner:
             return False
         return below_mark or self.strategy == FULL_SPLIT
 
-    def _pieces(self, var, lo: int, hi: int, atoms, deeper_vars: set, subject: str) -> list[Interval]:
-        """Intervals of ``var``, fuzzy ones expanded element by element where a deeper split can decide them."""
-        pieces: list[Interval] = []
+    def _pieces(self, var, lo: int, hi: int, atoms, deeper_vars: set, subject: str) -> list[tuple[Interval, int]]:
+        """Intervals of ``var``, fuzzy ones expanded element by element where a deeper split can decide them and
+        the expansion bound allows it; each with the number of copies its expansion makes (1 if not expanded)."""
+        pieces: list[tuple[Interval, int]] = []
         for interval in decompose_range(var, lo, hi, atoms, self.context):
             decidable_deeper = any(
                 status is Status.FUZZY and atom.linear is not None and atom.variables & deeper_vars
                 for atom, status in zip(atoms, interval.statuses, strict=True)
             )
             if interval.size > 1 and decidable_deeper:
-                if interval.size > self.max_fuzzy_expansion:
+                copies = self._expansion * interval.size
+                if copies > self.max_fuzzy_expansion:
+                    around = "" if self._expansion == 1 else (
+                        f" ({copies} copies with the {self._expansion} of the expanded intervals around it)")
                     self._note(
                         subject,
                         f"fuzzy interval [{interval.lo},{interval.hi - 1}] of {var.name} has {interval.size} "
-                        f"points, more than max_fuzzy_expansion={self.max_fuzzy_expansion}: not expanded, "
+                        f"points{around}, more than max_fuzzy_expansion={self.max_fuzzy_expansion}: not expanded, "
                         "its condition stays",
                     )
-                    pieces.append(interval)
+                    pieces.append((interval, 1))
                     continue
-                pieces.extend(Interval(p, p + 1, interval.statuses) for p in range(interval.lo, interval.hi))
+                pieces.extend((Interval(p, p + 1, interval.statuses), interval.size)
+                              for p in range(interval.lo, interval.hi))
             else:
-                pieces.append(interval)
+                pieces.append((interval, 1))
         return pieces
+
+    @contextmanager
+    def _expanded(self, copies: int) -> Iterator[None]:
+        """Plan inside a piece of an expansion into ``copies`` points (see "Expansion bound" above)."""
+        self._expansion *= copies
+        try:
+            yield
+        finally:
+            self._expansion //= copies
 
     # -- planning --------------------------------------------------------------------------------------
     def plan(self, stmt, mark: tirx.For | None = None):
@@ -519,11 +541,12 @@ class Planner:
             return self._plan_cases(unordered, lambda: self._plan_split(loop, mark, atoms, subject), subject)
         if intervals is None:
             return self._whole(loop, mark)
-        return self._split(loop, mark, atoms, subject, intervals)
+        return self._split(loop, mark, atoms, subject, [(interval, 1) for interval in intervals])
 
     def _split(self, loop: tirx.For, mark: tirx.For | None, atoms: list, subject: str, intervals: list):
         """One copy of ``loop`` per interval whose body runs (rebased as ``LoopPiece`` says); a symbolic interval that
-        may be empty is marked so (its copy's extent is clamped at 0)."""
+        may be empty is marked so (its copy's extent is clamped at 0). ``intervals`` pairs each interval with the
+        copies its expansion makes (``_pieces``)."""
         var = loop.loop_var
         outside = self._outside(var)
         how = f"split by {_describe(atoms)}"
@@ -533,8 +556,9 @@ class Planner:
         bounds_inner = any(uses_var(bound, var) for inner in loop_vars_in(loop.body)
                            for bound in (inner.min, inner.extent, inner.step) if bound is not None)
         try:
-            for interval in intervals:
-                body = self._plan_body(loop, mark, interval.lo, interval.hi)
+            for interval, copies in intervals:
+                with self._expanded(copies):
+                    body = self._plan_body(loop, mark, interval.lo, interval.hi)
                 if body is not None:
                     may_be_empty = is_symbolic(interval.lo) or is_symbolic(interval.hi)
                     may_be_empty = may_be_empty and not self.context.prove(interval.lo <= interval.hi, outside)
@@ -684,6 +708,7 @@ class Planner:
             if intervals is None:
                 self._note(subject, f"not decided above mark {mark.loop_var.name}: no symbolic split point")
                 return self._plan_chain(mark, chain_loops, index + 1)
+            intervals = [(interval, 1) for interval in intervals]
         else:
             lo, hi = self.context.constant_range(var)
             deeper = {c.loop_var for c in chain_loops[index + 1 :]} | {mark.loop_var}
@@ -691,10 +716,10 @@ class Planner:
             intervals = self._pieces(var, lo, hi, atoms, deeper, subject)
         cases: list[GuardCase] = []
         self._splits.setdefault(subject, (f"decided by a guard chain above mark {mark.loop_var.name}", []))
-        for interval in intervals:
+        for interval, copies in intervals:
             if Status.ALWAYS_FALSE in interval.statuses[len(mark_atoms) :]:
                 continue
-            with self.context.narrowed(var, interval.lo, interval.hi):
+            with self.context.narrowed(var, interval.lo, interval.hi), self._expanded(copies):
                 body = self._plan_chain(mark, chain_loops, index + 1)
             if body is not None:
                 cases.append(GuardCase(interval.lo, interval.hi, body))
