@@ -364,3 +364,31 @@ def test_a_loop_with_a_step_is_never_cut(func, strategy):
     for n in range(-3, 70, 3):
         assert_same_results(mod, after, {"n": n}, trials=1, executables=executables)
     assert "a loop with step" in str(reports[0])
+
+
+@T.prim_func(s_tir=True)
+def tail_with_an_opaque_guard(a: T.handle, b: T.handle, n: T.int32, m: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range(4):
+        for i_1 in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i_0 * 16 + i_1)
+                T.where(i_0 * 16 + i_1 < n and (i_0 * 16 + i_1 < m or i_1 == 3))
+                B[vi] = A[vi] * T.float32(2)
+
+
+def test_a_second_partial_split_repeats_no_guard_of_the_first():
+    """The first run leaves the disjunction (opaque) under the mark and decides ``i_0`` by a guard chain of
+    ``if``s on ``n``. A second run planned a chain for ``i_0`` again (the disjunction mentions it) and cut it at
+    the split points of the enclosing ``if``: its one case was the range where that ``if`` holds, emitted as a
+    copy of it (``if i_0 < T.max(0, T.min(4, n // 16)): if i_0 < T.max(0, T.min(4, n // 16)): ...``). A case is
+    now tested over the intervals beside it where an enclosing ``if`` fails, so the second run changes nothing."""
+    mod = tvm.IRModule({"main": tail_with_an_opaque_guard})
+    once = TailSplit(strategy="partial")(mod)
+    twice = TailSplit(strategy="partial")(once)
+    tvm.ir.assert_structural_equal(twice, once)
+    executables = tuple(tvm.compile(remove_marks(m), target="llvm") for m in (mod, twice))
+    for n in (-1, 0, 1, 15, 16, 17, 40, 64, 65):
+        for m in (0, 3, 20, 64):
+            assert_same_results(mod, twice, {"n": n, "m": m}, trials=1, executables=executables)

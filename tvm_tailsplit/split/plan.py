@@ -13,7 +13,9 @@ The planner walks a loop nest from the outside in, keeping the current range of 
   it always-false) is dropped, so no dead loop is left behind.
 - **Marks.** Enclosing loops that were not split but still appear in fuzzy atoms of the mark's guards are
   decided by a *guard chain* above the mark: an if/elif chain over the intervals (and expanded points) of
-  each such variable, outermost first. Below the mark nothing branches on them any more.
+  each such variable, outermost first. Below the mark nothing branches on them any more. The conditions of the
+  enclosing ``if``s cut the chain too: an interval where one of them fails never reaches the mark, has no case,
+  and the case beside it is tested over it as well, so that no arm repeats an enclosing ``if``.
 - **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
   removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
 - **Opaque blocks.** A block above the marks with no iter vars, no init and no buffers of its own (a task of
@@ -716,13 +718,24 @@ class Planner:
             intervals = self._pieces(var, lo, hi, atoms, deeper, subject)
         cases: list[GuardCase] = []
         self._splits.setdefault(subject, (f"decided by a guard chain above mark {mark.loop_var.name}", []))
+        # An interval where an enclosing if fails never reaches the mark: the case next to it (the intervals are
+        # consecutive) is tested over it too (see "Marks" above).
+        unreached_lo = None  # start of the unreached intervals just before the next case
+        extends_last = False  # whether the last case ends where the next interval starts
         for interval, copies in intervals:
             if Status.ALWAYS_FALSE in interval.statuses[len(mark_atoms) :]:
+                if extends_last:
+                    cases[-1] = GuardCase(cases[-1].lo, interval.hi, cases[-1].body)
+                elif unreached_lo is None:
+                    unreached_lo = interval.lo
                 continue
             with self.context.narrowed(var, interval.lo, interval.hi), self._expanded(copies):
                 body = self._plan_chain(mark, chain_loops, index + 1)
+            extends_last = body is not None
             if body is not None:
-                cases.append(GuardCase(interval.lo, interval.hi, body))
+                start = interval.lo if unreached_lo is None else unreached_lo
+                cases.append(GuardCase(start, interval.hi, body))
+            unreached_lo = None
         if not cases:
             return None
         self.changed = True
