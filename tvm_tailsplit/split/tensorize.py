@@ -43,7 +43,13 @@ first, one at a time, and removes it in every case:
    description's (enclosing loop ranges and ``Bind`` values are known to the prover). The registered callable
    receives a ``TailMatch`` (buffers with start indices, extents) and returns the statement replacing the
    marked loop, e.g. masked AVX-512 loads and stores whose lane mask is ``ramp(0, 1, 16) < extent``.
-6. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
+6. Layouts: an implementation buffer declared without strides stands for a compact tile (its code may read the
+   whole tile as one vector, as ``vpdpbusd`` reads the 64 bytes of a 16 x 4 weight tile). TVM's
+   ``LowerMatchBuffer`` binds no strides for it and checks none, so a region of a buffer that is not contiguous
+   in memory (an unpacked ``W[N, K]``, whose 16 x 4 tile is rows ``K`` apart) would be read wrongly: such a
+   region is neither tensorized (3, 4) nor instantiated, and stays as code. It is contiguous when its buffer has
+   no strides and, past its first dimension of extent other than 1, it covers each dimension whole.
+7. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
    (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded.
 
 ``sch.tensorize`` checks the pattern itself; a refused region is left unchanged, so the result is never wrong.
@@ -185,7 +191,8 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
             try:
                 replacement = instantiate(_match_tail(func, mark, value, intrinsic.desc), intrinsic.impl)
             except TailMismatch as err:
-                reason = "; ".join(filter(None, [reason, f"not instantiated: {err}"]))
+                if str(err) not in reason:  # (a layout both refuse is said once)
+                    reason = "; ".join(filter(None, [reason, f"not instantiated: {err}"]))
             else:
                 return _replace_loop(func, mark.loop, replacement), record("instantiated", value, reason)
         return _unmark(func, mark.loop), record("left", reason=reason)
@@ -321,9 +328,49 @@ def _try_tensorize(func: tirx.PrimFunc, mark: Mark, name: str) -> tuple[tirx.Pri
             return None, f"the marked loop is not found above block {blocks[0]!r}"
         sch.unannotate(loop_rv, MARK_KEY)
         sch.tensorize(loop_rv, name)
-        return sch.mod["main"], ""
     except (RuntimeError, ValueError, TypeError) as err:  # ScheduleError and TVM internal errors are RuntimeErrors
         return None, f"sch.tensorize refused: {_first_line(err)}"
+    result = sch.mod["main"]
+    existing = _match_buffers(func)
+    for matched in _match_buffers(result):
+        if any(matched.same_as(m) for m in existing):
+            continue
+        region = matched.source
+        why = _not_compact(matched.buffer, region.source, [r.extent for r in region.region])
+        if why:
+            return None, f"not tensorized: {why}"
+    return result, ""
+
+
+def _match_buffers(func: tirx.PrimFunc) -> list:
+    found: list = []
+    tvm_ffi.structural_walk(func.body, (SBlock, lambda block: found.extend(block.match_buffers)))
+    return found
+
+
+def _not_compact(target: tirx.Buffer, source: tirx.Buffer, extents) -> str:
+    """Why the region of ``source`` with ``extents`` (one per dimension of ``source``) is not the compact block of
+    memory an intrinsic's buffer ``target`` declared without strides stands for ("" when it is, or when ``target``
+    declares strides). TVM's ``LowerMatchBuffer`` binds the strides a buffer declares and checks nothing for one
+    that declares none: its implementation then reads the tile as contiguous (``vload`` of 64 bytes). The region
+    is contiguous when ``source`` is compact (no strides) and, past its first dimension of extent other than 1,
+    it covers each dimension whole."""
+    if target.strides:
+        return ""
+    analyzer = sym.Analyzer()
+    if source.strides:
+        covered = False
+    else:
+        dims = list(zip(source.shape, extents, strict=True))
+        while dims and analyzer.can_prove_equal(dims[0][1], 1):
+            dims.pop(0)
+        covered = all(analyzer.can_prove_equal(extent, size) for size, extent in dims[1:])
+    if covered:
+        return ""
+    return (f"buffer {source.name} {list(source.shape)}{' strided' if source.strides else ''}: the region "
+            f"{_show(extents)} is not contiguous in memory, and the implementation reads {target.name} as a compact "
+            f"{_show(target.shape)} tile (lay the operand out in whole tiles, e.g. packed, or declare strides in the "
+            "implementation)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -506,7 +553,12 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     for name, (buffer, starts) in match.buffers.items():
         if name not in params:
             raise TailMismatch(f"the implementation has no buffer {name!r}")
-        mapping.append((params[name], buffer, starts))
+        param = params[name]
+        shape = [substitute(dim, extents) for dim in param.shape]
+        why = _not_compact(param, buffer, [tirx.const(1, "int32")] * (len(starts) - len(shape)) + shape)
+        if why:
+            raise TailMismatch(why)
+        mapping.append((param, buffer, starts))
 
     def target(buffer):
         return next(((b, s) for p, b, s in mapping if p.same_as(buffer)), None)
