@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+from collections.abc import Callable
 
 import tvm
 from tvm import s_tir, tirx
@@ -386,21 +387,39 @@ def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
     count = int(analyzer.simplify(rows).value) if constant_rows else MATMUL_TILE[0]
     lanes = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), LANES)
     acc = tirx.decl_buffer((max(count, 1), LANES), "float32", "acc_tail", scope="local")
-    i, k = tirx.Var("i_tail", "int32"), tirx.Var("k_tail", "int32")
-    row = i if constant_rows else tirx.Min(i, rows - 1)  # in bounds for the loads
 
-    def unrolled(body: tirx.Stmt) -> tirx.Stmt:
-        return tirx.For(i, 0, count, tirx.ForKind.UNROLLED, body)
+    def row(i: tirx.Var) -> tvm.ir.PrimExpr:  # in bounds for the loads
+        return i if constant_rows else tirx.Min(i, rows - 1)
 
-    def acc_row() -> tvm.ir.PrimExpr:
+    def unrolled(body: Callable[[tirx.Var], tirx.Stmt]) -> tirx.Stmt:
+        """A loop over the rows (a variable of its own: a TIR variable is defined by one loop only)."""
+        i = tirx.Var("i_tail", "int32")
+        return tirx.For(i, 0, count, tirx.ForKind.UNROLLED, body(i))
+
+    def acc_row(i: tirx.Var) -> tvm.ir.PrimExpr:
         return tirx.BufferLoad(acc, [i, lanes])
 
     def step(k: tvm.ir.PrimExpr) -> tirx.Stmt:  # one k step: every row's accumulator += A[row, k] * B[k, :]
         b_row = _tail_load(b, _shifted(b_start, {-2: k}), cols)
-        a_value = tirx.BufferLoad(a, _shifted(a_start, {-2: row, -1: k}))
-        return unrolled(tirx.BufferStore(acc, acc_row() + tirx.Broadcast(a_value, LANES) * b_row, [i, lanes]))
 
-    store = _tail_store(c, _shifted(c_start, {-2: i}), acc_row(), cols)
+        def update(i: tirx.Var) -> tirx.Stmt:
+            a_value = tirx.BufferLoad(a, _shifted(a_start, {-2: row(i), -1: k}))
+            return tirx.BufferStore(acc, acc_row(i) + tirx.Broadcast(a_value, LANES) * b_row, [i, lanes])
+
+        return unrolled(update)
+
+    def store(i: tirx.Var) -> tirx.Stmt:
+        stored = _tail_store(c, _shifted(c_start, {-2: i}), acc_row(i), cols)
+        return stored if constant_rows else tirx.IfThenElse(i < rows, stored, None)
+
+    def start(i: tirx.Var) -> tirx.Stmt:
+        if from_zero:
+            value = tirx.Broadcast(tirx.const(0, "float32"), LANES)
+        else:
+            value = _tail_load(c, _shifted(c_start, {-2: row(i)}), cols)
+        return tirx.BufferStore(acc, value, [i, lanes])
+
+    k = tirx.Var("k_tail", "int32")
     constant_depth = analyzer.simplify(depth)
     if isinstance(constant_depth, tirx.IntImm) and constant_depth.value <= MATMUL_TILE[2]:
         k_loop = tirx.For(k, 0, depth, tirx.ForKind.UNROLLED, step(k))
@@ -412,18 +431,7 @@ def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
                      tirx.For(k_inner, 0, K_UNROLL, tirx.ForKind.UNROLLED, step(k_outer * K_UNROLL + k_inner))),
             tirx.For(k, 0, remainder, tirx.ForKind.SERIAL, step(analyzer.simplify(depth - remainder) + k)),
         ])
-    if from_zero:
-        start = tirx.Broadcast(tirx.const(0, "float32"), LANES)
-    else:
-        start = _tail_load(c, _shifted(c_start, {-2: row}), cols)
-    body = tirx.SeqStmt(
-        [
-            tirx.AllocBuffer(acc),
-            unrolled(tirx.BufferStore(acc, start, [i, lanes])),
-            k_loop,
-            unrolled(store if constant_rows else tirx.IfThenElse(i < rows, store, None)),
-        ]
-    )
+    body = tirx.SeqStmt([tirx.AllocBuffer(acc), unrolled(start), k_loop, unrolled(store)])
     zero = tirx.const(0, "int32")
     runs = analyzer.simplify(tirx.And(tirx.And(rows > zero, cols > zero), depth > zero))
     if isinstance(runs, tirx.IntImm):
