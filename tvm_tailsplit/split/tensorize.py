@@ -540,7 +540,9 @@ def instantiate(match: TailMatch, implementation: tirx.PrimFunc) -> tirx.Stmt:
     without iter vars are inlined (their buffers become ``AllocBuffer`` statements), and the free extent variables
     of its buffer shapes take the region's extents (``match.free_extents``, by name). Raises ``TailMismatch``
     when the implementation uses its buffers otherwise (pointers, ``access_ptr``), has blocks with iter vars, or
-    has a free extent the match does not bind."""
+    has a free extent the match does not bind. Every instantiation renews the implementation's definitions (its
+    loops, its local buffers: ``s_tir.renew_defs``): a variable is defined at one site of a function only."""
+    implementation = s_tir.renew_defs(implementation)
     params = {p.name: p for p in implementation.params if not isinstance(p.ty, tvm.ir.PrimType)}
     extents = {}
     for buffer in params.values():
