@@ -371,6 +371,57 @@ def test_generic_tasks_run_on_the_role_threads_in_the_hopper_form():
     assert usage.spill_store_bytes == 0
 
 
+def _with_row_copy_after_the_stores(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` (the Hopper GEMM) with two generic tasks after `store_bottom`: the copy role (0) stages `A[0, 0:64]`
+    in a shared buffer, and the bottom compute role (2) writes it to `C[0, 0:64]`."""
+    a, c = func.params[0], func.params[2]
+    row = tvm.tirx.decl_buffer((64,), "float16", "row_s", scope="shared")
+    whole = tvm.ir.Range(0, 64)
+
+    def task(name, role, reads, writes, store):
+        j = tvm.tirx.Var("j", "int32")
+        block = tvm.s_tir.SBlock([], reads, writes, name, tvm.tirx.For(j, 0, 64, tvm.tirx.ForKind.SERIAL, store(j)),
+                                 annotations={"warp_role": role})
+        return tvm.s_tir.SBlockRealize([], True, block)
+
+    def add_tasks(realize):
+        if realize.block.name_hint != "store_bottom":
+            return realize
+        stage = task("stage_row", 0, [tvm.tirx.BufferRegion(a, [tvm.ir.Range(0, 1), whole])],
+                     [tvm.tirx.BufferRegion(row, [whole])],
+                     lambda j: tvm.tirx.BufferStore(row, tvm.tirx.BufferLoad(a, [0, j]), [j]))
+        use = task("use_row", 2, [tvm.tirx.BufferRegion(row, [whole])],
+                   [tvm.tirx.BufferRegion(c, [tvm.ir.Range(0, 1), whole])],
+                   lambda j: tvm.tirx.BufferStore(c, tvm.tirx.Cast("float32", tvm.tirx.BufferLoad(row, [j])), [0, j]))
+        return tvm.tirx.SeqStmt([realize, stage, use])
+
+    root = func.body.block
+    body = tvm_ffi.structural_map(root.body, (tvm.s_tir.SBlockRealize, add_tasks), order="post")
+    return func.with_body(tvm.s_tir.SBlockRealize([], True, tvm.s_tir.SBlock(
+        [], [], [], "root", body, alloc_buffers=[*root.alloc_buffers, row])))
+
+
+def test_a_channel_the_copy_role_arrives_on_expects_its_warps_threads():
+    """A generic task of the copy role signals another role after the K loop (`stage_row -> use_row`): only the copy
+    role's first warp runs its program, so the channel's mbarrier must expect 32 arrivals; initialized to 128 (a
+    warpgroup), its phase never completes and `use_row`'s warpgroup waits forever. Every arrive of a channel that
+    is no transaction is counted here per role: the copy role's by its warp, a compute role's by its warpgroup."""
+    func = _with_row_copy_after_the_stores(examples.hopper_gemm_kernel(256, 512, 256))
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    kernel = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = kernel[kernel.index('extern "C" __global__'):]
+    counts = {int(c): int(n) for c, n in re.findall(
+        r"mbarrier_init_init_shared_b64\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&\(\(\(uint64_t\*\)"
+        r"buf_dyn_shmem_ptr\)\[(\d+)\]\)\)\), \(uint\)(\d+)\);", kernel)}
+    consumers = kernel.index("setmaxnreg_inc")  # the copy role's program comes first
+    arrives = [(m.start() < consumers, int(m.group(1))) for m in re.finditer(
+        r"mbarrier_arrive_nocount_arrive_shared_b64\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&\(\(\(uint64_t\*\)"
+        r"buf_dyn_shmem_ptr\)\[(\d+)\]\)\)\)\);", kernel)]
+    assert any(by_copy_role for by_copy_role, _ in arrives) and not all(by_copy_role for by_copy_role, _ in arrives)
+    assert {channel: counts[channel] for _, channel in arrives} == {
+        channel: 32 if by_copy_role else 128 for by_copy_role, channel in arrives}
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("k,zero_fill", [(256, False), (None, True)], ids=["k256", "symbolic_k_zero_fill"])
 def test_ablation_without_warp_specialization_compiles_for_sm_90a(k, zero_fill):

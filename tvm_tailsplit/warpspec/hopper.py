@@ -6,9 +6,10 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
 
 * **Channels** are mbarriers in shared memory. A transaction channel expects one arrival (the producer's
   `mbarrier.arrive.expect_tx` with the batch's bytes) plus the bytes its TMA copies complete; any other channel
-  expects one arrival per thread of its arriving role. Waits are `mbarrier.try_wait.parity` loops.
-* **Producer role** (its tasks are TMA loads): only its first warp runs the program; the *acquire* waits are
-  executed by that warp and the `expect_tx` arrive and each copy
+  expects one arrival per thread that runs its arriving role's program (`PRODUCER_THREADS` for the producer role,
+  a warpgroup for a consumer role). Waits are `mbarrier.try_wait.parity` loops.
+* **Producer role** (its tasks are TMA loads): only its first warp (`PRODUCER_THREADS`) runs the program; the
+  *acquire* waits and a generic task's commits are executed by that warp and the `expect_tx` arrive and each copy
   (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
   descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
   and box; the buffer's shape as given at the call, so symbolic dimensions such as a symbolic M are run-time
@@ -79,11 +80,14 @@ from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile,
 from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
-__all__ = ["PRODUCER_REGISTERS", "REBALANCE_FRAGMENT_REGISTERS", "WARPGROUP", "consumer_registers", "generate_hopper",
-           "hopper_protocol", "rebalances_registers"]
+__all__ = ["PRODUCER_REGISTERS", "PRODUCER_THREADS", "REBALANCE_FRAGMENT_REGISTERS", "WARPGROUP", "consumer_registers",
+           "generate_hopper", "hopper_protocol", "rebalances_registers"]
 
 WARPGROUP = 128
 """Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
+PRODUCER_THREADS = 32
+"""Rule: only the producer warpgroup's first warp runs its program (one thread issues the TMA copies; a generic
+task of the role is strided over the warp), so a channel the producer role arrives on expects 32 arrivals."""
 PRODUCER_REGISTERS = 40
 """Rule: a TMA producer warpgroup needs few registers; 40 is `setmaxnreg`'s useful minimum (CUTLASS's choice)."""
 REGISTER_FILE = 65536
@@ -426,7 +430,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     thread = state.thread
 
     def generic_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
-        threads = 32 if role in producers else WARPGROUP
+        threads = PRODUCER_THREADS if role in producers else WARPGROUP
         stmts = [_distribute(body, thread - state.offset(role), threads)]
         if _shares_with_role(protocol, task):
             stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
@@ -439,7 +443,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     for role in reversed(roles):
         program = _RoleProgram(protocol, role, lowering).build()
         if role in producers:
-            program = tirx.IfThenElse(thread < state.offset(role) + 32, program, None)
+            program = tirx.IfThenElse(thread < state.offset(role) + PRODUCER_THREADS, program, None)
             registers = T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
         else:
             registers = T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers(len(consumers)))
@@ -447,5 +451,6 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
             program = _seq([tirx.Evaluate(registers), program])
         dispatch = program if dispatch is None else tirx.IfThenElse(
             thread < state.offset(role) + WARPGROUP, program, dispatch)
-    counts = [1 if c in state.tx_channels else WARPGROUP for c in range(plan.channel_count)]
+    counts = [1 if c in state.tx_channels else PRODUCER_THREADS if plan.arriving_role(c) in producers else WARPGROUP
+              for c in range(plan.channel_count)]
     return state.kernel(counts, dispatch, WARPGROUP * len(roles), _trip_count_asserts(protocol))
