@@ -107,6 +107,20 @@ def test_hopper_option_checks():
         WarpSpecialize("cuda", hopper=1)
 
 
+
+def test_rings_beyond_the_shared_memory_of_a_block_are_rejected():
+    """Five stages of 128 x 64 + 256 x 64 fp16 tiles are 240 KiB of rings, more than the 227 KiB a Hopper block
+    may use: nvcc compiles such a kernel (the dynamic shared memory is a launch parameter), and it fails only at its
+    launch on the GPU. Four stages, or six of 128-wide tiles, fit."""
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"246784 bytes of shared memory .* 232448"):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": examples.hopper_gemm_kernel(128, 256, 512,
+                                                                                              stages=5)}))
+    with pytest.raises(WarpSpecializeInputError, match="246784 bytes of shared memory"):
+        unspecialized_hopper_kernel(examples.hopper_gemm_kernel(128, 256, 512, stages=5))
+    for block_n, stages in ((256, 4), (128, 6)):
+        func = examples.hopper_gemm_kernel(128, 256, 512, block_n=block_n, stages=stages)
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+
 @pytest.mark.parametrize("k_tiles,stages", [(6, 3), (8, 4), (3, 4), (5, 2)])
 def test_transaction_protocol_is_safe(k_tiles, stages):
     protocol = _transaction_protocol(k_tiles, stages)

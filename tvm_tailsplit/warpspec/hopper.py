@@ -47,6 +47,8 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   what the register file leaves (see `consumer_registers`), where a consumer's fragment holds at least
   `REBALANCE_FRAGMENT_REGISTERS` floats per thread (`rebalances_registers`); a smaller one (64 x 64 and
   64 x 32 bands) fits the even split, and the kernel keeps it.
+* **Shared memory**: the barriers, then the rings from 1024-byte boundaries; a kernel needing more than
+  `SHARED_MEMORY_BYTES` (with its other shared buffers) is rejected, since it would compile and fail at launch.
 * **Persistent kernels** (a persistent nest, `warpspec.symbolic`; `examples.hopper_gemm_kernel(..., ctas=...)`):
   the grid is the kernel's grid loops (a fixed number of CTAs) and every role runs the loop over its CTA's tiles
   around its part of the tile: the producer its K steps' acquires, `expect_tx` and copies, a consumer its fill
@@ -64,6 +66,7 @@ from tvm import tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
+from ..cuda import shared_memory_per_block
 from ..ir_utils import conjunction, substitute, with_loop
 from .codegen import (
     _distribute,
@@ -106,6 +109,10 @@ L2_PROMOTION_256B = 3
 TMA copies use): a box row is 128 bytes, and the neighbouring CTAs read the neighbouring rows."""
 SWIZZLE_ATOM_BYTES = 1024
 """8 rows of 128 bytes: the descriptor's stride byte offset and the rings' alignment."""
+SHARED_MEMORY_BYTES = shared_memory_per_block("sm_90a")
+"""Rule: a kernel's shared memory (the barriers, each ring from a swizzle atom on, the other shared buffers) is at
+most what one sm_90 block may use, 227 KiB; nvcc does not see the dynamic part, so a kernel over it compiles and
+fails only at its launch."""
 K_STEP_BYTES = 32
 """One wgmma K step of 16 fp16 elements advances a K-major descriptor's start address by 32 bytes."""
 _FENCE_OPERAND = "tvm_tailsplit_fence_operand"
@@ -196,6 +203,9 @@ class _Hopper:
         barriers (barrier `c` expecting `arrivals[c]` arrivals) and run `program`."""
         tree = self.protocol.tree
         thread = self.thread
+        replaced = set(self.rings) | set(self.tiles.fragments)
+        kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
+        self.check_shared_memory([buf for buf in kept if buf.scope().startswith("shared")])
         inits = [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(_shared_address(self.bars, [c]),
                                                               tirx.IntImm("uint32", count)))
                  for c, count in enumerate(arrivals)]
@@ -228,10 +238,28 @@ class _Hopper:
                          "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
                          cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B,
                          0))]
-        replaced = set(self.rings) | set(self.tiles.fragments)
-        kept = [buf for buf in tree.root_block.alloc_buffers if buf.name not in replaced]
         root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
         return tree.func.with_body(SBlockRealize([], True, root))
+
+    def check_shared_memory(self, others: list[tirx.Buffer]) -> None:
+        """Raise `WarpSpecializeInputError` unless the barriers, the rings (each from a swizzle atom on) and the
+        `others` shared buffers fit in `SHARED_MEMORY_BYTES`."""
+        def size(buffer: tirx.Buffer) -> int:
+            elements = 1
+            for extent in buffer.shape:
+                elements *= int(extent)
+            return elements * tvm.DataType(buffer.dtype).bits // 8
+
+        def atoms(size: int) -> int:
+            return -(-size // SWIZZLE_ATOM_BYTES) * SWIZZLE_ATOM_BYTES
+
+        rings = sum(atoms(size(ring)) for ring in self.rings.values())
+        total = atoms(size(self.bars)) + rings + sum(size(buffer) for buffer in others)
+        if total > SHARED_MEMORY_BYTES:
+            raise WarpSpecializeInputError(
+                f"the Hopper kernel needs {total} bytes of shared memory ({rings} of rings "
+                f"{sorted(self.rings)}), more than the {SHARED_MEMORY_BYTES} a block may use: fewer stages or "
+                "smaller tiles")
 
     # -- synchronization ---------------------------------------------------------------------------------------
     def wait(self, op: SyncOp, channel: tirx.PrimExpr, parity: tirx.PrimExpr) -> tirx.Stmt:
