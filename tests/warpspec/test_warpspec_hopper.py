@@ -13,6 +13,7 @@ import tvm
 import tvm_ffi
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target
+from tvm_tailsplit.ir_utils import substitute
 from tvm_tailsplit.testing import threads_as_serial_loops
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
@@ -120,6 +121,56 @@ def test_rings_beyond_the_shared_memory_of_a_block_are_rejected():
     for block_n, stages in ((256, 4), (128, 6)):
         func = examples.hopper_gemm_kernel(128, 256, 512, block_n=block_n, stages=stages)
         WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+
+
+def _encodings(func: tvm.tirx.PrimFunc) -> list[tuple[str, list]]:
+    """The host's `cuTensorMapEncodeTiled` calls of `func`: (source buffer name, the conditions of the ifs around
+    the call)."""
+    calls = []
+
+    def visit(stmt, conditions):
+        if isinstance(stmt, tvm.tirx.IfThenElse):
+            visit(stmt.then_case, [*conditions, stmt.condition])
+            if stmt.else_case is not None:
+                visit(stmt.else_case, [*conditions, tvm.tirx.Not(stmt.condition)])
+        elif isinstance(stmt, tvm.tirx.SeqStmt):
+            for s in stmt.seq:
+                visit(s, conditions)
+        elif isinstance(stmt, tvm.s_tir.SBlockRealize):
+            visit(stmt.block.body, conditions)
+        elif isinstance(stmt, tvm.tirx.Evaluate) and "cuTensorMapEncodeTiled" in str(stmt.value):
+            calls.append((stmt.value.args[4].args[0].name, conditions))
+
+    visit(func.body, [])
+    return calls
+
+
+@pytest.mark.parametrize("ctas", [None, 2], ids=["grid", "persistent"])
+def test_an_empty_reduction_encodes_no_tensor_map(ctas):
+    """K = 0 (zero_fill_k: no K step, C = 0): cuTensorMapEncodeTiled rejects a tensor with an empty dimension
+    (globalDim must be non-zero; TVM's wrapper raises on the error), so on a GPU the symbolic-K kernel failed on the
+    host before its launch although the kernel itself stores zeros (the event simulation's K = 0). The operands'
+    loads run in the K loop, which then runs no step: their tensor maps are encoded only where K > 0."""
+    func = examples.hopper_gemm_kernel(256, 512, None, zero_fill_k=True, ctas=ctas)
+    lowered = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))["main"]
+    (k,) = {dim for dim in lowered.params[0].shape if isinstance(dim, tvm.tirx.Var)}
+    analyzer = tvm.sym.Analyzer()
+    encodings = _encodings(lowered)
+    assert sorted(name for name, _ in encodings) == ["A", "B"]
+    for _, conditions in encodings:
+        holds = [[analyzer.simplify(substitute(c, {k: tvm.tirx.IntImm("int32", value)})) for c in conditions]
+                 for value in (0, 8)]
+        assert any(bool(c) is False for c in holds[0])  # not at K = 0
+        assert all(bool(c) is True for c in holds[1])  # at K = 8
+
+
+@pytest.mark.gpu
+def test_an_empty_reduction_on_the_gpu():
+    func = examples.hopper_gemm_kernel(256, 512, None, zero_fill_k=True)
+    executable = tvm.compile(WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func})),
+                             target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    for k in (0, 8):
+        _assert_gemm_on_the_gpu(executable, 256, 512, k, seed=k)
 
 @pytest.mark.parametrize("k_tiles,stages", [(6, 3), (8, 4), (3, 4), (5, 2)])
 def test_transaction_protocol_is_safe(k_tiles, stages):

@@ -13,7 +13,9 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
   descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
   and box; the buffer's shape as given at the call, so symbolic dimensions such as a symbolic M are run-time
-  values there) and passed to the kernel as `__grid_constant__` parameters. The rings live in dynamic shared memory
+  values there) and passed to the kernel as `__grid_constant__` parameters; `cuTensorMapEncodeTiled` rejects an empty
+  dimension, so a symbolic one at 0 of which every load of the buffer lies in a loop of no step (K = 0: the K loop)
+  is tested first, and the map left unencoded (and unread) there. The rings live in dynamic shared memory
   aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte
   aligned, so thread 0 checks each ring's shared address and traps if it is not on an atom (TMA's swizzle and the
   descriptors' would disagree: wrong results otherwise).
@@ -233,13 +235,39 @@ class _Hopper:
             source = load.source
             element_bytes = tvm.DataType(source.dtype).bits // 8
             rows, cols = source.shape
+            encode = tirx.Evaluate(tirx.call_packed(
+                "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
+                cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0))
+            nonempty = [dim > 0 for dim in self.skipped_when_empty(source)]
             host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
-                     tirx.Evaluate(tirx.call_packed(
-                         "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
-                         cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B,
-                         0))]
+                     tirx.IfThenElse(conjunction(nonempty), encode, None) if nonempty else encode]
         root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
         return tree.func.with_body(SBlockRealize([], True, root))
+
+    def skipped_when_empty(self, source: tirx.Buffer) -> list[tirx.Var]:
+        """The symbolic dimensions of `source` at 0 of which no TMA load of it runs: each load lies in a pipeline
+        loop of no step then (the K loop over `ceildiv(K, 64)` steps at K = 0)."""
+        tree = self.protocol.tree
+        analyzer = tvm.sym.Analyzer()
+        for loop in tree.grid_loops:
+            analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        enclosing: dict[str, list] = {}
+
+        def visit(nodes, extents: list) -> None:
+            for node in nodes:
+                if isinstance(node, TaskNode):
+                    enclosing[node.name] = extents
+                else:
+                    visit(node.children, [*extents, node.extent])
+
+        visit(tree.children, [])
+        def runs_no_step_at_zero(extent: int | tirx.PrimExpr, dim: tirx.Var) -> bool:
+            return not isinstance(extent, int) and analyzer.can_prove(
+                substitute(extent, {dim: tirx.IntImm(dim.ty.dtype, 0)}) <= 0)
+
+        loads = [name for name, load in self.tiles.loads.items() if load.source.same_as(source)]
+        return [dim for dim in source.shape if isinstance(dim, tirx.Var) and all(
+            any(runs_no_step_at_zero(extent, dim) for extent in enclosing[name]) for name in loads)]
 
     def check_shared_memory(self, others: list[tirx.Buffer]) -> None:
         """Raise `WarpSpecializeInputError` unless the barriers, the rings (each from a swizzle atom on) and the
