@@ -436,9 +436,11 @@ def test_generic_tasks_run_on_the_role_threads_in_the_hopper_form():
     assert usage.spill_store_bytes == 0
 
 
-def _with_row_copy_after_the_stores(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
-    """`func` (the Hopper GEMM) with two generic tasks after `store_bottom`: the copy role (0) stages `A[0, 0:64]`
-    in a shared buffer, and the bottom compute role (2) writes it to `C[0, 0:64]`."""
+def _with_row_copy(func: tvm.tirx.PrimFunc, stage_after: str = "store_bottom", use_after: str = "store_bottom",
+                   use_role: int = 2) -> tvm.tirx.PrimFunc:
+    """`func` (the Hopper GEMM) with two generic tasks: after the block `stage_after` the copy role (0) stages
+    `A[0, 0:64]` in a shared buffer (strided over its warp), and after `use_after` the compute role `use_role`
+    writes it to `C[0, 0:64]`."""
     a, c = func.params[0], func.params[2]
     row = tvm.tirx.decl_buffer((64,), "float16", "row_s", scope="shared")
     whole = tvm.ir.Range(0, 64)
@@ -450,15 +452,17 @@ def _with_row_copy_after_the_stores(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFun
         return tvm.s_tir.SBlockRealize([], True, block)
 
     def add_tasks(realize):
-        if realize.block.name_hint != "store_bottom":
+        name = realize.block.name_hint
+        if name not in (stage_after, use_after):
             return realize
         stage = task("stage_row", 0, [tvm.tirx.BufferRegion(a, [tvm.ir.Range(0, 1), whole])],
                      [tvm.tirx.BufferRegion(row, [whole])],
                      lambda j: tvm.tirx.BufferStore(row, tvm.tirx.BufferLoad(a, [0, j]), [j]))
-        use = task("use_row", 2, [tvm.tirx.BufferRegion(row, [whole])],
+        use = task("use_row", use_role, [tvm.tirx.BufferRegion(row, [whole])],
                    [tvm.tirx.BufferRegion(c, [tvm.ir.Range(0, 1), whole])],
                    lambda j: tvm.tirx.BufferStore(c, tvm.tirx.Cast("float32", tvm.tirx.BufferLoad(row, [j])), [0, j]))
-        return tvm.tirx.SeqStmt([realize, stage, use])
+        return tvm.tirx.SeqStmt([realize, *([stage] if name == stage_after else []),
+                                 *([use] if name == use_after else [])])
 
     root = func.body.block
     body = tvm_ffi.structural_map(root.body, (tvm.s_tir.SBlockRealize, add_tasks), order="post")
@@ -471,7 +475,7 @@ def test_a_channel_the_copy_role_arrives_on_expects_its_warps_threads():
     role's first warp runs its program, so the channel's mbarrier must expect 32 arrivals; initialized to 128 (a
     warpgroup), its phase never completes and `use_row`'s warpgroup waits forever. Every arrive of a channel that
     is no transaction is counted here per role: the copy role's by its warp, a compute role's by its warpgroup."""
-    func = _with_row_copy_after_the_stores(examples.hopper_gemm_kernel(256, 512, 256))
+    func = _with_row_copy(examples.hopper_gemm_kernel(256, 512, 256))
     mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
     kernel = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
     kernel = kernel[kernel.index('extern "C" __global__'):]
@@ -485,6 +489,28 @@ def test_a_channel_the_copy_role_arrives_on_expects_its_warps_threads():
     assert any(by_copy_role for by_copy_role, _ in arrives) and not all(by_copy_role for by_copy_role, _ in arrives)
     assert {channel: counts[channel] for _, channel in arrives} == {
         channel: 32 if by_copy_role else 128 for by_copy_role, channel in arrives}
+
+
+def test_the_copy_warps_writes_reach_the_transaction_arrive_that_commits_them():
+    """The copy role stages a row before the K loop and the top compute role reads it after its stores: no channel of
+    its own, the K loop's transaction commits it (the consumer waits for the stage after the row was written).
+    That arrive (`expect_tx`) is one thread's, and a release orders only that thread's own writes (and those it has
+    observed): the warp's other 31 lanes' stores of the row must reach it through `__syncwarp()` first, else the
+    consumer may read the row before they are visible. The GEMM without the row keeps its code (no warp barrier)."""
+    func = _with_row_copy(examples.hopper_gemm_kernel(256, 512, None, zero_fill_k=True), "init_top", "store_top", 1)
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    kernel = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = kernel[kernel.index('extern "C" __global__'):]
+    producer = kernel[:kernel.index("setmaxnreg_inc")]
+    assert "row_s_ptr[" in producer and "mbarrier_arrive_nocount" not in producer  # committed by the transaction
+    expect_tx = [m.start() for m in re.finditer(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*"
+                                                  r"tvm_builtin_ptx_mbarrier_arrive_expect_tx", producer)]
+    assert expect_tx
+    for start in expect_tx:  # the statement before each (TVM's `int cse_v = ...;` bindings aside)
+        statements = [line.strip() for line in producer[:start].splitlines()
+                      if line.strip() and not re.fullmatch(r"int \w+ = .*;", line.strip())]
+        assert statements[-1] == "tvm_builtin_cuda_warp_sync();", statements[-3:]  # __syncwarp()
+    assert "warp_sync" not in _hopper_source(256, 512, None, True)
 
 
 @pytest.mark.nvcc

@@ -10,7 +10,10 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   a warpgroup for a consumer role). Waits are `mbarrier.try_wait.parity` loops.
 * **Producer role** (its tasks are TMA loads): only its first warp (`PRODUCER_THREADS`) runs the program; the
   *acquire* waits and a generic task's commits are executed by that warp and the `expect_tx` arrive and each copy
-  (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. The TMA
+  (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. A release
+  orders only its own thread's writes (and those it has observed), and the `expect_tx` arrive may commit what the
+  role's generic tasks wrote before (the redundancy elimination lets a later commit cover an earlier edge): where
+  the role has generic tasks, `__syncwarp()` precedes it. The TMA
   descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
   and box; the buffer's shape as given at the call, so symbolic dimensions such as a symbolic M are run-time
   values there) and passed to the kernel as `__grid_constant__` parameters; `cuTensorMapEncodeTiled` rejects an empty
@@ -182,6 +185,10 @@ class _Hopper:
         self.transactions = {name: op for ops in protocol.ops.values() for op in ops
                              for name, _ in op.tx_copies}
         self.tx_channels = {c for op in self.transactions.values() for c in op.group.channels}
+        tasks = protocol.tree.tasks()
+        load_roles = {task.role for task in tasks if task.name in tiles.loads}
+        self.generic_load_roles = {task.role for task in tasks if task.role in load_roles
+                                   and task.name not in tiles.loads}
 
     def offset(self, role: int) -> int:
         return self.roles.index(role) * WARPGROUP
@@ -296,9 +303,12 @@ class _Hopper:
     def arrive(self, op: SyncOp, channel: tirx.PrimExpr) -> tirx.Stmt:
         address = _shared_address(self.bars, [channel])
         if op.tx_copies:
-            expect = tirx.Evaluate(T.ptx.mbarrier.arrive.expect_tx.shared.b64(
-                address, tirx.IntImm("uint32", op.tx_bytes)))
-            return tirx.IfThenElse(self.thread == self.offset(op.group.src_role), expect, None)
+            expect = tirx.IfThenElse(self.thread == self.offset(op.group.src_role), tirx.Evaluate(
+                T.ptx.mbarrier.arrive.expect_tx.shared.b64(address, tirx.IntImm("uint32", op.tx_bytes))), None)
+            if op.group.src_role not in self.generic_load_roles:
+                return expect
+            # the arrive may commit what the warp's generic tasks wrote: their lanes' writes reach its thread first
+            return _seq([tirx.Evaluate(T.cuda.warp_sync()), expect])
         return tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(address))
 
     # -- tiles ---------------------------------------------------------------------------------------------------
