@@ -164,6 +164,26 @@ def test_an_empty_reduction_encodes_no_tensor_map(ctas):
         assert all(bool(c) is True for c in holds[1])  # at K = 8
 
 
+def test_a_reduction_length_off_tmas_16_byte_row_pitch_is_refused():
+    """TMA's tensor map needs rows of a multiple of 16 bytes (K a multiple of 8 fp16), else cuTensorMapEncodeTiled
+    fails on the host at the call, with the driver's 'invalid argument'. A constant K = 100 (zero_fill_k) is
+    refused when the kernel is generated; a symbolic K is checked by the host before encoding, naming the operand."""
+    for build in (lambda f: WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": f})),
+                  unspecialized_hopper_kernel):
+        with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"rows of 'A' .*200 bytes.*16 bytes"):
+            build(examples.hopper_gemm_kernel(128, 256, 100, zero_fill_k=True))
+    func = examples.hopper_gemm_kernel(128, 256, None, zero_fill_k=True)
+    lowered = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))["main"]
+    (k,) = {dim for dim in lowered.params[0].shape if isinstance(dim, tvm.tirx.Var)}
+    asserts = []
+    tvm_ffi.structural_walk(lowered.body, (tvm.tirx.AssertStmt, asserts.append))
+    pitch = [a for a in asserts if "16 bytes" in str(a)]
+    assert {re.search(r"rows of '(\w)'", str(a))[1] for a in pitch} == {"A", "B"}
+    analyzer = tvm.sym.Analyzer()
+    for value, holds in ((100, False), (136, True), (0, True)):
+        assert all(bool(analyzer.simplify(substitute(a.condition, {k: tvm.tirx.IntImm("int32", value)}))) is holds
+                   for a in pitch)
+
 @pytest.mark.gpu
 def test_an_empty_reduction_on_the_gpu():
     func = examples.hopper_gemm_kernel(256, 512, None, zero_fill_k=True)

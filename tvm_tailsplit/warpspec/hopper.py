@@ -13,15 +13,16 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   (`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`) by its first thread. A release
   orders only its own thread's writes (and those it has observed), and the `expect_tx` arrive may commit what the
   role's generic tasks wrote before (the redundancy elimination lets a later commit cover an earlier edge): where
-  the role has generic tasks, `__syncwarp()` precedes it. The TMA
-  descriptors are encoded on the host (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer
-  and box; the buffer's shape as given at the call, so symbolic dimensions such as a symbolic M are run-time
-  values there) and passed to the kernel as `__grid_constant__` parameters; `cuTensorMapEncodeTiled` rejects an empty
-  dimension, so a symbolic one at 0 of which every load of the buffer lies in a loop of no step (K = 0: the K loop)
-  is tested first, and the map left unencoded (and unread) there. The rings live in dynamic shared memory
-  aligned to 1024 bytes (the swizzle atom repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte
-  aligned, so thread 0 checks each ring's shared address and traps if it is not on an atom (TMA's swizzle and the
-  descriptors' would disagree: wrong results otherwise).
+  the role has generic tasks, `__syncwarp()` precedes it. The TMA descriptors are encoded on the host
+  (`runtime.cuTensorMapEncodeTiled`, 128-byte swizzle, one per source buffer and box; the buffer's shape as given at
+  the call, so symbolic dimensions such as a symbolic M are run-time values there; rows of a multiple of
+  `TMA_PITCH_BYTES`, checked when the kernel is generated or, for a symbolic length, by the host) and passed to the
+  kernel as `__grid_constant__` parameters; `cuTensorMapEncodeTiled` rejects an empty dimension, so a symbolic one
+  at 0 of which every load of the buffer lies in a loop of no step (K = 0: the K loop) is tested first, and the map
+  left unencoded (and unread) there. The rings live in dynamic shared memory aligned to 1024 bytes (the swizzle atom
+  repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte aligned, so thread 0 checks each ring's
+  shared address and traps if it is not on an atom (TMA's swizzle and the descriptors' would disagree: wrong results
+  otherwise).
 * **Consumer roles** (wgmma tiles): the accumulator band of the role is a register fragment of `m * n / 128`
   floats per thread in wgmma's layout (for each 64-row block, thread `t` holds rows `16 (t / 32) + (t % 32) / 4
   (+ 8)` and columns `8 i + 2 (t % 4) (+ 1)`). A wgmma tile issues, per 16-wide step of K and per 64-row block,
@@ -74,6 +75,7 @@ from tvm.script import tirx as T
 from ..cuda import shared_memory_per_block
 from ..ir_utils import conjunction, substitute, with_loop
 from .codegen import (
+    _assert,
     _distribute,
     _require_thread_private_in_one_role,
     _RoleProgram,
@@ -112,6 +114,9 @@ SWIZZLE_128B = 3
 L2_PROMOTION_256B = 3
 """Rule: TMA loads promote their L2 fetches to 256-byte granules (CUtensorMapL2promotion L2_256B, what CUTLASS's
 TMA copies use): a box row is 128 bytes, and the neighbouring CTAs read the neighbouring rows."""
+TMA_PITCH_BYTES = 16
+"""Rule: a TMA tensor map's row pitch (the source's row length in bytes) is a multiple of 16 bytes
+(`cuTensorMapEncodeTiled`'s `globalStrides`): K a multiple of 8 fp16 elements."""
 SWIZZLE_ATOM_BYTES = 1024
 """8 rows of 128 bytes: the descriptor's stride byte offset and the rings' alignment."""
 SHARED_MEMORY_BYTES = shared_memory_per_block("sm_90a")
@@ -242,6 +247,7 @@ class _Hopper:
             source = load.source
             element_bytes = tvm.DataType(source.dtype).bits // 8
             rows, cols = source.shape
+            host += self.pitch_check(source, cols * element_bytes)
             encode = tirx.Evaluate(tirx.call_packed(
                 "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
                 cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0))
@@ -250,6 +256,20 @@ class _Hopper:
                      tirx.IfThenElse(conjunction(nonempty), encode, None) if nonempty else encode]
         root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
         return tree.func.with_body(SBlockRealize([], True, root))
+
+    @staticmethod
+    def pitch_check(source: tirx.Buffer, pitch: tirx.PrimExpr) -> list[tirx.Stmt]:
+        """The host's check that `source`'s rows (`pitch` bytes) suit a tensor map (`TMA_PITCH_BYTES`): nothing where
+        it holds for every size, a `WarpSpecializeInputError` where it never does, else a run-time assert."""
+        analyzer = tvm.sym.Analyzer()
+        aligned = tirx.floormod(pitch, TMA_PITCH_BYTES) == 0
+        message = (f"the rows of '{source.name}' ({pitch} bytes) must be a multiple of {TMA_PITCH_BYTES} bytes for "
+                   "its TMA tensor map")
+        if analyzer.can_prove(aligned):
+            return []
+        if isinstance(analyzer.simplify(pitch), tirx.IntImm):
+            raise WarpSpecializeInputError(f"WarpSpecialize(hopper=True): {message}")
+        return [_assert(aligned, f"WarpSpecialize: {message}")]
 
     def skipped_when_empty(self, source: tirx.Buffer) -> list[tirx.Var]:
         """The symbolic dimensions of `source` at 0 of which no TMA load of it runs: each load lies in a pipeline
