@@ -322,7 +322,43 @@ def test_consumer_register_rule():
     assert PRODUCER_REGISTERS == 40
     assert consumer_registers(2) == 232 and consumer_registers(1) == 240
     assert 128 * (PRODUCER_REGISTERS + 2 * consumer_registers(2)) <= 65536
+    assert consumer_registers(2, producers=2) == 216
+    assert 128 * (2 * PRODUCER_REGISTERS + 2 * consumer_registers(2, producers=2)) <= 65536
 
+
+
+def _with_role(func: tvm.tirx.PrimFunc, block_name: str, role: int) -> tvm.tirx.PrimFunc:
+    """`func` with the block `block_name` annotated to run on warp role `role`."""
+    def edit(realize):
+        block = realize.block
+        if block.name_hint != block_name:
+            return realize
+        return tvm.s_tir.SBlockRealize(realize.iter_values, realize.predicate, tvm.s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, block.body,
+            annotations={**block.annotations, "warp_role": role}))
+
+    root = func.body.block
+    body = tvm_ffi.structural_map(root.body, (tvm.s_tir.SBlockRealize, edit), order="post")
+    return func.with_body(tvm.s_tir.SBlockRealize([], True, tvm.s_tir.SBlock(
+        [], [], [], "root", body, alloc_buffers=root.alloc_buffers)))
+
+
+@pytest.mark.nvcc
+def test_setmaxnreg_shares_the_register_file_among_two_producer_warpgroups():
+    """B's TMA loads on a role of their own (3), 128-wide tiles: two producer warpgroups of 40 registers and two
+    consumers. ptxas gives the 512 threads 128 registers each at launch, the CTA's whole pool of 65,536; raised to
+    232 each (the share left by one producer), the consumers asked for 69,632 in all, so a `setmaxnreg.inc` could
+    never be granted and its warpgroup waited forever. The consumers' share is what the register file leaves after
+    both producers (216)."""
+    func = _with_role(examples.hopper_gemm_kernel(256, 512, None, zero_fill_k=True, block_n=128), "load_B", 3)
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    kernel = source[source.index('extern "C" __global__'):]
+    counts = [int(r) for r in re.findall(r"setmaxnreg_(?:inc|dec)_sync_aligned_u32_(\d+)\(\);", kernel)]
+    assert sorted(counts) == [PRODUCER_REGISTERS] * 2 + [consumer_registers(2, producers=2)] * 2
+    assert 128 * sum(counts) <= 65536
+    (usage,) = compile_cuda_source(source, "sm_90a")
+    assert usage.spill_store_bytes == 0 and usage.registers * 512 >= 128 * sum(counts)
 
 def _hopper_source(m, n, k, zero_fill=False):
     specialize = WarpSpecialize("cuda", hopper=True, debug_check=True)

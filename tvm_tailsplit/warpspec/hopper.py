@@ -49,10 +49,11 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
 * **Generic tasks** (no tile form, touching neither a ring nor a fragment) run as on older GPUs: their independent
   loops strided over the role's threads (the producer's one warp, or a consumer's warpgroup), followed by a named
   barrier of the role when another task of the role reads what they write.
-* **Registers**: `setmaxnreg` lowers the producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
-  what the register file leaves (see `consumer_registers`), where a consumer's fragment holds at least
-  `REBALANCE_FRAGMENT_REGISTERS` floats per thread (`rebalances_registers`); a smaller one (64 x 64 and
-  64 x 32 bands) fits the even split, and the kernel keeps it.
+* **Registers**: `setmaxnreg` lowers each producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
+  what the register file leaves after all of them (see `consumer_registers`; more would never be granted: the
+  warpgroup would wait forever), where a consumer's fragment holds at least `REBALANCE_FRAGMENT_REGISTERS` floats
+  per thread (`rebalances_registers`); a smaller one (64 x 64 and 64 x 32 bands) fits the even split, and the
+  kernel keeps it.
 * **Shared memory**: the barriers, then the rings from 1024-byte boundaries; a kernel needing more than
   `SHARED_MEMORY_BYTES` (with its other shared buffers) is rejected, since it would compile and fail at launch.
 * **Persistent kernels** (a persistent nest, `warpspec.symbolic`; `examples.hopper_gemm_kernel(..., ctas=...)`):
@@ -133,10 +134,10 @@ __forceinline__ __device__ void {_FENCE_OPERAND}(float& reg) {{
 """
 
 
-def consumer_registers(consumers: int) -> int:
-    """Registers per consumer thread: the register file less the producer warpgroup's, split evenly, rounded down
-    to a multiple of 8, at most `MAX_REGISTERS`."""
-    per_thread = (REGISTER_FILE // WARPGROUP - PRODUCER_REGISTERS) // consumers
+def consumer_registers(consumers: int, producers: int = 1) -> int:
+    """Registers per consumer thread: the register file less the `producers` producer warpgroups', split evenly
+    among the `consumers`, rounded down to a multiple of 8, at most `MAX_REGISTERS`."""
+    per_thread = (REGISTER_FILE // WARPGROUP - producers * PRODUCER_REGISTERS) // consumers
     return min(MAX_REGISTERS, per_thread - per_thread % 8)
 
 
@@ -532,7 +533,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
             program = tirx.IfThenElse(thread < state.offset(role) + PRODUCER_THREADS, program, None)
             registers = T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
         else:
-            registers = T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers(len(consumers)))
+            registers = T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers(len(consumers), len(producers)))
         if rebalance:
             program = _seq([tirx.Evaluate(registers), program])
         dispatch = program if dispatch is None else tirx.IfThenElse(
