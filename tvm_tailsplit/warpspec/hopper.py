@@ -289,6 +289,7 @@ class _Hopper:
                     visit(node.children, [*extents, node.extent])
 
         visit(tree.children, [])
+
         def runs_no_step_at_zero(extent: int | tirx.PrimExpr, dim: tirx.Var) -> bool:
             return not isinstance(extent, int) and analyzer.can_prove(
                 substitute(extent, {dim: tirx.IntImm(dim.ty.dtype, 0)}) <= 0)
