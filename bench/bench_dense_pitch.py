@@ -16,7 +16,6 @@ bench/results/dense_pitch.json and dense_pitch.md.
 
 from __future__ import annotations
 
-import json
 import statistics
 
 from bench import cli
@@ -94,10 +93,7 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = cli.parser("bench_dense_pitch", (__doc__ or "").split("\n\n")[0]).parse_args(argv)
     report = run(quick=args.quick)
-    json_path, md_path = cli.result_paths("dense_pitch", args.quick)
-    json_path.write_text(json.dumps(report, indent=2))
-    md_path.write_text(markdown(report))
-    print(f"wrote {json_path} and {md_path}")
+    cli.write_results("dense_pitch", args.quick, report, markdown(report))
 
 
 if __name__ == "__main__":

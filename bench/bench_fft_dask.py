@@ -28,7 +28,6 @@ fits in memory). `--help` lists the options (--side, --memory-limit, --chunk-siz
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import pathlib
@@ -208,10 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print(row, flush=True)
     print(f"tvm_tailsplit vs numpy corner {CORNER}x{CORNER}: relative difference {agreement:.1e}")
-    json_path, md_path = cli.result_paths("fft_dask", args.quick)
-    json_path.write_text(json.dumps(report, indent=2))
-    md_path.write_text(markdown(report))
-    print(f"wrote {json_path} and {md_path}")
+    cli.write_results("fft_dask", args.quick, report, markdown(report))
 
 
 def markdown(report: dict) -> str:

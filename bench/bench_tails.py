@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import math
 import os
 import pathlib
@@ -439,10 +438,7 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = cli.parser("bench_tails", (__doc__ or "").split("\n\n")[0]).parse_args(argv)
     report = run(quick=args.quick)
-    json_path, md_path = cli.result_paths("tails", args.quick)
-    json_path.write_text(json.dumps(report, indent=2))
-    md_path.write_text(markdown(report))
-    print(f"wrote {json_path} and {md_path}")
+    cli.write_results("tails", args.quick, report, markdown(report))
 
 
 if __name__ == "__main__":

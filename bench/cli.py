@@ -7,11 +7,12 @@ A full run writes ``bench/results/<name>.json`` and ``<name>.md`` (committed); a
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 
-__all__ = ["RESULTS", "parser", "result_paths"]
+__all__ = ["RESULTS", "parser", "result_paths", "write_results"]
 
 
 def parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -27,3 +28,11 @@ def result_paths(stem: str, quick: bool) -> tuple[pathlib.Path, pathlib.Path]:
     folder = RESULTS / "quick" if quick else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{stem}.json", folder / f"{stem}.md"
+
+
+def write_results(stem: str, quick: bool, report: dict, markdown: str) -> None:
+    """Write ``report`` as JSON and ``markdown`` to the benchmark's result paths (``result_paths``) and say where."""
+    json_path, md_path = result_paths(stem, quick)
+    json_path.write_text(json.dumps(report, indent=2))
+    md_path.write_text(markdown)
+    print(f"wrote {json_path} and {md_path}")

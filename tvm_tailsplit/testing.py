@@ -223,7 +223,7 @@ def run_guarded(
             arguments.append(to_tvm(holder.array))
         guarded.append((holder, f"buffer {param.name}"))
     executable[func_name](*arguments)
-    return [np.array(holder.numpy(what)) for holder, what in guarded]
+    return [holder.numpy(what) for holder, what in guarded]
 
 
 def assert_same_results(

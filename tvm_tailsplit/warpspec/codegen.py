@@ -518,24 +518,6 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
     return _with_root(protocol, body, [] if named_barriers else [bars, done])
 
 
-def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
-    """Run-time checks, before the grid loops, of the minimum symbolic trip counts the channel plan holds for (the
-    Hopper generator's); a trip count per CTA (using a grid loop variable) cannot be checked there and is refused."""
-    tree = protocol.tree
-    extents = {loop.var.name: loop.extent for loop in tree.loops()}
-    asserts = []
-    for name, minimum in protocol.plan.min_trip_counts:
-        grid = [g.loop_var.name for g in tree.grid_loops if uses_var(extents[name], g.loop_var)]
-        if grid:
-            raise WarpSpecializeInputError(
-                f"loop '{name}': the rules hold only from {minimum} iterations on, but its trip count {extents[name]} "
-                f"uses the grid loop variables {grid}, so the Hopper kernel cannot assert it before the grid loops")
-        asserts.append(_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least "
-                                                         f"{minimum} iterations (its synchronization was derived "
-                                                         "for those)"))
-    return asserts
-
-
 def _or_sequential(protocol: Protocol, specialized: tirx.Stmt, thread: tirx.Var | None = None) -> tirx.Stmt:
     """`specialized` where every symbolic trip count reaches the minimum the channel plan holds for; below it the
     input's pipeline, its blocks renamed `*_sequential` (on the first thread when `thread` is given)."""

@@ -74,7 +74,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import shared_memory_per_block
-from ..ir_utils import conjunction, substitute, with_loop
+from ..ir_utils import conjunction, substitute, uses_var, with_loop
 from .codegen import (
     _assert,
     _distribute,
@@ -83,7 +83,6 @@ from .codegen import (
     _seq,
     _shares_with_role,
     _TargetLowering,
-    _trip_count_asserts,
 )
 from .protocol import Protocol, SyncOp
 from .retirement import in_flight_protocol
@@ -500,6 +499,25 @@ def hopper_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
     """The protocol the Hopper kernel implements: TMA batches as transactions (`warpspec.transactions`), then
     wgmma groups kept in flight (`warpspec.retirement`)."""
     return in_flight_protocol(transaction_protocol(protocol, tiles), tiles)
+
+
+def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
+    """Run-time checks, before the grid loops, of the minimum symbolic trip counts the channel plan holds for (the
+    generic generators test them inside the grid loops instead, `codegen._or_sequential`); a trip count per CTA
+    (using a grid loop variable) cannot be checked there and is refused."""
+    tree = protocol.tree
+    extents = {loop.var.name: loop.extent for loop in tree.loops()}
+    asserts = []
+    for name, minimum in protocol.plan.min_trip_counts:
+        grid = [g.loop_var.name for g in tree.grid_loops if uses_var(extents[name], g.loop_var)]
+        if grid:
+            raise WarpSpecializeInputError(
+                f"loop '{name}': the rules hold only from {minimum} iterations on, but its trip count {extents[name]} "
+                f"uses the grid loop variables {grid}, so the Hopper kernel cannot assert it before the grid loops")
+        asserts.append(_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least "
+                                                         f"{minimum} iterations (its synchronization was derived "
+                                                         "for those)"))
+    return asserts
 
 
 def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
