@@ -1,14 +1,16 @@
-"""Row-pitch benchmark: what the dense int8 VNNI kernel's speed depends on, tails or the output's row pitch.
+"""Row-pitch benchmark: whether the dense int8 VNNI kernel's speed depends on its tails or on the output's row pitch.
 
 The tail benchmark's (d)/(e) for the dense layer compares TailSplit's kernel on an irregular shape with the same
 kernel on the nearest divisible shape. Here that (d), TailSplit + `tensorize_marked`, compiles the same workload
-(`split.workloads.dense_int8_vnni`: loops `j_0, r_0, i, j_1, r_1`, one `vpdpbusd` per 16 x 4 tile, the int32
-accumulator tile of `C` loaded and stored around each) at shapes that differ in one thing each: tails in M and K
-with N whole, a tail in N alone, N a multiple of the 16-wide tile but not of 64, and N a power of two. Every
-kernel is timed in turn in each of `ROUNDS` rounds (`bench_tails.seconds_per_call`); the table shows medians,
-multiply-accumulates per second, and `C`'s row pitch: a pitch that is not a multiple of 64 bytes puts every other
-row's 64-byte accumulator tile across two cache lines, and the loop over M strides by the pitch inside the loop
-over K, so a power-of-two pitch keeps one column tile of `C` in a few cache sets.
+(`split.workloads.dense_int8_vnni`: loops `j_0, i_0, i_1, j_1, r`, the register-blocked kernel: 8 x 16 tiles of
+`C` accumulated in registers over the whole reduction, each row stored once) at shapes that differ in one thing
+each: tails in M and K with N whole, a tail in N alone, N a multiple of the 16-wide tile but not of 64, and N a
+power of two. Every kernel is timed in turn in each of `ROUNDS` rounds (`bench_tails.seconds_per_call`); the table
+shows medians, multiply-accumulates per second, and `C`'s row pitch. A kernel that loads and stores its
+accumulator tile of `C` in the loop over K (the earlier loop order `j_0, r_0, i, j_1, r_1`, one `vpdpbusd` per
+16 x 4 tile) pays for a pitch that is not a multiple of 64 bytes (every other row's tile across two cache lines)
+and falls off a cliff at a power-of-two pitch (one column tile of `C` in a few cache sets); this table shows
+whether the kernel still does.
 
 Run: `make bench`, or `python -m bench.bench_dense_pitch` (`--quick`: fewer shapes and rounds); results:
 bench/results/dense_pitch.json and dense_pitch.md.
@@ -26,7 +28,7 @@ QUICK_ROUNDS = 3
 # (shape, what it isolates)
 SHAPES = [
     (dict(m=127, n=1000, k=255), "the tail benchmark's shape: tails in M, N and K"),
-    (dict(m=128, n=1008, k=256), "its divisible shape, the (e)"),
+    (dict(m=128, n=1008, k=255), "its divisible shape, the (e)"),
     (dict(m=127, n=1008, k=255), "tails in M and K, N whole"),
     (dict(m=128, n=1000, k=256), "a tail in N alone"),
     (dict(m=128, n=992, k=256), "N whole, one tile less"),

@@ -223,20 +223,15 @@ FLAT = {"elementwise_nc1hwc0": flat_elementwise}
 
 def issued_instructions(name: str, shape: dict, divisible: dict) -> dict:
     """Issued instructions (``analysis.instruction_count``) of the marked module before and after TailSplit and of
-    the divisible shape. ``instruction_count`` enumerates the loops above each mark in Python; a workload's
-    ``uniform_axis`` (above its mark, in no guard, every iteration identical: the dense layer's rows) is counted
-    for one iteration and multiplied by its extent."""
+    the divisible shape (``instruction_count`` enumerates the loops above each mark in Python)."""
     from tvm_tailsplit import TailSplit
     from tvm_tailsplit.split import analysis
     from tvm_tailsplit.split import workloads as wl
 
-    rows, axis = 1, wl.WORKLOADS[name].uniform_axis
-    if axis:
-        rows, shape, divisible = shape[axis], {**shape, axis: 1}, {**divisible, axis: 1}
     marked = wl.WORKLOADS[name].build(**shape)
-    return {"marked, before TailSplit": rows * analysis.instruction_count(marked).issued,
-            "after TailSplit": rows * analysis.instruction_count(TailSplit()(marked)).issued,
-            "divisible shape": rows * analysis.instruction_count(wl.WORKLOADS[name].build(**divisible)).issued}
+    return {"marked, before TailSplit": analysis.instruction_count(marked).issued,
+            "after TailSplit": analysis.instruction_count(TailSplit()(marked)).issued,
+            "divisible shape": analysis.instruction_count(wl.WORKLOADS[name].build(**divisible)).issued}
 
 
 def unrolled(name: str, shape: dict):

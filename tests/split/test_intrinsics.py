@@ -1,6 +1,7 @@
 """The intrinsics of ``tvm_tailsplit.intrinsics`` on llvm against numpy: the 16-lane vector operations, their
 masked variable-length tail forms (every extent 0..16, canary-guarded buffers, masked AVX-512 instructions in
-the assembly) and the 8x16x16 matmul micro-kernel and its any-depth form (accumulators kept in registers)."""
+the assembly), the 8x16x16 matmul micro-kernel and its any-depth form (accumulators kept in registers), the
+one-instruction VNNI dot and the register-blocked VNNI dense kernel with their tail forms."""
 
 import importlib.util
 import pathlib
@@ -27,12 +28,13 @@ def test_register_intrinsics_is_idempotent_and_registers_everything():
     assert names == intr.register_intrinsics()
     assert set(names) == {
         intr.MUL_16, intr.ADD_16, intr.MATMUL_8x16x16, *intr.MATMUL_TAILS.values(), intr.MATMUL_8x16_ANY_DEPTH,
-        intr.VNNI_DOT_16x4_LLVM22,
+        intr.VNNI_DOT_16x4_LLVM22, intr.VNNI_DENSE_8x16_ANY_DEPTH,
     }
     for name in names:
         assert s_tir.TensorIntrin.get(name, allow_missing=True) is not None
     assert intr.MATMUL_TILE == (8, 16, 16)
     assert intr.MATMUL_PANEL_TILE == (8, 16)
+    assert intr.VNNI_PANEL_TILE == (8, 16)
 
 
 def test_builtin_names_are_tvms():
@@ -315,6 +317,20 @@ def test_matmul_variable_tail_every_shape_class():
         np.testing.assert_allclose(c.array, want, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{cols}x{depth}")
 
 
+def _dense_16x4(m, n, k):
+    """The dense layer tiled for the one-instruction ``dot_16x4`` (``VNNI_DOT_16x4_LLVM22``): loops ``j_0, r_0, i,
+    j_1, r_1``, the init split out, the mark on the 16-output loop ``j_1``."""
+    sch = s_tir.Schedule(workloads._dense_int8_func(m, n, k))
+    block = sch.get_sblock("C")
+    i, j, r = sch.get_loops(block)
+    j_0, j_1 = sch.split(j, [None, 16])
+    r_0, r_1 = sch.split(r, [None, 4])
+    sch.reorder(j_0, r_0, i, j_1, r_1)
+    sch.decompose_reduction(block, r_0)
+    sch.annotate(j_1, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
+    return sch.mod
+
+
 @pytest.mark.parametrize("n", [7, 16, 40])
 @pytest.mark.vnni
 def test_vnni_dot_and_its_masked_tail(n):
@@ -322,7 +338,7 @@ def test_vnni_dot_and_its_masked_tail(n):
 
     m, k = 5, 36
     report = []
-    mod = tensorize_marked(TailSplit(strategy="full")(workloads.dense_int8_vnni(m, n, k)), report=report)
+    mod = tensorize_marked(TailSplit(strategy="full")(_dense_16x4(m, n, k)), report=report)
     expected = (["tensorized"] if n >= 16 else []) + (["variable_length"] if n % 16 else [])
     assert [r.action for r in report] == expected, [str(r) for r in report]
     executable = tvm.compile(mod, target=TARGET)
@@ -341,6 +357,78 @@ def test_vnni_dot_and_its_masked_tail(n):
     got = guarded[2].array
     dense_b = b.transpose(1, 3, 0, 2).reshape(k, -1)[:, :n].astype("int32")
     np.testing.assert_array_equal(got, a.astype("int32") @ dense_b)
+
+
+@pytest.mark.parametrize("depth", [1, 3, 4, 5, 64, 255])
+@pytest.mark.vnni
+def test_vnni_dense_kernel_covers_the_whole_reduction(depth):
+    """The register-blocked VNNI kernel on whole 8 x 16 tiles: instantiated with the region's depth (any, not only
+    multiples of 4: the last group's activation bytes are masked), one vpdpbusd per row and group, zmm accumulators
+    stored once; exact against numpy on canary-guarded buffers, whatever the weights' padding holds."""
+    from tvm_tailsplit import TailSplit
+
+    m, n = 16, 32
+    report = []
+    mod = tensorize_marked(TailSplit()(workloads.dense_int8_vnni(m, n, depth)), report=report)
+    assert [r.action for r in report] == ["instantiated"], [str(r) for r in report]
+    assert ("masked.load" in mod.script()) == (depth % 4 != 0)
+    executable = tvm.compile(mod, target=TARGET)
+    asm = executable.mod.inspect_source("asm")
+    assert len(re.findall(r"vpdpbusd\s[^\n]*zmm", asm)) >= 8  # one accumulator per row
+    rng = np.random.default_rng(depth)
+    a = rng.integers(0, 256, (m, depth)).astype("uint8")
+    w = rng.integers(-128, 128, (n // 16, -(-depth // 4), 16, 4)).astype("int8")  # padding: random, not zeros
+    _, _, got = run_guarded(executable, mod["main"], [a, w, np.zeros((m, n), "int32")], {})
+    dense_w = w.transpose(1, 3, 0, 2).reshape(-1, n)[:depth].astype("int32")
+    np.testing.assert_array_equal(got, a.astype("int32") @ dense_w)
+
+
+@T.prim_func(s_tir=True)
+def _vnni_dense_variable_tail(a: T.handle, w: T.handle, c: T.handle, rows: T.int32, cols: T.int32, depth: T.int32):
+    """One marked tile of the dense layer with symbolic extents (rows, cols) <= (8, 16) at row 1, column tile 1,
+    over a reduction of symbolic depth."""
+    A = T.match_buffer(a, (10, 40), "uint8")
+    W = T.match_buffer(w, (3, 10, 16, 4), "int8")
+    C = T.match_buffer(c, (10, 48), "int32")
+    for i in T.serial(T.min(8, rows), annotations={MARK_KEY: "tailsplit_avx512_vnni_dense_8x16xk"}):
+        for j, r in T.grid(T.min(16, cols), depth):
+            with T.sblock("C"):
+                vi = T.axis.spatial(10, 1 + i)
+                vj = T.axis.spatial(48, 16 + j)
+                vr = T.axis.reduce(depth, r)
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + T.Cast("int32", A[vi, vr]) * T.Cast("int32", W[vj // 16, vr // 4, vj % 16,
+                                                                                        vr % 4])
+
+
+@pytest.mark.vnni
+def test_vnni_dense_variable_tail_every_shape_class():
+    """The VNNI kernel's tail form with symbolic rows, columns and depth (one compiled kernel): every row count
+    0..8 and column count 0..16 at several depths; rows and columns outside the extents are never written."""
+    report = []
+    mod = tensorize_marked(tvm.IRModule({"main": _vnni_dense_variable_tail}), report=report)
+    assert [r.action for r in report] == ["variable_length"], [str(r) for r in report]
+    executable = tvm.compile(mod, target=TARGET)
+    assert re.search(r"\{%k\d\}", executable.mod.inspect_source("asm"))
+    rng = np.random.default_rng(5)
+    a, w, c = guarded_array((10, 40), "uint8"), guarded_array((3, 10, 16, 4), "int8"), guarded_array((10, 48), "int32")
+    a.array[:] = rng.integers(0, 256, (10, 40))
+    w.array[:] = rng.integers(-128, 128, (3, 10, 16, 4))
+    dense_w = w.array.transpose(1, 3, 0, 2).reshape(40, 48).astype("int32")
+    for depth in (0, 1, 3, 4, 6, 40):
+        for rows in range(9):
+            for cols in range(17):
+                c0 = rng.integers(-1000, 1000, (10, 48)).astype("int32")
+                c.array[:] = c0
+                executable["main"](to_tvm(a.array), to_tvm(w.array), to_tvm(c.array), rows, cols, depth)
+                for g, what in ((a, "A"), (w, "W"), (c, "C")):
+                    g.check_canaries(what)
+                want = c0.copy()
+                if depth:  # the init runs with the first reduction step: a depth of 0 writes nothing
+                    want[1 : 1 + rows, 16 : 16 + cols] = (a.array[1 : 1 + rows, :depth].astype("int32")
+                                                          @ dense_w[:depth, 16 : 16 + cols])
+                np.testing.assert_array_equal(c.array, want, err_msg=f"{rows}x{cols}x{depth}")
 
 
 def test_tail_accesses_are_plain_where_the_whole_vector_is_in_bounds():
@@ -387,7 +475,7 @@ def test_vnni_masked_tail_covers_the_reduction_tail():
 
     m, n, k = 3, 23, 11
     report = []
-    mod = tensorize_marked(TailSplit(strategy="full")(workloads.dense_int8_vnni(m, n, k)), report=report)
+    mod = tensorize_marked(TailSplit(strategy="full")(_dense_16x4(m, n, k)), report=report)
     assert sorted(r.action for r in report) == ["tensorized", "variable_length", "variable_length",
                                                 "variable_length"], [str(r) for r in report]
     assert "T.Broadcast(T.uint8(0), 4)" in mod.script()  # the masked activation load's zeros

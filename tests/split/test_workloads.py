@@ -1,6 +1,6 @@
 """The end-to-end workloads (tvm_tailsplit.workloads): after TailSplit + tensorize_marked each one compiles on
 llvm, its main tiles carry the intrinsic, and it computes what numpy computes, on canary-guarded buffers;
-the symbolic-M matmul runs for several M with one compiled kernel."""
+the symbolic-M matmul and dense layer run for several M with one compiled kernel each."""
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from tvm_tailsplit.split import workloads as wl
 from tvm_tailsplit.testing import random_like, run_guarded
 
 SHAPES = {
-    "dense_int8_vnni": [dict(m=5, n=40, k=11), dict(m=3, n=32, k=16), dict(m=4, n=17, k=7)],
+    "dense_int8_vnni": [dict(m=13, n=40, k=11), dict(m=16, n=32, k=16), dict(m=4, n=17, k=7)],
     "matmul_fp32": [dict(m=13, n=40, k=21), dict(m=16, n=32, k=32), dict(m=9, n=15, k=17)],
     "elementwise_nc1hwc0": [dict(n=1, c1=2, h=13, w=3, c0=16), dict(n=2, c1=1, h=16, w=2, c0=16)],
 }
@@ -23,9 +23,9 @@ MARKS = {"dense_int8_vnni": wl.VNNI_INTRINSIC, "matmul_fp32": wl.MATMUL_INTRINSI
 IMPLEMENTATION = {"dense_int8_vnni": "llvm.x86.avx512.vpdpbusd.512",
                   "matmul_fp32": "acc[i, T.Ramp(0, 1, 16)] + T.Broadcast(A[",
                   "elementwise_nc1hwc0": "A_1[T.Ramp(0, 1, 16)] * B_1[T.Ramp(0, 1, 16)]"}
-# how a main tile is tensorized: by sch.tensorize, or (the matmul kernel's free depth, which sch.tensorize cannot
-# bind) matched and instantiated by tensorize_marked
-MAIN_TILE_ACTION = {"dense_int8_vnni": "tensorized", "matmul_fp32": "instantiated",
+# how a main tile is tensorized: by sch.tensorize, or (the free depth of the matmul and VNNI kernels, which
+# sch.tensorize cannot bind) matched and instantiated by tensorize_marked
+MAIN_TILE_ACTION = {"dense_int8_vnni": "instantiated", "matmul_fp32": "instantiated",
                     "elementwise_nc1hwc0": "tensorized"}
 CASES = [(name, shape) for name, shapes in SHAPES.items() for shape in shapes]
 # the workloads whose code needs an instruction set beyond AVX-512F to run
@@ -96,26 +96,41 @@ def test_tailsplit_leaves_no_guard_and_tensorizes_every_main_tile(target):
     assert [r.action for r in report] == ["instantiated"] + ["variable_length"] * 3, report
 
 
-def test_symbolic_m_matmul_runs_for_every_m(target):
+@pytest.mark.parametrize("name", workload_params(n for n, w in wl.WORKLOADS.items() if w.symbolic_axis))
+def test_symbolic_m_runs_for_every_m(name, target):
     """M is a symbolic variable: one compiled kernel; main tiles instantiated, the M tail has a symbolic extent
-    (``min(8, m - i_0 * 8)``) and is handled by the tail form; checked against numpy for several M."""
-    n, k = 40, 21
-    mod = wl.matmul_fp32(None, n, k)
-    split = TailSplit()(mod)
+    (``min(8, m - i_0 * 8)``) and is handled by the tail form; checked against numpy for several M, 0 included
+    (nothing is written)."""
+    spec = wl.WORKLOADS[name]
+    shape = dict(m=None, n=40, k=21)
+    split = TailSplit()(spec.build(**shape))
     assert analysis.conditions_under_marks(split) == 0
     report = []
     tensorized = tensorize_marked(split, report=report)
     assert report[0].action == "instantiated"
     assert all(r.action != "left" for r in report), [str(r) for r in report]
     executable = tvm.compile(tensorized, target=target)
-    func = tensorized["main"]
-    for m in (1, 7, 8, 9, 30):
-        rng = np.random.default_rng(m)
-        a = rng.uniform(-1, 1, (m, k)).astype("float32")
-        b = rng.uniform(-1, 1, (k, n)).astype("float32")
-        c = np.zeros((m, n), "float32")
-        _, _, got = run_guarded(executable, func, [a, b, c], {})
-        np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    for m in (0, 1, 7, 8, 9, 30):
+        concrete = {**shape, spec.symbolic_axis: m}
+        arrays = random_inputs(spec.compute(**concrete), np.random.default_rng(m))
+        got = run_guarded(executable, tensorized["main"], arrays, {})[-1]
+        want = wl.reference(name, arrays, concrete)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"m={m}")
+
+
+@pytest.mark.vnni
+def test_dense_every_small_shape(target):
+    """The VNNI kernel and its tail form over a small space: for N and K around the tile (16 outputs, 4-step
+    groups) one symbolic-M kernel each, run for every M from 0 to 17, exact against numpy."""
+    for n in (1, 7, 15, 16, 17, 32, 33):
+        for k in (1, 2, 3, 4, 5, 8, 13):
+            mod = tensorize_marked(TailSplit()(wl.dense_int8_vnni(None, n, k)))
+            executable = tvm.compile(mod, target=target)
+            for m in range(18):
+                shape = dict(m=m, n=n, k=k)
+                arrays = random_inputs(wl.WORKLOADS["dense_int8_vnni"].compute(**shape), np.random.default_rng(m))
+                got = run_guarded(executable, mod["main"], arrays, {})[-1]
+                np.testing.assert_array_equal(got, wl.reference("dense_int8_vnni", arrays, shape), err_msg=str(shape))
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +197,7 @@ def test_matmul_reads_b_from_a_packed_panel(target):
 @pytest.mark.parametrize(("build", "message"), [
     (lambda: wl.matmul_fp32(9, 0, 3), "matmul_fp32: n must be a positive int, got 0"),
     (lambda: wl.matmul_fp32(None, 17, 0), "matmul_fp32: k must be a positive int, got 0"),
-    (lambda: wl.dense_int8_vnni(0), "dense_int8_vnni: m must be a positive int, got 0"),
+    (lambda: wl.dense_int8_vnni(0), "dense_int8_vnni: m must be a positive int or None, got 0"),
     (lambda: wl.elementwise_nc1hwc0(h_tile=0), "elementwise_nc1hwc0: h_tile must be a positive int, got 0"),
     (lambda: wl.matmul_wmma_cuda(16, 2.5), "matmul_wmma_cuda: n must be a positive int, got 2.5"),
 ])

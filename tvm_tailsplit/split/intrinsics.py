@@ -39,6 +39,14 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   form (``e_n <= 16`` output lanes, ``e_k <= 4`` reduction steps) masks ``C`` by lane and the 4 activation bytes
   by byte, and reads the packed ``B`` tile whole when ``B`` is allocated in whole 16 x 4 tiles (else, with
   ``e_k = 4``, by byte).
+- ``"tailsplit_avx512_vnni_dense_8x16xk"`` (``VNNI_DENSE_8x16_ANY_DEPTH``, tile ``VNNI_PANEL_TILE = (8, 16)``): the
+  dense layer's register-blocked kernel, an 8 x 16 tile of ``C = A @ W^T`` (uint8 ``A``, int8 ``W`` packed
+  ``[K/4, 16, 4]``, int32 ``C``) over the whole reduction, as the any-depth matmul kernel: the block keeps its
+  init, the ``k`` loop has the free extent ``depth``. The implementation keeps 8 zmm accumulators, adds one
+  ``vpdpbusd`` per row and 4-step group (the 64-byte weight tile read once per group, each row's 4 activation
+  bytes broadcast), masks the last group's activation bytes when ``depth % 4`` is not 0 (the packed weights'
+  padding then meets zeros), and stores each row of ``C`` once: ``C`` is never read, so its row pitch does not
+  matter. Row and column tails (``i <= 8``, ``j <= 16``, constant or symbolic): ``emit_masked_vnni_dense``.
 - Built-ins re-exported by name: ``VNNI_DOT_16x4`` (``dot_16x4_vnni``) and the CUDA WMMA fp16-in /
   fp32-accumulate set (``WMMA_*``). TVM registers them when
   ``tvm.s_tir.tensor_intrin`` is imported (a few hundred TVMScript functions); ``tensorize_marked`` does it only
@@ -79,6 +87,8 @@ __all__ = [
     "BUILTIN_NAMES",
     "VNNI_DOT_16x4",
     "VNNI_DOT_16x4_LLVM22",
+    "VNNI_DENSE_8x16_ANY_DEPTH",
+    "VNNI_PANEL_TILE",
     "WMMA_FILL_F32",
     "WMMA_LOAD_F16_A",
     "WMMA_LOAD_F16_B",
@@ -90,6 +100,7 @@ __all__ = [
     "emit_masked_matmul",
     "emit_masked_matmul_from_zero",
     "emit_masked_vnni",
+    "emit_masked_vnni_dense",
     "llvm_target",
     "register_intrinsics",
 ]
@@ -108,6 +119,10 @@ K_UNROLL = 4  # the any-depth kernel's k steps per loop iteration (its loop over
 # passes <16 x i32> operands and fails LLVM's module verification with this wheel ("Call parameter type does not
 # match function signature"). Same description (C int32[16] += sum_4 A uint8[4] * B int8[16, 4]).
 VNNI_DOT_16x4_LLVM22 = "tailsplit_avx512_vnni_dot_16x4"
+# C[8, 16] = A[8, K] (uint8) x W (int8, packed [K/4, 16, 4])^T -> int32 over the whole reduction, accumulators in
+# registers: the dense layer's register-blocked kernel
+VNNI_DENSE_8x16_ANY_DEPTH = "tailsplit_avx512_vnni_dense_8x16xk"
+VNNI_PANEL_TILE = (8, 16)  # (m, n) of the any-depth VNNI kernel; its k loop is the whole reduction
 
 # Built-ins of tvm.s_tir.tensor_intrin (registered on import of that package; register_intrinsics imports it).
 VNNI_DOT_16x4 = "dot_16x4_vnni"
@@ -272,6 +287,62 @@ def _vnni_implementation(
         )
 
 
+def _vnni_dense_intrinsic(rows: int):
+    """``C = A @ W^T`` over ``rows x 16`` outputs and a reduction of any depth (uint8 activations ``A[rows, depth]``,
+    int8 weights packed ``[(depth + 3) / 4, 16, 4]``, int32 ``C``). The description's block has the init (``C =
+    0``) and its ``k`` loop the free extent ``depth``; the implementation starts ``rows`` accumulators at zero, adds
+    one ``vpdpbusd`` per row and 4-step group (the weight tile read once per group, each row's 4 activation bytes
+    broadcast), the last group's activations under the mask of the ``depth % 4`` bytes left (the packed weights
+    are zero there), and stores every row once."""
+    depth = tirx.Var("depth", "int32")
+
+    @T.prim_func(s_tir=True)
+    def description(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (rows, depth), "uint8", offset_factor=1)
+        B = T.match_buffer(b, ((depth + 3) // 4, 16, 4), "int8", offset_factor=1)
+        C = T.match_buffer(c, (rows, 16), "int32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(A[0:rows, 0:depth], B[0 : (depth + 3) // 4, 0:16, 0:4])
+            T.writes(C[0:rows, 0:16])
+            for i, j, k in T.grid(rows, 16, depth):
+                with T.sblock("update"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        C[vi, vj] = 0
+                    C[vi, vj] = C[vi, vj] + T.Cast("int32", A[vi, vk]) * T.Cast("int32", B[vk // 4, vj, vk % 4])
+
+    @T.prim_func(s_tir=True)
+    def implementation(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sc = T.int32(), T.int32()
+        A = T.match_buffer(a, (rows, depth), "uint8", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, ((depth + 3) // 4, 16, 4), "int8", offset_factor=1)
+        C = T.match_buffer(c, (rows, 16), "int32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(A[0:rows, 0:depth], B[0 : (depth + 3) // 4, 0:16, 0:4])
+            T.writes(C[0:rows, 0:16])
+            with T.sblock("accumulate"):  # a nested block: tensorize keeps its buffers (not the root's)
+                T.reads(A[0:rows, 0:depth], B[0 : (depth + 3) // 4, 0:16, 0:4])
+                T.writes(C[0:rows, 0:16])
+                acc = T.sblock_alloc_buffer((rows, 16), "int32", scope="local")
+                if depth > 0:  # (a block in a loop of extent 0 never runs, its init neither: C is not written)
+                    for i in T.unroll(rows):
+                        acc[i, T.ramp(0, 1, 16)] = T.broadcast(T.int32(0), 16)
+                    for step in T.serial(depth // 4):
+                        for i in T.unroll(rows):
+                            acc[i, T.ramp(0, 1, 16)] = _vpdpbusd(
+                                acc[i, T.ramp(0, 1, 16)], _activation_word(A, [i, step * 4], T.int32(4)),
+                                _weight_tile(B, [step, T.int32(0), T.int32(0)]))
+                    if depth % 4 > 0:
+                        for i in T.unroll(rows):
+                            acc[i, T.ramp(0, 1, 16)] = _vpdpbusd(
+                                acc[i, T.ramp(0, 1, 16)], _activation_word(A, [i, depth // 4 * 4], depth % 4),
+                                _weight_tile(B, [depth // 4, T.int32(0), T.int32(0)]))
+                    for i in T.unroll(rows):
+                        C[i, T.ramp(0, 1, 16)] = acc[i, T.ramp(0, 1, 16)]
+
+    return description, implementation
+
+
 def _address(buffer: tirx.Buffer, indices) -> tvm.ir.PrimExpr:
     return tirx.address_of(tirx.BufferLoad(buffer, list(indices)))
 
@@ -378,46 +449,79 @@ def emit_masked_matmul_from_zero(match: TailMatch) -> tirx.Stmt:
     return _masked_matmul(match, from_zero=True)
 
 
+class _TailRows:
+    """The accumulators of a tail tile of a row-blocked kernel: one 16-lane vector per row of ``C``. ``rows`` is a
+    constant (that many accumulators) or an expression up to ``max_rows``: then all ``max_rows`` are computed, rows
+    past the extent repeating the last row (the loads stay in bounds), and only the rows inside it are stored."""
+
+    def __init__(self, rows: tvm.ir.PrimExpr, max_rows: int, dtype: str):
+        analyzer = tvm.sym.Analyzer()
+        self.rows = rows
+        self.constant = isinstance(analyzer.simplify(rows), tirx.IntImm)
+        self.count = int(analyzer.simplify(rows).value) if self.constant else max_rows
+        self.buffer = tirx.decl_buffer((max(self.count, 1), LANES), dtype, "acc_tail", scope="local")
+        self.lanes = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), LANES)
+
+    def source_row(self, i: tirx.Var) -> tvm.ir.PrimExpr:
+        """The row whose inputs accumulator ``i`` reads (in bounds)."""
+        return i if self.constant else tirx.Min(i, self.rows - 1)
+
+    def each(self, body: Callable[[tirx.Var], tirx.Stmt]) -> tirx.Stmt:
+        """An unrolled loop over the accumulators (a variable of its own: a TIR variable is defined by one loop)."""
+        i = tirx.Var("i_tail", "int32")
+        return tirx.For(i, 0, self.count, tirx.ForKind.UNROLLED, body(i))
+
+    def value(self, i: tirx.Var) -> tvm.ir.PrimExpr:
+        return tirx.BufferLoad(self.buffer, [i, self.lanes])
+
+    def assign(self, i: tirx.Var, value: tvm.ir.PrimExpr) -> tirx.Stmt:
+        return tirx.BufferStore(self.buffer, value, [i, self.lanes])
+
+    def store(self, c: tirx.Buffer, c_start, cols: tvm.ir.PrimExpr) -> tirx.Stmt:
+        """Every row inside the extent stored into ``C`` from ``c_start``, ``cols`` lanes of it."""
+
+        def row(i: tirx.Var) -> tirx.Stmt:
+            stored = _tail_store(c, _shifted(c_start, {-2: i}), self.value(i), cols)
+            return stored if self.constant else tirx.IfThenElse(i < self.rows, stored, None)
+
+        return self.each(row)
+
+    def kernel(self, start: tirx.Stmt, k_loop: tirx.Stmt, stored: tirx.Stmt) -> tirx.Stmt:
+        return tirx.SeqStmt([tirx.AllocBuffer(self.buffer), start, k_loop, stored])
+
+
+def _when_positive(body: tirx.Stmt, *extents: tvm.ir.PrimExpr) -> tirx.Stmt:
+    """``body`` guarded by every extent being positive (the guard folded away when it is a constant)."""
+    zero = tirx.const(0, "int32")
+    condition = tirx.const(True, "bool")
+    for extent in extents:
+        condition = tirx.And(condition, extent > zero)
+    runs = tvm.sym.Analyzer().simplify(condition)
+    if isinstance(runs, tirx.IntImm):
+        return body if runs.value else tirx.Evaluate(zero)
+    return tirx.IfThenElse(runs, body, None)
+
+
 def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
     _check_float32(match)
     rows, cols, depth = (_as_int32(e) for e in match.extents)
     (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
     analyzer = tvm.sym.Analyzer()
-    constant_rows = isinstance(analyzer.simplify(rows), tirx.IntImm)
-    count = int(analyzer.simplify(rows).value) if constant_rows else MATMUL_TILE[0]
-    lanes = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), LANES)
-    acc = tirx.decl_buffer((max(count, 1), LANES), "float32", "acc_tail", scope="local")
-
-    def row(i: tirx.Var) -> tvm.ir.PrimExpr:  # in bounds for the loads
-        return i if constant_rows else tirx.Min(i, rows - 1)
-
-    def unrolled(body: Callable[[tirx.Var], tirx.Stmt]) -> tirx.Stmt:
-        """A loop over the rows (a variable of its own: a TIR variable is defined by one loop only)."""
-        i = tirx.Var("i_tail", "int32")
-        return tirx.For(i, 0, count, tirx.ForKind.UNROLLED, body(i))
-
-    def acc_row(i: tirx.Var) -> tvm.ir.PrimExpr:
-        return tirx.BufferLoad(acc, [i, lanes])
+    acc = _TailRows(rows, MATMUL_TILE[0], "float32")
 
     def step(k: tvm.ir.PrimExpr) -> tirx.Stmt:  # one k step: every row's accumulator += A[row, k] * B[k, :]
         b_row = _tail_load(b, _shifted(b_start, {-2: k}), cols)
 
         def update(i: tirx.Var) -> tirx.Stmt:
-            a_value = tirx.BufferLoad(a, _shifted(a_start, {-2: row(i), -1: k}))
-            return tirx.BufferStore(acc, acc_row(i) + tirx.Broadcast(a_value, LANES) * b_row, [i, lanes])
+            a_value = tirx.BufferLoad(a, _shifted(a_start, {-2: acc.source_row(i), -1: k}))
+            return acc.assign(i, acc.value(i) + tirx.Broadcast(a_value, LANES) * b_row)
 
-        return unrolled(update)
-
-    def store(i: tirx.Var) -> tirx.Stmt:
-        stored = _tail_store(c, _shifted(c_start, {-2: i}), acc_row(i), cols)
-        return stored if constant_rows else tirx.IfThenElse(i < rows, stored, None)
+        return acc.each(update)
 
     def start(i: tirx.Var) -> tirx.Stmt:
         if from_zero:
-            value = tirx.Broadcast(tirx.const(0, "float32"), LANES)
-        else:
-            value = _tail_load(c, _shifted(c_start, {-2: row(i)}), cols)
-        return tirx.BufferStore(acc, value, [i, lanes])
+            return acc.assign(i, tirx.Broadcast(tirx.const(0, "float32"), LANES))
+        return acc.assign(i, _tail_load(c, _shifted(c_start, {-2: acc.source_row(i)}), cols))
 
     k = tirx.Var("k_tail", "int32")
     constant_depth = analyzer.simplify(depth)
@@ -431,12 +535,7 @@ def _masked_matmul(match: TailMatch, from_zero: bool) -> tirx.Stmt:
                      tirx.For(k_inner, 0, K_UNROLL, tirx.ForKind.UNROLLED, step(k_outer * K_UNROLL + k_inner))),
             tirx.For(k, 0, remainder, tirx.ForKind.SERIAL, step(analyzer.simplify(depth - remainder) + k)),
         ])
-    body = tirx.SeqStmt([tirx.AllocBuffer(acc), unrolled(start), k_loop, unrolled(store)])
-    zero = tirx.const(0, "int32")
-    runs = analyzer.simplify(tirx.And(tirx.And(rows > zero, cols > zero), depth > zero))
-    if isinstance(runs, tirx.IntImm):
-        return body if runs.value else tirx.Evaluate(zero)
-    return tirx.IfThenElse(runs, body, None)
+    return _when_positive(acc.kernel(acc.each(start), k_loop, acc.store(c, c_start, cols)), rows, cols, depth)
 
 
 def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
@@ -455,13 +554,9 @@ def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
         raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
     if a.strides or b.strides or c.strides:
         raise TailMismatch("a buffer is strided; the masked VNNI form needs contiguous rows")
-    analyzer = tvm.sym.Analyzer()
-    whole_tiles = len(b.shape) >= 2 and all(
-        analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
-    )
-    full_depth = analyzer.can_prove(depth >= 4)
-    if whole_tiles:
-        b_bytes = tirx.BufferLoad(b, [*b_start[:-1], tirx.Ramp(b_start[-1], tirx.const(1, b_start[-1].ty.dtype), 64)])
+    full_depth = tvm.sym.Analyzer().can_prove(depth >= 4)
+    if _packed_in_whole_tiles(b):
+        b_bytes = _weight_tile(b, b_start)
     elif full_depth and isinstance(b.shape[-1], tirx.IntImm) and b.shape[-1].value == 4:
         b_bytes = tirx.call_llvm_pure_intrin(
             "int8x64", "llvm.masked.load", _address(b, b_start), _mask(lanes_extent * 4, 64),
@@ -472,17 +567,72 @@ def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
             f"buffer {b.name} is neither packed in whole 16 x 4 tiles (shape {list(b.shape)}) nor a 4-step reduction "
             "over rows of 4 packed bytes"
         )
-    a_word = tirx.reinterpret("int32", _tail_load(a, a_start, depth, 4))
-    a_bytes = tirx.reinterpret("int8x64", tirx.Broadcast(a_word, 16))
-    accumulated = tirx.call_llvm_pure_intrin(
-        "int32x16", "llvm.x86.avx512.vpdpbusd.512", _tail_load(c, c_start, lanes_extent), a_bytes, b_bytes
+    accumulated = _vpdpbusd(_tail_load(c, c_start, lanes_extent), _activation_word(a, a_start, depth), b_bytes)
+    return _when_positive(_tail_store(c, c_start, accumulated, lanes_extent), lanes_extent, depth)
+
+
+def emit_masked_vnni_dense(match: TailMatch) -> tirx.Stmt:
+    """The variable-length tail form of ``VNNI_DENSE_8x16_ANY_DEPTH`` (``rows <= 8`` rows of ``C``, ``cols <= 16``
+    outputs, any depth; constants or expressions): as the kernel, one ``vpdpbusd`` per row and 4-step group of
+    the reduction into zero-started accumulators, the last group's activation bytes loaded under the mask of the
+    ``depth % 4`` bytes left; the rows stored under the ``cols``-lane mask (plainly when ``cols`` is 16). With a
+    symbolic row count all 8 rows are computed (rows past the extent repeat the last row) and only the rows inside
+    it are stored. The weights must be packed in whole 16 x 4 tiles. Nothing runs unless all three extents are
+    positive."""
+    if match.thread_bound:
+        raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
+    rows, cols, depth = (_as_int32(e) for e in match.extents)
+    (a, a_start), (b, b_start), (c, c_start) = (match.buffers[n] for n in ("A", "B", "C"))
+    if (a.dtype, b.dtype, c.dtype) != ("uint8", "int8", "int32"):
+        raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
+    if a.strides or b.strides or c.strides:
+        raise TailMismatch("a buffer is strided; the masked VNNI form needs contiguous rows")
+    if not _packed_in_whole_tiles(b):
+        raise TailMismatch(f"buffer {b.name} is not packed in whole 16 x 4 tiles (shape {list(b.shape)})")
+    analyzer = tvm.sym.Analyzer()
+    acc = _TailRows(rows, VNNI_PANEL_TILE[0], "int32")
+
+    def group(step: tvm.ir.PrimExpr, used: tvm.ir.PrimExpr) -> tirx.Stmt:
+        """Reduction steps ``4 step`` to ``4 step + used`` into every row's accumulator."""
+        weights = _weight_tile(b, _shifted(b_start, {-3: step}))
+
+        def update(i: tirx.Var) -> tirx.Stmt:
+            word = _activation_word(a, _shifted(a_start, {-2: acc.source_row(i), -1: step * 4}), used)
+            return acc.assign(i, _vpdpbusd(acc.value(i), word, weights))
+
+        return acc.each(update)
+
+    step = tirx.Var("k_tail_group", "int32")
+    whole_groups, left = analyzer.simplify(depth // 4), analyzer.simplify(depth % 4)
+    k_loop = tirx.SeqStmt([tirx.For(step, 0, whole_groups, tirx.ForKind.SERIAL, group(step, tirx.const(4, "int32"))),
+                           _when_positive(group(whole_groups, left), left)])
+    start = acc.each(lambda i: acc.assign(i, tirx.Broadcast(tirx.const(0, "int32"), LANES)))
+    return _when_positive(acc.kernel(start, k_loop, acc.store(c, c_start, cols)), rows, cols, depth)
+
+
+def _vpdpbusd(acc: tvm.ir.PrimExpr, word: tvm.ir.PrimExpr, weights: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
+    """``acc`` (``int32x16``) plus, in every lane ``l``, the dot product of the 4 unsigned bytes of ``word`` (an
+    ``int32``) with the signed bytes ``4 l`` to ``4 l + 3`` of ``weights`` (``int8x64``): one ``vpdpbusd``."""
+    return tirx.call_llvm_pure_intrin("int32x16", "llvm.x86.avx512.vpdpbusd.512", acc,
+                                      tirx.reinterpret("int8x64", tirx.Broadcast(word, 16)), weights)
+
+
+def _activation_word(a: tirx.Buffer, start, used: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
+    """The 4 activation bytes from ``start`` as one ``int32``, the bytes past ``used`` zero (masked, not read)."""
+    return tirx.reinterpret("int32", _tail_load(a, start, used, 4))
+
+
+def _packed_in_whole_tiles(b: tirx.Buffer) -> bool:
+    """Whether the packed weights ``b`` are allocated in whole 16 x 4 tiles (its last two dimensions)."""
+    analyzer = tvm.sym.Analyzer()
+    return len(b.shape) >= 2 and all(
+        analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
     )
-    body = _tail_store(c, c_start, accumulated, lanes_extent)
-    zero = tirx.const(0, "int32")
-    runs = analyzer.simplify(tirx.And(lanes_extent > zero, depth > zero))
-    if isinstance(runs, tirx.IntImm):
-        return body if runs.value else tirx.Evaluate(zero)
-    return tirx.IfThenElse(runs, body, None)
+
+
+def _weight_tile(b: tirx.Buffer, start) -> tvm.ir.PrimExpr:
+    """The 64 bytes of the 16 x 4 weight tile at ``start`` (a tile of ``b`` packed whole)."""
+    return tirx.BufferLoad(b, [*start[:-1], tirx.Ramp(start[-1], tirx.const(1, start[-1].ty.dtype), 64)])
 
 
 def _as_int32(extent: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
@@ -507,7 +657,10 @@ def _register_once() -> tuple[str, ...]:
     register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul_from_zero)
     _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
     register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
-    return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), MATMUL_8x16_ANY_DEPTH, VNNI_DOT_16x4_LLVM22)
+    _register(VNNI_DENSE_8x16_ANY_DEPTH, *_vnni_dense_intrinsic(VNNI_PANEL_TILE[0]))
+    register_tail_intrinsics(VNNI_DENSE_8x16_ANY_DEPTH, variable_length=emit_masked_vnni_dense)
+    return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), MATMUL_8x16_ANY_DEPTH, VNNI_DOT_16x4_LLVM22,
+            VNNI_DENSE_8x16_ANY_DEPTH)
 
 
 def register_intrinsics() -> list[str]:

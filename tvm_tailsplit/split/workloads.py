@@ -4,8 +4,10 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
 (``MARK_KEY`` naming a registered ``TensorIntrin``):
 
 - ``dense_int8_vnni``: an int8 dense layer (uint8 activations x int8 weights packed ``[N/16, K/4, 16, 4]``
-  -> int32) tiled for AVX-512 VNNI (``intrinsics.VNNI_DOT_16x4_LLVM22``: the package's LLVM 22 form of TVM's
-  ``dot_16x4_vnni``, with a masked tail form for both the output and the reduction tails);
+  -> int32) tiled in 8 x 16 tiles of ``C`` for the register-blocked AVX-512 VNNI kernel
+  (``intrinsics.VNNI_DENSE_8x16_ANY_DEPTH``: 8 accumulators over the whole reduction, one ``vpdpbusd`` per row
+  and 4-step group; its masked tail form covers fewer rows and fewer than 16 outputs), with a static or a
+  symbolic ``M``;
 - ``matmul_fp32``: an fp32 matmul tiled in 8 x 16 tiles of ``C`` for the any-depth micro-kernel
   (``intrinsics.MATMUL_8x16_ANY_DEPTH``: accumulators in registers over the whole reduction), ``B`` packed per
   16-column panel, with a static or a symbolic ``M``;
@@ -40,6 +42,7 @@ from . import intrinsics
 from .conditions import MARK_KEY
 from .intrinsics import MATMUL_PANEL_TILE, llvm_target
 from .mma_schedule import bind_padded_copy_out, matmul_fp16_func, matmul_mma_cuda
+from .tensorize import tensorize_marked
 
 __all__ = [
     "DENSE_TILE",
@@ -65,14 +68,13 @@ __all__ = [
 ]
 
 # The marks of the workloads: the package's intrinsics (``intrinsics.register_intrinsics`` registers them with
-# their tail forms; the VNNI one covers both tails of the dense layer: fewer than 16 outputs and fewer than 4
-# reduction steps).
-VNNI_INTRINSIC = intrinsics.VNNI_DOT_16x4_LLVM22
+# their tail forms).
+VNNI_INTRINSIC = intrinsics.VNNI_DENSE_8x16_ANY_DEPTH
 MATMUL_INTRINSIC = intrinsics.MATMUL_8x16_ANY_DEPTH
 VECTOR_MUL_INTRINSIC = intrinsics.MUL_16
 WMMA_INTRINSIC = "wmma_sync_16x16x16_f16f16f32"
 # tile of each workload over its tiled axes
-DENSE_TILE = (16, 4)  # (n, k) of one dot_16x4
+DENSE_TILE = intrinsics.VNNI_PANEL_TILE  # (m, n) of the VNNI kernel; its k loop is the whole reduction
 ELEMENTWISE_LANES = 16
 WMMA_TILE = (16, 16, 16)
 
@@ -90,15 +92,16 @@ def register_workload_intrinsics() -> None:
 # ---------------------------------------------------------------------------------------------- computations
 
 
-def _dense_int8_func(m: int, n: int, k: int) -> tirx.PrimFunc:
+def _dense_int8_func(m: int | None, n: int, k: int) -> tirx.PrimFunc:
     """``C[i, j] = sum_r int32(A[i, r]) * int32(W[j // 16, r // 4, j % 16, r % 4])`` for ``j < n``, ``r < k``;
     the packed weight is allocated for whole 16 x 4 tiles (packing pads with zeros, as weights are packed
-    once, offline)."""
-    a = te.placeholder((m, k), "uint8", name="A")
+    once, offline). ``m=None`` makes ``M`` a symbolic variable named ``m``."""
+    rows = tirx.Var("m", "int32") if m is None else m
+    a = te.placeholder((rows, k), "uint8", name="A")
     w = te.placeholder((-(-n // 16), -(-k // 4), 16, 4), "int8", name="W")
     r = te.reduce_axis((0, k), name="r")
     c = te.compute(
-        (m, n),
+        (rows, n),
         lambda i, j: te.sum(a[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
         name="C",
     )
@@ -136,24 +139,28 @@ def vectorize_if_allowed(sch: s_tir.Schedule, loop: s_tir.LoopRV) -> bool:
     return True
 
 
-def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool) -> s_tir.LoopRV:
-    """Loops ``j_0, r_0, i, j_1, r_1``: per 16-output column tile and 4-wide reduction step, every row ``i``
-    issues one instruction (independent accumulators, so the instruction's latency overlaps). Returns the loop
-    carrying the instruction (``j_1``) or, for the vectorized baseline, the outer tile loop."""
-    block = sch.get_sblock("C")
+def _schedule_dense(sch: s_tir.Schedule, mark: bool, vectorize: bool, block_name: str = "C") -> s_tir.LoopRV:
+    """Loops ``j_0, i_0, i_1, j_1, r`` (the VNNI kernel's ``i, j, k``: per 16-output column panel ``j_0`` (its
+    packed weights stay in L1), tiles of 8 x 16 of ``C``, each over the whole reduction, the block's init kept:
+    the kernel starts from zero and stores ``C`` once). Returns the loop carrying the instruction (``i_1``).
+
+    The vectorized baseline is what TVM gives without the instruction: loops ``j_0, r_0, i, r_1, j_1``, the init
+    split out above ``r_0`` (``decompose_reduction``), the 16 outputs as the vector lanes, every row's 16 outputs
+    updated in ``C`` at each 4-step group; it returns the outer tile loop."""
+    block = sch.get_sblock(block_name)
     i, j, r = sch.get_loops(block)
-    j_0, j_1 = sch.split(j, [None, DENSE_TILE[0]])
-    r_0, r_1 = sch.split(r, [None, DENSE_TILE[1]])
-    if vectorize:  # what TVM gives without the instruction: the 16 outputs as the vector lanes
+    j_0, j_1 = sch.split(j, [None, DENSE_TILE[1]])
+    if vectorize:
+        r_0, r_1 = sch.split(r, [None, 4])
         sch.reorder(j_0, r_0, i, r_1, j_1)
         sch.decompose_reduction(block, r_0)
         vectorize_if_allowed(sch, j_1)
         return j_0
-    sch.reorder(j_0, r_0, i, j_1, r_1)
-    sch.decompose_reduction(block, r_0)
+    i_0, i_1 = sch.split(i, [None, DENSE_TILE[0]])
+    sch.reorder(j_0, i_0, i_1, j_1, r)
     if mark:
-        sch.annotate(j_1, MARK_KEY, VNNI_INTRINSIC)
-    return j_1
+        sch.annotate(i_1, MARK_KEY, VNNI_INTRINSIC)
+    return i_1
 
 
 def _schedule_matmul(sch: s_tir.Schedule, mark: bool, vectorize: bool, pack: bool = False) -> s_tir.LoopRV:
@@ -211,10 +218,11 @@ def _schedule_elementwise(sch: s_tir.Schedule, mark: bool, vectorize: bool, h_ti
 # ------------------------------------------------------------------------------------------- public builders
 
 
-def dense_int8_vnni(m: int = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
+def dense_int8_vnni(m: int | None = 127, n: int = 1000, k: int = 255) -> tvm.IRModule:
     """An int8 dense layer ``C[m, n] = A[m, k] (uint8) x W[n, k] (int8, packed [N/16, K/4, 16, 4]) -> int32``,
-    tiled for ``dot_16x4_vnni`` (16 outputs x 4 reductions), marked on the 16-output loop."""
-    require_sizes("dense_int8_vnni", m=m, n=n, k=k)
+    tiled for the register-blocked VNNI kernel (loops ``j_0, i_0, i_1, j_1, r``: 8 x 16 tiles of ``C`` over the
+    whole reduction, the block's init kept), marked on ``i_1``. ``m=None``: ``M`` is symbolic."""
+    require_sizes("dense_int8_vnni", ("m",), m=m, n=n, k=k)
     sch = s_tir.Schedule(_dense_int8_func(m, n, k))
     _schedule_dense(sch, mark=True, vectorize=False)
     return sch.mod
@@ -323,31 +331,27 @@ def _schedule_wmma(func: tirx.PrimFunc) -> tvm.IRModule:
 
 
 def _dense_padded_by_hand(m: int, n: int, k: int) -> tvm.IRModule:
-    """The padded dense a user writes when the instruction needs whole tiles: ``A`` padded with zeros to
-    ``K`` a multiple of 4, ``C`` computed for ``N`` a multiple of 16 into a padded buffer, then cropped."""
-    n_pad, k_pad = -(-n // 16) * 16, -(-k // 4) * 4
+    """The padded dense a user writes when the kernel needs whole tiles: the activations padded with zero rows to
+    ``M`` a multiple of 8, ``C`` computed for ``N`` a multiple of 16 into a padded buffer, then cropped (the
+    kernel takes any depth: ``K`` needs no padding); the copies exist only where the shape needs them."""
+    m_pad, n_pad = -(-m // DENSE_TILE[0]) * DENSE_TILE[0], -(-n // DENSE_TILE[1]) * DENSE_TILE[1]
     a = te.placeholder((m, k), "uint8", name="A")
-    w = te.placeholder((n_pad // 16, k_pad // 4, 16, 4), "int8", name="W")
-    a_pad = te.compute((m, k_pad), lambda i, r: tvm.tirx.if_then_else(r < k, a[i, r], tvm.tirx.const(0, "uint8")),
-                       name="A_pad")
-    r = te.reduce_axis((0, k_pad), name="r")
+    w = te.placeholder((n_pad // 16, -(-k // 4), 16, 4), "int8", name="W")
+    a_pad = a if m_pad == m else te.compute(
+        (m_pad, k), lambda i, r: tvm.tirx.if_then_else(i < m, a[i, r], tvm.tirx.const(0, "uint8")), name="A_pad")
+    r = te.reduce_axis((0, k), name="r")
+    cropped = (m_pad, n_pad) != (m, n)
     c_pad = te.compute(
-        (m, n_pad),
+        (m_pad, n_pad),
         lambda i, j: te.sum(a_pad[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"),
                             axis=r),
-        name="C_pad",
+        name="C_pad" if cropped else "C",
     )
-    c = te.compute((m, n), lambda i, j: c_pad[i, j], name="C")
+    c = te.compute((m, n), lambda i, j: c_pad[i, j], name="C") if cropped else c_pad
     sch = s_tir.Schedule(te.create_prim_func([a, w, c]).with_attr("global_symbol", "main"))
-    block = sch.get_sblock("C_pad")
-    i, j, r_loop = sch.get_loops(block)
-    j_0, j_1 = sch.split(j, [None, 16])
-    r_0, r_1 = sch.split(r_loop, [None, 4])
-    sch.reorder(j_0, r_0, i, j_1, r_1)
-    sch.decompose_reduction(block, r_0)
-    sch.tensorize(j_1, VNNI_INTRINSIC)
-    vectorize_copies(sch, ("A_pad", "C"))
-    return sch.mod
+    _schedule_dense(sch, mark=True, vectorize=False, block_name="C_pad" if cropped else "C")
+    vectorize_copies(sch, ("A_pad", "C") if cropped else ("A_pad",))
+    return tensorize_marked(sch.mod)
 
 
 def vectorize_copies(sch: s_tir.Schedule, names: tuple[str, ...]) -> None:
@@ -394,8 +398,7 @@ class Workload:
     padding), or ``None`` for a block that is not an einsum, padded by ``pad_by_hand(**shape)`` instead;
     ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters);
     ``marked_block`` is the block under the mark in ``build``'s module; ``symbolic_axis`` names the shape
-    parameter ``build`` also takes as ``None`` (symbolic: one compiled kernel for every extent); ``uniform_axis``
-    names an axis above the mark that no guard depends on (every iteration issues the same instructions)."""
+    parameter ``build`` also takes as ``None`` (symbolic: one compiled kernel for every extent)."""
 
     name: str
     tiled: tuple[str, ...]
@@ -409,7 +412,6 @@ class Workload:
     pad_tile: tuple[int, ...] | None = None
     pad_by_hand: Callable[..., tvm.IRModule] | None = None
     symbolic_axis: str | None = None
-    uniform_axis: str | None = None
 
 
 def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
@@ -420,9 +422,10 @@ def _elementwise_schedule(h_tile: int) -> Callable[..., s_tir.LoopRV]:
 
 
 WORKLOADS: dict[str, Workload] = {
-    "dense_int8_vnni": Workload("dense_int8_vnni", ("n", "k"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
-                                _schedule_dense, "C_update", _reference_dense, "C_update",
-                                pad_by_hand=_dense_padded_by_hand, uniform_axis="m"),
+    # the reduction is not tiled (the kernel takes any depth); the packed weights' j // 16 is not an einsum index
+    "dense_int8_vnni": Workload("dense_int8_vnni", ("m", "n"), DENSE_TILE, dense_int8_vnni, _dense_int8_func,
+                                _schedule_dense, "C_update", _reference_dense, "C",
+                                pad_by_hand=_dense_padded_by_hand, symbolic_axis="m"),
     "matmul_fp32": Workload("matmul_fp32", ("m", "n"), MATMUL_PANEL_TILE, matmul_fp32, _matmul_func,
                             _schedule_matmul, "C_update", _reference_matmul, "C",
                             # whole tiles of M and N; the reduction is not tiled (the kernel takes any depth)
