@@ -23,7 +23,8 @@ Also per variant: compile time (`tvm.compile` + JIT), TIR lines (the scheduled m
 (`write_to_file` of the llvm module) and, for the marked modules, issued instructions
 (`analysis.instruction_count`). A second table compares the full split, the partial split and full unrolling
 (prior art: the marked region's loops unrolled completely, TVM's LoopPartition on the tile loops) by lowered
-TIR lines, object bytes and compile time.
+TIR lines, object bytes and compile time. A last table times the fp32 matmul's (d) against numpy's matmul (its
+BLAS, one thread, in a worker process: `bench/blas_worker.py`) on the benchmark's shapes and larger ones.
 
 Run: `make bench` (all benchmarks), `python -m bench.bench_tails` or `python -m bench.bench_tails --quick`
 (fewer shapes and rounds, for development, written under bench/results/quick/); results: bench/results/tails.json
@@ -39,6 +40,8 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -322,6 +325,58 @@ def measure_tail_breakdown(rounds: int, target) -> dict:
     return result
 
 
+# the fp32 matmul's (d) against numpy's matmul (its BLAS): the benchmark's shapes, larger ones and a thin M
+BLAS_SHAPES = [dict(m=127, n=255, k=129), dict(m=255, n=127, k=63), dict(m=127, n=1000, k=1000),
+               dict(m=1000, n=1000, k=1000), dict(m=16, n=4096, k=1024)]
+QUICK_BLAS_SHAPES = BLAS_SHAPES[:1]
+# what numpy's BLAS libraries read for their thread count when they load
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+class NumpyMatmul:
+    """numpy's fp32 matmul timed with one BLAS thread in a worker process (``bench/blas_worker.py``: the thread
+    count of numpy's BLAS is fixed when it loads, and this process's numpy is loaded already). A context manager;
+    ``blas`` names the library."""
+
+    def __enter__(self) -> NumpyMatmul:
+        env = {**os.environ, **dict.fromkeys(BLAS_THREAD_VARIABLES, "1")}
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.blas_worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env,
+                                        cwd=pathlib.Path(__file__).resolve().parents[1])
+        self.blas = self.process.stdout.readline().strip()
+        return self
+
+    def seconds(self, shape: dict) -> float:
+        self.process.stdin.write(f"{shape['m']} {shape['n']} {shape['k']}\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def __exit__(self, *exc_info) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def measure_against_blas(shapes: list[dict], rounds: int, target) -> dict:
+    """The fp32 matmul's (d), TailSplit + tensorize_marked, and numpy's matmul on the same shapes, side by side in
+    each round, both single-threaded."""
+    from bench import tail_variants as tv
+
+    built = []
+    for shape in shapes:
+        mod = tv.build_variant("matmul_fp32", "tailsplit", shape)
+        executable, _ = compile_module(mod, target)
+        built.append((executable, arguments(mod)))
+    times = {"tailsplit": [[] for _ in shapes], "numpy": [[] for _ in shapes]}
+    with NumpyMatmul() as numpy_matmul:
+        for _ in range(rounds):
+            for index, (shape, (executable, args)) in enumerate(zip(shapes, built, strict=True)):
+                times["tailsplit"][index].append(seconds_per_call(executable, args))
+                times["numpy"][index].append(numpy_matmul.seconds(shape))
+    rows = [{"shape": shape, **{who: {"seconds": statistics.median(samples[index]), "rounds": samples[index]}
+                                for who, samples in times.items()}} for index, shape in enumerate(shapes)]
+    return {"blas": numpy_matmul.blas, "rows": rows}
+
+
 def run(quick: bool = False) -> dict:
     from bench import tail_variants as tv
     from tvm_tailsplit.split import workloads as wl
@@ -341,8 +396,9 @@ def run(quick: bool = False) -> dict:
             print(f"{name} {shape}: {us} ratios {row['ratios']}", flush=True)
             strategies.append({"workload": name, "shape": shape, **measure_strategies(name, shape, target)})
     breakdown = measure_tail_breakdown(rounds, target)
+    blas = measure_against_blas(QUICK_BLAS_SHAPES if quick else BLAS_SHAPES, rounds, target)
     return {"machine": info, "rounds": rounds, "quick": quick, "targets": TARGETS, "rows": rows,
-            "strategies": strategies, "tail_breakdown": breakdown,
+            "strategies": strategies, "tail_breakdown": breakdown, "against_blas": blas,
             "command": "make bench (python -m bench.run_all) or python -m bench.bench_tails"}
 
 
@@ -386,6 +442,16 @@ def markdown(report: dict) -> str:
             static, dynamic = (row["variants"][v]["seconds"] for v in ("tailsplit", "tailsplit, symbolic M"))
             lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {static * 1e6:.1f} | "
                          f"{dynamic * 1e6:.1f} | {dynamic / static:.2f} |")
+    blas = report["against_blas"]
+    lines += ["", f"The fp32 matmul's (d) against numpy's matmul (`A @ B`, BLAS: {blas['blas']}, one thread, "
+              "timed side by side in a worker process):", "",
+              "| shape | tailsplit us | tailsplit GFLOP/s | numpy us | numpy GFLOP/s | numpy / tailsplit |",
+              "|---|---|---|---|---|---|"]
+    for entry in blas["rows"]:
+        flops = 2 * math.prod(entry["shape"].values())
+        ours, theirs = entry["tailsplit"]["seconds"], entry["numpy"]["seconds"]
+        lines.append(f"| {shape_text(entry['shape'])} | {ours * 1e6:.1f} | {flops / ours / 1e9:.0f} | "
+                     f"{theirs * 1e6:.1f} | {flops / theirs / 1e9:.0f} | {theirs / ours:.2f} |")
     flat_rows = [row for row in report["rows"] if "flat" in row["variants"]]
     if flat_rows:
         lines += ["", "What the guards cost (a) on the element-wise op: the same multiply as one flat 16-lane loop "

@@ -44,3 +44,16 @@ def test_quick_results_never_overwrite_full_results():
     assert full[0] == ROOT / "bench" / "results" / "tails.json"
     assert quick[0] == ROOT / "bench" / "results" / "quick" / "tails.json"
     assert "bench/results/quick/" in (ROOT / ".gitignore").read_text()
+
+
+def test_blas_worker_times_numpy_matmul_with_one_thread():
+    """The tail benchmark's BLAS reference: a worker process started with one BLAS thread names its BLAS and
+    answers each shape with a positive time per call."""
+    sys.path.insert(0, str(ROOT))
+    from bench.bench_tails import BLAS_THREAD_VARIABLES, NumpyMatmul
+
+    assert "OPENBLAS_NUM_THREADS" in BLAS_THREAD_VARIABLES
+    with NumpyMatmul() as numpy_matmul:
+        assert numpy_matmul.blas
+        assert 0 < numpy_matmul.seconds(dict(m=3, n=5, k=7)) < 0.01
+    assert numpy_matmul.process.returncode == 0
