@@ -220,3 +220,51 @@ def test_a_loop_level_if_kept_under_a_mark_is_explained():
         in str(reports[0])
     for n in (0, 1, 5, 11):
         assert_same_results(mod, after, scalar_args={"n": n}, trials=1)
+
+
+@T.prim_func(s_tir=True)
+def fused_row_tails(A: T.Buffer((10, 37), "float32"), B: T.Buffer((10, 37), "float32")):
+    # sch.fuse(i, j_0) after splitting 37 by 16: the tail test goes through % (no split point)
+    for i_j_0_fused in range(30):
+        for j_1 in T.serial(16, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(10, i_j_0_fused // 3)
+                vj = T.axis.spatial(37, i_j_0_fused % 3 * 16 + j_1)
+                T.where(i_j_0_fused % 3 * 16 + j_1 < 37)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "full", "partial"])
+def test_a_loop_no_condition_cuts_is_reported_unchanged(strategy):
+    """A split or guard chain of one piece over the whole range changes nothing: the report said 'full split'
+    with 'loop i_j_0_fused: split by ...: [0,29]' and SplitReport.changed was True for an unchanged program."""
+    func, report = split_function(fused_row_tails, strategy=strategy)
+    assert func.same_as(fused_row_tails)
+    assert not report.changed
+    text = str(report)
+    assert "(nothing to split)" in text
+    assert "split by" not in text and "guard chain" not in text
+    assert "i_j_0_fused % 3 * 16 + j_1 < 37 kept under the mark" in text
+
+
+@T.prim_func(s_tir=True)
+def fused_split_row_tails(A: T.Buffer((10, 37), "float32"), B: T.Buffer((10, 37), "float32")):
+    # as fused_row_tails, the fused loop split by 4: its last step (28, 29) is cut, the others are not
+    for f_0, f_1 in T.grid(8, 4):
+        for j_1 in T.serial(16, annotations={"pragma_emit_insn": "vrow"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(10, (f_0 * 4 + f_1) // 3)
+                vj = T.axis.spatial(37, (f_0 * 4 + f_1) % 3 * 16 + j_1)
+                T.where(f_0 * 4 + f_1 < 30 and (f_0 * 4 + f_1) % 3 * 16 + j_1 < 37)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", ["full", "partial"])
+def test_copies_a_split_leaves_whole_are_reported_as_not_cut(strategy):
+    mod = tvm.IRModule({"main": fused_split_row_tails})
+    reports = []
+    after = TailSplit(strategy=strategy, reports=reports)(mod)
+    assert_same_results(mod, after)
+    assert reports[0].changed
+    (line,) = [line for line in str(reports[0]).splitlines() if "- loop f_1:" in line]
+    assert line.endswith(": [0,3] (whole range: not cut) | [0,1]"), line

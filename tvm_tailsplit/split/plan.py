@@ -10,7 +10,9 @@ The planner walks a loop nest from the outside in, keeping the current range of 
   interval whose atom also mentions a variable decided deeper in the nest is expanded element by element, so
   that the deeper split can decide the atom in each piece. Each interval (or point) becomes a ``LoopPiece``
   whose body is planned with the variable narrowed to it; a piece whose body plans to nothing (every guard in
-  it always-false) is dropped, so no dead loop is left behind.
+  it always-false) is dropped, so no dead loop is left behind. A loop whose one interval is its whole range
+  (atoms with no split point in it, e.g. ``f % 3 * 16 + j < 37``) is not cut: it stays as it is, is not counted
+  as a change, and the notes show such a copy as ``(whole range: not cut)`` (a guard chain likewise).
 - **Marks.** Enclosing loops that were not split but still appear in fuzzy atoms of the mark's guards are
   decided by a *guard chain* above the mark: an if/elif chain over the intervals (and expanded points) of
   each such variable, outermost first. Below the mark nothing branches on them any more. The conditions of the
@@ -114,6 +116,7 @@ __all__ = [
 
 FULL_SPLIT = "full"
 PARTIAL_SPLIT = "partial"
+NOT_CUT = " (whole range: not cut)"  # a copy of a loop that a split or guard chain left whole, in the notes
 MAX_CASE_DEPTH = 2  # guarded cases on the order of symbolic split points: at most 2 x 2 = 4 per loop
 
 
@@ -388,6 +391,7 @@ class Planner:
         """What was split (each split loop or guard chain once, with the pieces of every copy), then the rest."""
         splits = [
             Note(subject, f"{how}: " + " | ".join(pieces)) for subject, (how, pieces) in self._splits.items()
+            if not all(piece.endswith(NOT_CUT) for piece in pieces)  # (a loop never cut was not split)
         ]
         return splits + self._notes
 
@@ -550,6 +554,16 @@ class Planner:
         may be empty is marked so (its copy's extent is clamped at 0). ``intervals`` pairs each interval with the
         copies its expansion makes (``_pieces``)."""
         var = loop.loop_var
+        if len(intervals) == 1 and self._covers_range(var, intervals[0][0]):
+            # One interval over the whole range (e.g. atoms with no split point): nothing is cut, the loop stays.
+            whole = intervals[0][0]
+            self._splits.setdefault(subject, (f"split by {_describe(atoms)}", []))[1].append(
+                _span(whole.lo, whole.hi) + NOT_CUT)
+            self._split_loops.add(var)
+            try:
+                return self._whole(loop, mark)
+            finally:
+                self._split_loops.discard(var)
         outside = self._outside(var)
         how = f"split by {_describe(atoms)}"
         self._split_loops.add(var)
@@ -576,6 +590,14 @@ class Planner:
         self.changed = True
         self._log_split(subject, how, pieces)
         return LoopPlan(loop, pieces) if pieces else None
+
+    def _covers_range(self, var, interval: Interval) -> bool:
+        """Whether ``interval`` is the whole current range of ``var``."""
+        constant = self.context.constant_range(var)
+        if constant is not None:
+            return _same(interval.lo, constant[0]) and _same(interval.hi, constant[1])
+        low, extent = self.context.ranges[var]
+        return _same(interval.lo, low) and _same(interval.hi, self.context.analyzer.simplify(low + extent))
 
     def _whole(self, loop: tirx.For, mark: tirx.For | None):
         """``loop`` kept over its range, its body planned (``None`` when the body never runs)."""
@@ -738,10 +760,12 @@ class Planner:
             unreached_lo = None
         if not cases:
             return None
+        if len(cases) == 1 and _same(cases[0].lo, lo) and _same(cases[0].hi, hi):
+            # one case over the whole range: no chain, nothing decided here (the body says what changed)
+            self._splits[subject][1].append(_span(lo, hi) + NOT_CUT)
+            return cases[0].body
         self.changed = True
         self._log_split(f"loop {var.name}", f"decided by a guard chain above mark {mark.loop_var.name}", cases)
-        if len(cases) == 1 and _same(cases[0].lo, lo) and _same(cases[0].hi, hi):
-            return cases[0].body
         return GuardChain(loop, lo, hi, cases)
 
     def _decide(self, atoms, binding=None):
