@@ -392,3 +392,27 @@ def test_a_second_partial_split_repeats_no_guard_of_the_first():
     for n in (-1, 0, 1, 15, 16, 17, 40, 64, 65):
         for m in (0, 3, 20, 64):
             assert_same_results(mod, twice, {"n": n, "m": m}, trials=1, executables=executables)
+
+
+@T.prim_func(s_tir=True)
+def static_window(A: T.Buffer((48,), "float32"), B: T.Buffer((48,), "float32")):
+    for i_0 in T.unroll(3):
+        for i_1 in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                vi = T.axis.spatial(48, i_0 * 16 + i_1)
+                T.where(5 <= i_0 * 16 + i_1 and i_0 * 16 + i_1 < 37)
+                B[vi] = A[vi] * T.float32(2)
+
+
+def test_a_second_partial_split_of_a_static_chain_changes_nothing():
+    """The guard chain's case for the last tile (a single point at the end of ``i_0``'s range) is emitted as
+    ``if i_0 == 2``; a second run dropped its half that always holds (``i_0 <= 2``), so it rewrote the nest
+    (``if i_0 >= 2``, and ``i_0 == 1`` as ``i_0 <= 1 and i_0 >= 1``) and reported a partial split with nothing in
+    its notes. Atoms that always hold in an ``if`` above the marks no longer make a nest change."""
+    mod = tvm.IRModule({"main": static_window})
+    once = TailSplit(strategy="partial")(mod)
+    reports = []
+    twice = TailSplit(strategy="partial", reports=reports)(once)
+    tvm.ir.assert_structural_equal(twice, once)
+    assert not reports[0].changed
+    assert_same_results(mod, twice)

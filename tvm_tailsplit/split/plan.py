@@ -860,7 +860,9 @@ class Planner:
         if not kept and atoms:
             self.changed = True
             return self.plan(if_stmt.then_case, mark)
-        if len(kept) != len(atoms):
+        if len(kept) != len(atoms) and mark is not None:
+            # Above the marks, dropping the atoms that always hold is no reason to rewrite a nest (a nest rewritten
+            # anyway drops them): a guard chain's 'if a == 8' over [0, 9) would become 'if a >= 8' in a second run.
             self.changed = True
         if mark is not None:
             for atom in kept:
