@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tvm
 from tvm import s_tir, te, tirx
+from tvm.script import tirx as T
 
 from tvm_tailsplit import MARK_KEY, TailSplit, tensorize_marked
 from tvm_tailsplit.split import intrinsics as intr
@@ -50,3 +51,47 @@ def test_a_weight_tile_that_is_not_contiguous_is_not_tensorized(n):
         w = rng.integers(-100, 100, (value, k)).astype("int8")
         got = run_guarded(executable, out["main"], [a, w, np.zeros((m, value), np.int32)], {"n": value})[2]
         np.testing.assert_array_equal(got, a.astype(np.int32) @ w.astype(np.int32).T, err_msg=f"n = {value}")
+
+
+@T.prim_func(s_tir=True)
+def rows_of_a_strided_view(A: T.Buffer((4, 48), "float32"), B: T.Buffer((4, 37), "float32"),
+                           C: T.Buffer((4, 37), "float32")):
+    with T.sblock("root"):
+        view = T.match_buffer(A[0:4, 0:37], (4, 37), "float32", strides=[48, 1])  # rows 48 floats apart
+        for i, j_0 in T.grid(4, 3):
+            for j_1 in T.serial(16, annotations={"pragma_emit_insn": intr.MUL_16}):
+                with T.sblock("C"):
+                    vi = T.axis.spatial(4, i)
+                    vj = T.axis.spatial(37, j_0 * 16 + j_1)
+                    T.where(j_0 * 16 + j_1 < 37)
+                    C[vi, vj] = view[vi, vj] * B[vi, vj]
+
+
+@T.prim_func(s_tir=True)
+def every_other_element(A: T.Buffer((32,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    view = T.decl_buffer((16,), "float32", data=A.data, strides=[2])  # A[0], A[2], ..., A[30]
+    for i in T.serial(16, annotations={"pragma_emit_insn": intr.MUL_16}):
+        with T.sblock("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = view[vi] * B[vi]
+
+
+def test_a_row_of_a_strided_buffer_is_contiguous():
+    """A 16-float piece of one row of a buffer with strides ``[48, 1]`` is 16 contiguous floats, but every region
+    of a buffer that declares strides was taken as not contiguous: the main tiles stayed scalar code ('the region
+    (1, 16) is not contiguous in memory') while the tails got the masked vector form. Contiguity is now read from
+    the strides; every other element of a buffer (stride 2) still stays as code."""
+    records = []
+    out = tensorize_marked(TailSplit()(tvm.IRModule({"main": rows_of_a_strided_view})), report=records)
+    assert [r.action for r in records] == ["tensorized", "variable_length"], [str(r) for r in records]
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, shape).astype("float32") for shape in ((4, 48), (4, 37)))
+    got = run_guarded(tvm.compile(out, target=TARGET), out["main"], [a, b, np.zeros((4, 37), "float32")], {})[2]
+    np.testing.assert_array_equal(got, a[:, :37] * b)
+
+    records = []
+    out = tensorize_marked(tvm.IRModule({"main": every_other_element}), report=records)
+    assert [r.action for r in records] == ["left"] and "not contiguous" in records[0].reason, records[0].reason
+    a, b = (rng.uniform(-1, 1, shape).astype("float32") for shape in ((32,), (16,)))
+    got = run_guarded(tvm.compile(out, target=TARGET), out["main"], [a, b, np.zeros(16, "float32")], {})[2]
+    np.testing.assert_array_equal(got, a[::2] * b)

@@ -47,8 +47,9 @@ first, one at a time, and removes it in every case:
    whole tile as one vector, as ``vpdpbusd`` reads the 64 bytes of a 16 x 4 weight tile). TVM's
    ``LowerMatchBuffer`` binds no strides for it and checks none, so a region of a buffer that is not contiguous
    in memory (an unpacked ``W[N, K]``, whose 16 x 4 tile is rows ``K`` apart) would be read wrongly: such a
-   region is neither tensorized (3, 4) nor instantiated, and stays as code. It is contiguous when its buffer has
-   no strides and, past its first dimension of extent other than 1, it covers each dimension whole.
+   region is neither tensorized (3, 4) nor instantiated, and stays as code. It is contiguous when, over its
+   dimensions of extent other than 1, the last has stride 1 and each other one's stride is the next one's times
+   its extent (the strides its buffer declares, or row-major ones: a row of a view with strides ``[s, 1]`` is).
 7. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
    (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded.
 
@@ -353,24 +354,34 @@ def _not_compact(target: tirx.Buffer, source: tirx.Buffer, extents) -> str:
     memory an intrinsic's buffer ``target`` declared without strides stands for ("" when it is, or when ``target``
     declares strides). TVM's ``LowerMatchBuffer`` binds the strides a buffer declares and checks nothing for one
     that declares none: its implementation then reads the tile as contiguous (``vload`` of 64 bytes). The region
-    is contiguous when ``source`` is compact (no strides) and, past its first dimension of extent other than 1,
-    it covers each dimension whole."""
+    is contiguous when, over its dimensions of extent other than 1, the last has stride 1 and each other one's
+    stride is the next one's stride times its extent (``source``'s strides, or the row-major ones of its shape
+    when it declares none: past its first dimension of extent other than 1, it covers each dimension whole)."""
     if target.strides:
         return ""
     analyzer = sym.Analyzer()
-    if source.strides:
-        covered = False
-    else:
-        dims = list(zip(source.shape, extents, strict=True))
-        while dims and analyzer.can_prove_equal(dims[0][1], 1):
-            dims.pop(0)
-        covered = all(analyzer.can_prove_equal(extent, size) for size, extent in dims[1:])
+    strides = list(source.strides) or _row_major_strides(source.shape)
+    dims = [(stride, extent) for stride, extent in zip(strides, extents, strict=True)
+            if not analyzer.can_prove_equal(extent, 1)]
+    covered = not dims or (analyzer.can_prove_equal(dims[-1][0], 1) and all(
+        analyzer.can_prove_equal(outer_stride, inner_stride * inner_extent)
+        for (outer_stride, _), (inner_stride, inner_extent) in zip(dims, dims[1:], strict=False)))
     if covered:
         return ""
     return (f"buffer {source.name} {list(source.shape)}{' strided' if source.strides else ''}: the region "
             f"{_show(extents)} is not contiguous in memory, and the implementation reads {target.name} as a compact "
             f"{_show(target.shape)} tile (lay the operand out in whole tiles, e.g. packed, or declare strides in the "
             "implementation)")
+
+
+def _row_major_strides(shape) -> list:
+    """The strides of a compact row-major buffer of ``shape`` (each the product of the sizes after it)."""
+    strides: list = []
+    step = tirx.const(1, shape[-1].ty.dtype) if shape else None
+    for size in reversed(list(shape)):
+        strides.insert(0, step)
+        step = step * (size if size.ty.dtype == step.ty.dtype else tirx.Cast(step.ty.dtype, size))
+    return strides
 
 
 # ---------------------------------------------------------------------------------------------------------------
