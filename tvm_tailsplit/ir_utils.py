@@ -40,6 +40,7 @@ __all__ = [
     "has_unit_step",
     "launched_extent",
     "map_loops",
+    "require_list",
     "require_module",
     "require_sizes",
     "substitute",
@@ -141,6 +142,13 @@ def require_module(mod: object, who: str, argument: str = "mod") -> None:
         return
     hint = " (wrap it: tvm.IRModule({'main': func}))" if isinstance(mod, tirx.PrimFunc) else ""
     raise TypeError(f"{who}: {argument} must be a tvm.IRModule, got {type(mod).__name__}{hint}")
+
+
+def require_list(value: object, who: str, argument: str) -> None:
+    """Raise ``TypeError`` naming ``who`` and ``argument`` unless ``value`` is a list or ``None`` (a list that a pass
+    appends its reports to: checked when the pass is made, not when it has already run half-way)."""
+    if value is not None and not isinstance(value, list):
+        raise TypeError(f"{who}: {argument} must be a list (or None), got {type(value).__name__}")
 
 
 def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: int | None) -> None:

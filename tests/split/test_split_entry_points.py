@@ -126,3 +126,13 @@ def test_the_pass_is_tvms_module_pass_in_a_sequential():
     assert isinstance(TailSplit(), tvm.transform.ModulePass) and TailSplit().info.name == "TailSplit"
     out = seq(symbolic_vector_multiply())
     assert isinstance(out["main"], tirx.PrimFunc) and MARK_KEY not in out.script()
+
+
+@pytest.mark.parametrize("make", [lambda bad: TailSplit(reports=bad), lambda bad: TensorizeMarked(report=bad)],
+                         ids=["TailSplit", "TensorizeMarked"])
+def test_the_passes_refuse_a_report_list_that_is_not_a_list_when_made(make):
+    """TailSplit(reports=()) was accepted and failed inside the pass, after its first function was split, with
+    AttributeError: 'tuple' object has no attribute 'append' (naming neither the pass nor the argument)."""
+    with pytest.raises(TypeError, match=r"(TailSplit: reports|TensorizeMarked: report) must be a list \(or None\), "
+                                        "got tuple"):
+        make(())

@@ -8,7 +8,7 @@ import logging
 import tvm
 from tvm import tirx
 
-from ..ir_utils import checked_module_pass
+from ..ir_utils import checked_module_pass, require_list
 from .apply import SplitReport, split_function, validate_options
 
 __all__ = ["TailSplit"]
@@ -43,7 +43,8 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
         Log (logger ``tvm_tailsplit``, level INFO; shown by ``logging.basicConfig(level=logging.INFO)``), per
         function and mark, what was split, what was kept and why; without it the reports go to DEBUG.
     reports:
-        When a list is given, the ``SplitReport`` of every function is appended to it.
+        When a list is given, the ``SplitReport`` of every function is appended to it (anything but a list or
+        ``None`` is a ``TypeError`` naming ``reports``).
 
     Returns
     -------
@@ -52,6 +53,7 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
     unchanged. Called directly on anything but an ``IRModule`` it raises ``TypeError``.
     """
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
+    require_list(reports, "TailSplit", "reports")
 
     def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         functions = {}

@@ -67,7 +67,15 @@ from tvm import s_tir, sym, tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import checked_module_pass, has_unit_step, launched_extent, require_module, substitute, with_loop
+from ..ir_utils import (
+    checked_module_pass,
+    has_unit_step,
+    launched_extent,
+    require_list,
+    require_module,
+    substitute,
+    with_loop,
+)
 from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in
 from .intrinsics import ensure_builtin_registered, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
@@ -103,8 +111,7 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
 
     When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
     require_module(mod, "tensorize_marked")
-    if report is not None and not isinstance(report, list):
-        raise TypeError(f"tensorize_marked: report must be a list (or None), got {type(report).__name__}")
+    require_list(report, "tensorize_marked", "report")
     register_intrinsics()
     for func in mod.functions.values():
         if isinstance(func, tirx.PrimFunc):
@@ -120,6 +127,7 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
 
 def TensorizeMarked(report: list | None = None) -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
     """``tensorize_marked`` as a module pass (``report`` as there)."""
+    require_list(report, "TensorizeMarked", "report")
 
     def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         return tensorize_marked(mod, report=report)
