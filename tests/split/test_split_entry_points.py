@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import pytest
 import tvm
-from tvm import tirx
+from tvm import s_tir, te, tirx
 from tvm.ir.instrument import pass_instrument
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
@@ -136,3 +136,23 @@ def test_the_passes_refuse_a_report_list_that_is_not_a_list_when_made(make):
     with pytest.raises(TypeError, match=r"(TailSplit: reports|TensorizeMarked: report) must be a list \(or None\), "
                                         "got tuple"):
         make(())
+
+
+def test_a_mark_left_as_code_by_the_pipeline_is_logged(caplog):
+    """With tir_pipeline="tailsplit" no report list can be passed to TensorizeMarked, and a mark whose region
+    cannot match its intrinsic (an add marked with the multiply) compiled to scalar code without a word anywhere.
+    Every record now goes to the tvm_tailsplit logger: a mark left as code at INFO, naming loop, block and why."""
+    n = tirx.Var("n", "int32")
+    a, b = te.placeholder((n,), "float32", name="A"), te.placeholder((n,), "float32", name="B")
+    c = te.compute((n,), lambda i: a[i] + b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    _, lanes = sch.split(sch.get_loops(sch.get_sblock("C"))[0], [None, 16])
+    sch.annotate(lanes, MARK_KEY, intrinsics.MUL_16)
+    caplog.set_level(logging.INFO, logger="tvm_tailsplit")
+    executable = tvm.compile(sch.mod, target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
+    left = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "TensorizeMarked" in r.getMessage()]
+    assert len(left) == 2, left
+    assert all("loop i_1 (block C_" in m and "left: " in m and "expected Mul" in m for m in left), left
+    x, y = (np.random.default_rng(0).uniform(-1, 1, 37).astype("float32") for _ in range(2))
+    got = run_guarded(executable, sch.mod["main"], [x, y, np.zeros(37, "float32")], {"n": 37})[2]
+    np.testing.assert_array_equal(got, x + y)

@@ -51,13 +51,15 @@ first, one at a time, and removes it in every case:
    dimensions of extent other than 1, the last has stride 1 and each other one's stride is the next one's times
    its extent (the strides its buffer declares, or row-major ones: a row of a view with strides ``[s, 1]`` is).
 7. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
-   (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded.
+   (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded
+   and logged (logger ``tvm_tailsplit``, INFO).
 
 ``sch.tensorize`` checks the pattern itself; a refused region is left unchanged, so the result is never wrong.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,6 +83,8 @@ from .intrinsics import ensure_builtin_registered, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
 
 __all__ = ["TensorizeMarked", "TensorizeRecord", "instantiate", "tensorize_marked"]
+
+logger = logging.getLogger("tvm_tailsplit")
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
     """Tensorize every condition-free marked region whose shape matches the intrinsic its mark names; tails use
     a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
 
-    When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it."""
+    When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it. Every record also goes to the
+    ``tvm_tailsplit`` logger: INFO for a mark left as code (with the reason), DEBUG for the others."""
     require_module(mod, "tensorize_marked")
     require_list(report, "tensorize_marked", "report")
     register_intrinsics()
@@ -147,6 +152,8 @@ def _tensorize_function(func: tirx.PrimFunc, name: str, report: list | None) -> 
             raise RuntimeError(f"internal error: the mark on loop {key.name} was not removed")
         seen.add(key)
         func, record = _handle(func, mark, name)
+        # (a mark left as code at INFO: in the "tailsplit" pipeline no report list can be passed)
+        logger.log(logging.INFO if record.action == "left" else logging.DEBUG, "TensorizeMarked %s", record)
         if report is not None:
             report.append(record)
 
