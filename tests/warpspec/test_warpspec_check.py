@@ -212,3 +212,21 @@ def test_interleavings_of_task_steps_alone_are_not_explored():
     report = check(func)
     assert report.ok, report.describe()
     WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": func}))
+
+
+def test_waits_on_swapped_channels_are_caught():
+    # c1 and c5 wait on each other's channel: the arrives still balance every channel's waits, and the checker
+    # took each wait to be ordered after its own producer's arrive (matched by edge, whatever channel the wait
+    # polls), so it called the protocol safe; c5 waiting on channel 0 at parity 1 passes after p4's commit, before
+    # p5 wrote what c5 reads.
+    protocol = analyze(examples.seed_example()).protocol
+    (c1_wait,), (c5_wait,) = protocol.before("c1"), protocol.before("c5")
+    assert c1_wait.group.channels != c5_wait.group.channels
+    broken = protocol
+    for task, wait, other in (("c1", c1_wait, c5_wait), ("c5", c5_wait, c1_wait)):
+        moved = dataclasses.replace(wait, group=dataclasses.replace(wait.group, base=other.group.base))
+        broken = broken.replace_ops(task, [moved if op is wait else op for op in broken.ops[task]])
+    report = check(broken)
+    print(report.describe())
+    assert any("consumer c5 can read S" in issue.message for issue in report.issues), report.describe()
+    assert MISSING_ARRIVE in report.kinds()

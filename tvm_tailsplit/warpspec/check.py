@@ -7,7 +7,8 @@ Algorithm.
    the role in program order, each surrounded by its active synchronization operations with concrete channel and
    parity (exactly what the generated code computes).
 2. **Match** every wait with the arrive that should satisfy it: the arrives on one channel come from one warp role
-   in program order, and the k-th arrive completes phase k. A wait with no matching arrive is reported.
+   in program order, and the k-th arrive completes phase k. A wait with no matching arrive, or whose matching
+   arrive is on another channel (its phases then count other arrives), is reported and orders nothing.
 3. **Explore** all interleavings of the roles as a search over states (one program counter per role, resting only
    on synchronization steps: the task and retirement steps between them neither wait nor arrive, so their
    interleavings change nothing; the channels' completed-phase counts follow from the counters). A wait passes
@@ -248,6 +249,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
     channel_count = max([protocol.plan.channel_count]
                         + [max(op.group.channels, default=-1) + 1 for ops in protocol.ops.values() for op in ops])
     phase_of_arrive: dict[tuple[str, str, int], int] = {}
+    channel_of_arrive: dict[tuple[str, str, int], int] = {}
     arrive_roles: dict[int, set[int]] = {}
     completed_prefix: dict[int, list[tuple[int, ...]]] = {}
     for role in roles:
@@ -256,6 +258,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
         for step in programs[role]:
             if step.op is not None and step.op.action == ARRIVE:
                 phase_of_arrive[_key(step)] = counts[step.channel]
+                channel_of_arrive[_key(step)] = step.channel
                 counts[step.channel] += 1
                 arrive_roles.setdefault(step.channel, set()).add(role)
             prefix.append(tuple(counts))
@@ -275,6 +278,11 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
             if phase is None:
                 issue(MISSING_ARRIVE, f"{step.describe()} waits for {step.op.group.src_task} -> "
                                       f"{step.op.group.dst_task} edge {step.edge}, which nobody signals")
+            elif channel_of_arrive[_key(step)] != step.channel:
+                # its phases are counted by another channel's arrives: the edge's arrive orders nothing for it
+                issue(MISSING_ARRIVE, f"{step.describe()} waits for {step.op.group.src_task} -> "
+                                      f"{step.op.group.dst_task} edge {step.edge}, which is signalled on channel "
+                                      f"{channel_of_arrive[_key(step)]}")
             else:
                 intended[(role, pc)] = phase
 
