@@ -230,3 +230,14 @@ def test_waits_on_swapped_channels_are_caught():
     print(report.describe())
     assert any("consumer c5 can read S" in issue.message for issue in report.issues), report.describe()
     assert MISSING_ARRIVE in report.kinds()
+
+
+def test_an_operation_counting_more_edges_than_its_group_has_is_reported():
+    # A release whose group counts one edge more than it has instance pairs (an off-by-one in a planted or
+    # hand-modified protocol) crashed the checker with an IndexError looking up the extra edge's source.
+    protocol = _streaming_protocol()
+    ops = [dataclasses.replace(op, group=dataclasses.replace(op.group, count=op.group.count + 1))
+           if op.action == ARRIVE and op.group.kind == RESOURCE else op for op in protocol.ops["compute"]]
+    report = check(protocol.replace_ops("compute", ops))
+    print(report.describe())
+    assert LEFTOVER in report.kinds()  # the extra release is never acquired

@@ -141,7 +141,9 @@ def role_programs(protocol: Protocol) -> dict[int, list[Step]]:
                 continue
             edge = op.edge(inst.index if index is None else index)
             if edge is not None:
-                source = instances[op.group.edges[edge][0]].name
+                # a modified group may count more edges than it has instance pairs: such an edge signals no one
+                source = (instances[op.group.edges[edge][0]].name if edge < len(op.group.edges)
+                          else f"{op.group.src_task} (edge {edge} of {len(op.group.edges)})")
                 steps.append(Step(inst, op, op.group.channel(edge), op.parity(edge), edge, source))
         return steps
 
@@ -193,7 +195,7 @@ def _in_flight_issues(protocol: Protocol, programs: dict[int, list[Step]]) -> li
             if step.runs_task and step.instance.task.name in protocol.in_flight:
                 flying.add(step.instance.position)
             flying -= set(step.retired)
-            if step.op is not None and step.op.action == ARRIVE:
+            if step.op is not None and step.op.action == ARRIVE and step.edge < len(step.op.group.edges):
                 source = step.op.group.edges[step.edge][0]
                 if source in flying:
                     messages.append(f"{step.describe()} signals {instances[source].name} while its reads are in "
