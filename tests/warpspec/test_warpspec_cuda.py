@@ -331,3 +331,42 @@ def test_a_local_accumulator_on_the_gpu():
     y = tvm.runtime.tensor(np.full(2, np.nan, "float32"), device)
     executable(tvm.runtime.tensor(x, device), y)
     np.testing.assert_allclose(y.numpy(), [x[0::2].sum(), x[1::2].sum()], rtol=1e-5, atol=1e-5)
+
+
+def _sliding_window_kernel(tiles: int = 4, width: int = 64) -> tvm.tirx.PrimFunc:
+    """Role 0 writes a window of D that moves by one element per iteration (`D[t + i]`, the last write of each
+    element wins); role 1 does unrelated work."""
+
+    @T.prim_func(s_tir=True)
+    def window(X: T.Buffer((tiles, width), "float32"), D: T.Buffer((tiles + width - 1,), "float32"),
+               E: T.Buffer((tiles,), "float32")):
+        for t in range(tiles):
+            with T.sblock("slide"):
+                T.reads(X[t, 0:width])
+                T.writes(D[t:t + width])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(width):
+                    D[t + i] = X[t, i]
+            with T.sblock("other"):
+                T.reads()
+                T.writes(E[t])
+                T.sblock_attr({"warp_role": 1})
+                E[t] = T.float32(1)
+
+    return window
+
+
+def test_a_task_storing_an_element_from_other_threads_in_its_next_instance_synchronizes_its_role():
+    # `D[t + i]` strided over 64 threads: D[33] is thread 33's at t = 0, thread 32's at t = 1 (warp 1) and thread
+    # 31's at t = 2, thread 30's at t = 3 (warp 0). Nothing ordered the instances across the role's threads, so a
+    # late warp 1 could store its t = 0 or 1 value after warp 0's t = 3 one (a write-after-write race, D wrong on a
+    # GPU). The role's barrier now follows each instance; bodies that keep every element on one thread (a ring's
+    # `R[t % 3, i]`, `Y[t * tile + i]`) get none.
+    mod = WarpSpecialize("cuda", threads_per_role={0: 64, 1: 32}, debug_check=True)(
+        tvm.IRModule({"main": _sliding_window_kernel()}))
+    assert _strided_stores(mod["main"]) == {"D"}
+    source = cuda_source(mod, "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    assert source.count("bar_sync_count_sync((uint)1, (uint)64)") == 1
+    for name in ("streaming", "scheduled_scale"):
+        kernel = cuda_source(_specialized(name), "sm_80", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+        assert "bar_sync" not in kernel, name

@@ -42,7 +42,8 @@ mbarrier in shared memory initialised by thread 0 with the arriving role's threa
 arrives, and waits spin on `mbarrier.test_wait.parity` (available from sm_80, unlike `try_wait`). When a task writes
 a buffer that a task of the same role touches, or reads a buffer that another task of its role writes, a named
 barrier `bar.sync(1 + role, threads)` follows it so that the role's threads see each other's writes and no thread
-overwrites what another still reads (named barrier ids are constants 1..15).
+overwrites what another still reads (named barrier ids are constants 1..15); so it does when two instances of a
+task may store one element from different threads (`D[t + i]`), so that the later instance's value lands last.
 
 CUDA with `named_barriers=True`: channel `c` is named barrier `1 + roles + c`; the producer side arrives with
 `bar.arrive(id, producer + consumer threads)` and the consumer side blocks in `bar.sync(id, same count)`. A named
@@ -395,9 +396,47 @@ def _interfere(parts) -> bool:
                for m, (_, other) in enumerate(touched) if n != m)
 
 
+def _moves_elements_between_lanes(task: TaskNode) -> bool:
+    """Whether two instances of `task` may store one element from different threads of its role: some store index
+    mixes a pipeline loop variable with a loop of the body (whose iterations are spread over the threads), and the
+    stores do not write each element once over all instances (`tvm.sym.detect_iter_map`, bijective over the body's
+    constant loops and the pipeline loops). E.g. `D[t + i]`: element 5 is thread 5's at t = 0 and thread 4's at
+    t = 1. (`D[t * 64 + i]` and a ring's `R[t % 3, i]` keep every element on one thread.)"""
+    pipeline = {loop.loop_var: loop for loop in task.loops}
+    if not pipeline:
+        return False
+    block = task.realize.block
+    body = _inline_inner_blocks(substitute(block.body, dict(zip([iv.var for iv in block.iter_vars],
+                                                                task.realize.iter_values, strict=True))))
+    loops: dict = {}
+    stores: list = []
+    tvm_ffi.structural_walk(body, [(tirx.For, lambda loop: loops.__setitem__(loop.loop_var, loop)),
+                                   (tirx.BufferStore, stores.append)])
+    for store in stores:
+        if _thread_private(store.buffer):
+            continue  # touched by the role's first thread only
+        mixed = [i for i in store.indices
+                 if any(uses_var(i, v) for v in pipeline) and any(uses_var(i, v) for v in loops)]
+        if not mixed:
+            continue
+        used = {v: loop for v, loop in (*pipeline.items(), *loops.items())
+                if any(uses_var(i, v) for i in store.indices)}
+        if not all(isinstance(loop.extent, tirx.IntImm) and isinstance(loop.min, tirx.IntImm)
+                   for v, loop in used.items() if v in loops):
+            return True
+        domain = {v: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for v, loop in used.items()}
+        if not len(sym.detect_iter_map(list(store.indices), domain, True, "bijective").indices):
+            return True
+    return False
+
+
 def _shares_with_role(protocol: Protocol, task: TaskNode) -> bool:
     """True when a task of the same role reads what `task` writes, or another one writes what `task` writes or
-    reads (its next instance must not overwrite what slower threads of `task` still read)."""
+    reads (its next instance must not overwrite what slower threads of `task` still read), or when its own
+    instances store one element from different threads (`_moves_elements_between_lanes`: without a barrier a slow
+    thread's older value could land last)."""
+    if _moves_elements_between_lanes(task):
+        return True
     written = {w.buffer.name for w in task.writes}
     read = {r.buffer.name for r in task.reads}
     for other in protocol.tree.tasks():
