@@ -278,12 +278,31 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
                     tuple(region(w) for w in block.writes), loops)
 
 
+def _terms(expr: tirx.PrimExpr, kind: type) -> list[tirx.PrimExpr]:
+    """The operands of a tree of `kind` (`tirx.Min` or `tirx.Max`) nodes, a constant added to the tree added to
+    each of them: `max(max(a, b), 1) + 1` gives `a + 1, b + 1, 2`."""
+    if isinstance(expr, kind):
+        return _terms(expr.a, kind) + _terms(expr.b, kind)
+    if isinstance(expr, tirx.Add) and isinstance(expr.b, tirx.IntImm) and isinstance(expr.a, kind):
+        return [term + expr.b for term in _terms(expr.a, kind)]
+    return [expr]
+
+
 def _covers(analyzer: sym.Analyzer, declared: list, accessed) -> bool:
-    """True when `accessed` provably lies within the hull of the `declared` regions of its buffer."""
+    """True when `accessed` provably lies within the hull of the `declared` regions of its buffer: its `min` (and
+    end), a min (max) of terms as TVM's access analysis unites several accesses, is at least (at most) the least
+    (greatest) declared bound, each of its terms compared with each declared bound (`tvm.sym` does not reorder
+    nested mins and maxes)."""
     for dim, access in enumerate(accessed.region):
-        lo = functools.reduce(tirx.min, [d.region[dim].min for d in declared])
-        hi = functools.reduce(tirx.max, [d.region[dim].min + d.region[dim].extent for d in declared])
-        if not (analyzer.can_prove(lo <= access.min) and analyzer.can_prove(access.min + access.extent <= hi)):
+        lows = [d.region[dim].min for d in declared]
+        highs = [d.region[dim].min + d.region[dim].extent for d in declared]
+        lo, hi = functools.reduce(tirx.min, lows), functools.reduce(tirx.max, highs)
+        start, end = access.min, analyzer.simplify(access.min + access.extent)
+        if not (analyzer.can_prove(lo <= start)
+                or all(any(analyzer.can_prove(low <= term) for low in lows) for term in _terms(start, tirx.Min))):
+            return False
+        if not (analyzer.can_prove(end <= hi)
+                or all(any(analyzer.can_prove(term <= high) for high in highs) for term in _terms(end, tirx.Max))):
             return False
     return True
 
