@@ -2,7 +2,8 @@
 
 `simulate(func, arrays, seed)` interprets the specialized PrimFunc as the pass returns it (before TVM's lowering):
 the grid loops (`blockIdx.*`, one CTA after the other) around the `threadIdx.x` loop. Every thread of a CTA is a
-Python generator over the TIR (`For`, `IfThenElse`, `While`, `SeqStmt`, `BufferStore`, `Evaluate`), and the
+Python generator over the TIR (`For`, `IfThenElse`, `While`, `SeqStmt`, `BufferStore`, `Evaluate`, and the
+blocks of the sequential fallback below a minimum trip count), and the
 threads run interleaved in a seeded random order, a thread running on for a random number of steps (1 to 300), so
 that one warp can lag far behind another. Modelled: `shared` buffers per CTA, `local` buffers per thread, the
 parameters (numpy arrays, modified in place), mbarriers (`init` with an arrival count, `arrive`,
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 import numpy as np
 import tvm
 from tvm import tirx
+from tvm.s_tir import SBlockRealize
 
 __all__ = ["Deadlock", "simulate"]
 
@@ -131,6 +133,11 @@ class _Cta:
             value = self.value(stmt.value, env)
             yield PROGRESS
             element.set(value)
+        elif isinstance(stmt, SBlockRealize) and stmt.block.init is None:  # the sequential fallback's blocks
+            if self.value(stmt.predicate, env):
+                env.update({iv.var: self.value(value, env)
+                            for iv, value in zip(stmt.block.iter_vars, stmt.iter_values, strict=True)})
+                yield from self.run(stmt.block.body, env)
         elif isinstance(stmt, tirx.Evaluate):
             if not isinstance(stmt.value, tirx.IntImm):
                 yield from self._call(stmt.value, env)

@@ -88,3 +88,14 @@ def test_the_simulation_catches_a_dropped_wait_and_a_wrong_parity():
                 continue
             wrong += not np.array_equal(results[1], expected[1])
         assert wrong
+
+
+@pytest.mark.parametrize("k", [0, 16, 48])
+def test_a_symbolic_reduction_length_from_zero_on(k):
+    # at K = 0 the kernel runs its sequential fallback (the stores wait for a last K step that does not exist)
+    func = examples.symbolic_k_gemm_kernel(16, 16, 16, 16, 16, 2, 1)
+    specialized = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 64})(tvm.IRModule({"main": func}))["main"]
+    arrays = _inputs(func, np.random.default_rng(k), symbolic=k)
+    expected = _sequential(func, arrays)
+    simulate(specialized, arrays, seed=k)
+    np.testing.assert_allclose(arrays[2], expected[2], atol=1e-3)
