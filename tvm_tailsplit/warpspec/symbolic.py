@@ -13,7 +13,9 @@ count. Algorithm, for every long loop `L` with variable `k` and trip count `N`:
    `k % S` of a ring gives `S`; 1 if there is none). `tvm.sym` proves that replacing `k` by `k + P` shifts every
    region of L's tasks by a constant vector without changing its extents, and all regions of one buffer by the
    same vector. The overlap of two instances at distance `d` is then the same at `k` and `k + P` for every `d`
-   (translation invariance): the dependence pattern of the interior iterations repeats with period `P`.
+   (translation invariance): the dependence pattern of the interior iterations repeats with period `P`. Buffers
+   that no task writes (read-only inputs) conflict with nothing: their regions are left out of both steps (e.g.
+   `X[k]` and `X[0]` read by one task).
 3. **Windows.** The exact instance analysis (data and resource dependences over ranges, redundancy elimination,
    channel allocation) runs on windows of `W`, `W + P` and `W + 2P` iterations of `L` (`W = 4P + 4`, widened to
    `2 d_max + 2P + 2` when a rule inside `L` spans `d_max` iterations), so that each window holds the prologue
@@ -290,8 +292,15 @@ def _regions(task: TaskNode) -> tuple[Region, ...]:
     return task.reads + task.writes
 
 
-def _divisor_lcm(loop: LoopNode) -> int:
-    """The lcm of the constant divisors of the loop variable in the region bounds of the loop's tasks."""
+def _written(tree: ScheduleTree) -> set[str]:
+    """The names of the buffers some task writes: the regions of the others (read-only inputs) conflict with
+    nothing, so they take no part in the periodicity of the dependences."""
+    return {w.buffer.name for task in tree.tasks() for w in task.writes}
+
+
+def _divisor_lcm(loop: LoopNode, written: set[str]) -> int:
+    """The lcm of the constant divisors of the loop variable in the region bounds (of buffers in `written`) of the
+    loop's tasks."""
     divisors = [1]
 
     def visit(expr) -> None:
@@ -301,20 +310,25 @@ def _divisor_lcm(loop: LoopNode) -> int:
     for task in loop.children:
         if isinstance(task, TaskNode):
             for region in _regions(task):
+                if region.buffer.name not in written:
+                    continue
                 for lo, extent in region.bounds:
                     for expr in (lo, extent):
                         tvm_ffi.structural_walk(expr, [(kind, visit) for kind in _DIVISIONS])
     return math.lcm(*divisors)
 
 
-def _prove_period(loop: LoopNode, period: int) -> None:
-    """Prove that `k -> k + period` shifts every region of the loop's tasks by a constant vector per buffer."""
+def _prove_period(loop: LoopNode, period: int, written: set[str]) -> None:
+    """Prove that `k -> k + period` shifts every region (of a buffer in `written`) of the loop's tasks by a constant
+    vector per buffer."""
     analyzer = sym.Analyzer()
     k = loop.var
     shifted = {k: k + period}
     shifts: dict[str, tuple[int, ...]] = {}
     for task in loop.children:
         for region in _regions(task):
+            if region.buffer.name not in written:
+                continue
             shift = []
             for lo, extent in region.bounds:
                 moved = analyzer.simplify(substitute(lo, shifted) - lo)
@@ -350,10 +364,11 @@ def _require_free_regions(tree: ScheduleTree, loop: LoopNode) -> None:
 
 def _long_loops(tree: ScheduleTree) -> list[LongLoop]:
     found = []
+    written = _written(tree)
     for node in tree.children:
         if not isinstance(node, LoopNode):
             continue
-        period = _divisor_lcm(node)
+        period = _divisor_lcm(node, written)
         window = 4 * period + 4
         if node.constant and node.extent <= window + 3 * period:
             continue
@@ -363,7 +378,7 @@ def _long_loops(tree: ScheduleTree) -> list[LongLoop]:
                 f"loop '{node.var.name}' (trip count {node.extent}) holds the loop '{inner[0]}'; the symbolic "
                 "analysis needs the tasks of a long pipeline loop directly in its body")
         _require_free_regions(tree, node)
-        _prove_period(node, period)
+        _prove_period(node, period, written)
         found.append(LongLoop(node, period, window))
     return found
 
@@ -541,7 +556,7 @@ def _persistent_nest(tree: ScheduleTree) -> PersistentNest | None:
     analyzer.bind(step, tvm.ir.Range(0, 1 << 30))
     outer_var, inner_var = outer.var, inner.var
     running = {outer_var: tirx.floordiv(step, inner.extent), inner_var: tirx.floormod(step, inner.extent)}
-    written = {w.buffer.name for task in tree.tasks() for w in task.writes}
+    written = _written(tree)
 
     def flat_regions(regions: tuple[Region, ...]) -> tuple[Region, ...]:
         return tuple(Region(r.buffer, tuple((analyzer.simplify(substitute(lo, running)),
