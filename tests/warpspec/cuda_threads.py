@@ -2,10 +2,10 @@
 
 `simulate(func, arrays, seed)` interprets the specialized PrimFunc as the pass returns it (before TVM's lowering):
 the grid loops (`blockIdx.*`, one CTA after the other) around the `threadIdx.x` loop. Every thread of a CTA is a
-Python generator over the TIR (`For`, `IfThenElse`, `While`, `SeqStmt`, `BufferStore`, `Evaluate`, and the
-blocks of the sequential fallback below a minimum trip count), and the
-threads run interleaved in a seeded random order, a thread running on for a random number of steps (1 to 300), so
-that one warp can lag far behind another. Modelled: `shared` buffers per CTA, `local` buffers per thread, the
+Python generator over the TIR (`For` with its step, `IfThenElse`, `While`, `SeqStmt`, `BufferStore`, `Evaluate`,
+and the blocks of the sequential fallback below a minimum trip count), and the threads run interleaved in a seeded
+random order, a thread running on for a random number of steps (1 to 300), so that one warp can lag far behind
+another. Modelled: `shared` buffers per CTA, `local` buffers per thread, the
 parameters (numpy arrays, modified in place), mbarriers (`init` with an arrival count, `arrive`,
 `test_wait.parity` of the phase in progress), named barriers (`bar.sync` blocks until the count of `bar.arrive` and
 `bar.sync` arrivals is reached, `bar.arrive` does not) and `__syncthreads` (barrier 0, every thread).
@@ -117,7 +117,8 @@ class _Cta:
                 yield from self.run(part, env)
         elif isinstance(stmt, tirx.For):
             start = self.value(stmt.min, env)
-            for value in range(start, start + self.value(stmt.extent, env)):
+            step = 1 if stmt.step is None else self.value(stmt.step, env)
+            for value in range(start, start + self.value(stmt.extent, env), step):
                 env[stmt.loop_var] = value
                 yield from self.run(stmt.body, env)
         elif isinstance(stmt, tirx.IfThenElse):

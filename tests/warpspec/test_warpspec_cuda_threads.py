@@ -13,7 +13,12 @@ from tvm_tailsplit.warpspec.codegen import generate
 from tvm_tailsplit.warpspec.protocol import WAIT
 
 from .cuda_threads import Deadlock, simulate
-from .test_warpspec_cuda import _sliding_window_kernel
+from .test_warpspec_cuda import (
+    _dependent_bodies_kernel,
+    _local_accumulator_kernel,
+    _sliding_window_kernel,
+    _staged_reversal_kernel,
+)
 
 KERNELS = {
     "streaming": (lambda: examples.streaming_kernel(tiles=5, tile=8, stages=2), {0: 32, 1: 64}),
@@ -22,6 +27,10 @@ KERNELS = {
                                {0: 32, 1: 32, 2: 32}),
     "gemm_ragged": (lambda: examples.gemm_kernel(12, 16, 48, 16, 16, 16, stages=2), {0: 32, 1: 64}),
     "persistent": (lambda: examples.symbolic_k_gemm_kernel(32, 16, 16, 16, 16, 2, 1, ctas=1), {0: 32, 1: 64}),
+    # bodies strided over a role's threads or not, a role's barrier, a per-thread accumulator (test_warpspec_cuda)
+    "dependent_bodies": (_dependent_bodies_kernel, {0: 32, 1: 64}),
+    "staged_reversal": (_staged_reversal_kernel, {0: 32, 1: 64}),
+    "local_accumulator": (_local_accumulator_kernel, {0: 32, 1: 64}),
 }
 
 
