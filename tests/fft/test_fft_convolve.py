@@ -119,6 +119,9 @@ def test_dtypes_follow_scipy():
     # float16 computes in float32 as in scipy.fft (it was float64)
     assert tfft.convolve(x32.astype(np.float16), h32).dtype == np.float32
     assert tfft.convolve(x32.astype(np.float16), h32.astype(np.float16)).dtype == np.float32
+    # byte-swapped single precision is still single precision (it computed in float64)
+    assert tfft.convolve(x32.astype(">f4"), h32.astype(">f2")).dtype == np.float32
+    assert relative_error(tfft.convolve(x32.astype(">f4"), h32), reference(x32, h32, "full")) <= TOLERANCE["float32"]
     ints = np.arange(20).reshape(2, 10)
     y = tfft.convolve(ints, [1, 2, 3])
     assert y.dtype == np.float64 and np.allclose(y, reference(ints, np.array([1.0, 2.0, 3.0]), "full"))

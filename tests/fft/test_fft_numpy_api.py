@@ -46,6 +46,18 @@ def test_one_dimensional_matches_scipy_with_its_dtypes(name, dtype):
     assert relative_error(result, reference) <= _bound(dtype)
 
 
+@pytest.mark.parametrize(("name", "dtype"), [
+    (name, dtype) for name in C2C + REAL_IN + COMPLEX_TO_REAL + ("fftn", "rfftn", "irfftn")
+    for dtype in (">f2", ">f4", ">c8", ">f8", ">c16") if "c" not in dtype or name not in REAL_IN + ("rfftn",)])
+def test_byte_swapped_inputs_keep_scipy_s_precision(name, dtype):
+    # a big-endian float32 (e.g. read from a FITS or network file) computed in complex128 (dtype compared by ==)
+    native = np.dtype(dtype).newbyteorder("=")
+    x = _input(name, (3, 12), dtype)
+    result, reference = getattr(tfft, name)(x), getattr(scipy.fft, name)(x.astype(native))  # (scipy: not >f2)
+    assert result.dtype == reference.dtype and result.shape == reference.shape
+    assert relative_error(result, reference) <= _bound(native)
+
+
 @pytest.mark.parametrize("name", C2C + REAL_IN + COMPLEX_TO_REAL)
 @pytest.mark.parametrize(("n", "axis", "norm"), [(None, 0, "ortho"), (5, -2, "forward"), (16, 1, None)])
 def test_one_dimensional_n_axis_norm(name, n, axis, norm):

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from .numpy_api import next_fast_len
+from .numpy_api import _precision, next_fast_len
 from .planner import Plan, _cached_plan, _resolve_target, _target_argument, _TargetKey
 from .search import ROUNDS
 from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int
@@ -223,8 +223,7 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     if x.shape[axis] == 0:
         raise ValueError(f"x must not be empty along axis {axis}")
     # scipy.fft's rule: float16 and float32 compute in float32
-    single = (np.float16, np.float32)
-    dtype = "float32" if x.dtype in single and h.dtype in single else "float64"
+    dtype = "float32" if _precision(x) == _precision(h) == "complex64" else "float64"
     rows = np.moveaxis(x, axis, -1)
     batch_shape, length = rows.shape[:-1], rows.shape[-1]
     start, count = output_window(length, len(h), mode)

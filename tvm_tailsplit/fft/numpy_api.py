@@ -168,8 +168,10 @@ def _as_array(x: Any) -> np.ndarray:
 
 
 def _precision(array: np.ndarray) -> str:
-    """scipy's rule: float16, float32 and complex64 compute in complex64, other numeric inputs in complex128."""
-    return "complex64" if array.dtype in (np.float16, np.float32, np.complex64) else "complex128"
+    """scipy's rule: float16, float32 and complex64 compute in complex64, other numeric inputs in complex128. By
+    kind and size, so that a byte order other than the machine's (`>f4`, e.g. read from a file) stays single."""
+    kind, size = array.dtype.kind, array.dtype.itemsize
+    return "complex64" if (kind == "f" and size <= 4) or (kind == "c" and size == 8) else "complex128"
 
 
 def _check_plan(plan: Any) -> None:
