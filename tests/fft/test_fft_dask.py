@@ -144,6 +144,19 @@ def test_bad_arguments_are_refused_when_the_graph_is_built():
         dfft.fft2(x, axes="01")
 
 
+@pytest.mark.parametrize(("name", "shape", "kwargs"), [
+    ("irfft", (3, 1), {}), ("hfft", (3, 1), {}), ("irfftn", (3, 1), {}), ("irfft2", (3, 1), {}),
+    ("fft", (3, 0), {}), ("rfft", (3, 0), {}), ("fft2", (0, 3), {}),
+])
+def test_default_lengths_of_no_points_are_refused_when_the_graph_is_built(name, shape, kwargs):
+    # the graph was built with an axis of 0 points and the error came from a worker at compute time
+    dtype = "float64" if name == "rfft" else "complex128"
+    with pytest.raises(ValueError, match=r"invalid number of data points \(0\)"):
+        getattr(dfft, name)(da.from_array(np.ones(shape, dtype)), **kwargs)
+    with pytest.raises(ValueError, match=r"Invalid number of FFT data points \(0\)"):  # as numpy
+        getattr(np.fft, name)(np.ones(shape, dtype), **kwargs)
+
+
 def test_package_imports_without_dask():
     code = ("import sys; sys.modules['dask'] = None\n"
             "import tvm_tailsplit.fft, tvm_tailsplit.fft.dask_array as d\n"

@@ -35,8 +35,8 @@ from . import fft as _fft
 from . import ifft as _ifft
 from . import irfft as _irfft
 from . import rfft as _rfft
-from .numpy_api import _axis, _norm, _precision, _shape_axes, _swap
-from .spec import REAL_DTYPES, check_int
+from .numpy_api import _axis, _length, _norm, _precision, _shape_axes, _swap
+from .spec import REAL_DTYPES
 
 __all__ = ["ChunkKernel", "fft", "fft2", "fftn", "hfft", "ifft", "ifft2", "ifftn", "ihfft", "irfft", "irfft2",
            "irfftn", "one_chunk_along", "rfft", "rfft2", "rfftn"]
@@ -107,8 +107,9 @@ def _transform(kind: str, a: Any, n: int | None, axis: int, norm: str | None) ->
     a = _as_dask(a)
     axis = _axis(a, axis)
     norm = _norm(norm)
-    if n is not None:
-        n = check_int("n", n, 1)
+    if n is not None or not math.isnan(a.shape[axis]):
+        # numpy's default length checked here, not in a worker (an axis of unknown length is left to dask)
+        n = _length(n, "c2r" if kind == "irfft" else "c2c", a.shape[axis], axis)
     dtype = _precision(a)
     if kind == "rfft":
         if np.iscomplexobj(a):

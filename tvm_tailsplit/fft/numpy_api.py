@@ -198,6 +198,14 @@ def _size(name: str, value: Any, default: int, source: str) -> int:
     return check_int(name, value, 1)
 
 
+def _length(n: Any, kind: str, points: int, axis: int) -> int:
+    """The length of a 1-D transform of `kind` along `axis`, which holds `points` input points: `n`, or numpy's
+    default (the points; 2·(m - 1) for c2r), which must be at least 1 (`_size`)."""
+    if kind == "c2r":
+        return _size("n", n, 2 * (points - 1), f"2·(m - 1) for the m = {points} points along axis {axis}")
+    return _size("n", n, points, f"the length of axis {axis} of x")
+
+
 def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:
     """Crop (a view) or zero-pad `array` along `axis` to `size` (numpy's `n` argument)."""
     current = array.shape[axis]
@@ -352,7 +360,7 @@ def _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, direction) -> np.nda
     array = _as_array(x)
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, array.shape[axis], f"the length of axis {axis} of x")
+    n = _length(n, "c2c", array.shape[axis], axis)
     resized = _resize(array.astype(dtype, copy=False), n, axis)
     in_place = out is None and (_ours(resized, array) or
                                 (bool(overwrite_x) and resized is array and array.flags.writeable))
@@ -368,7 +376,7 @@ def _r2c(x, n, axis, norm, workers, plan, out) -> np.ndarray:
         raise TypeError(f"x must be real, got {array.dtype}")
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, array.shape[axis], f"the length of axis {axis} of x")
+    n = _length(n, "r2c", array.shape[axis], axis)
     resized = _resize(array.astype(REAL_DTYPES[dtype], copy=False), n, axis)
     if n % 2 == 0 and resized.size:
         resized = _contiguous_along(resized, axis)
@@ -382,8 +390,7 @@ def _c2r(x, n, axis, norm, workers, plan, out, conjugate=False) -> np.ndarray:
     array = _as_array(x)
     axis = _axis(array, axis)
     dtype = _precision(array)
-    n = _size("n", n, 2 * (array.shape[axis] - 1), f"2·(m - 1) for the m = {array.shape[axis]} points along axis "
-              f"{axis}")
+    n = _length(n, "c2r", array.shape[axis], axis)
     cast = array.astype(dtype, copy=False)
     resized = _resize(np.conjugate(cast) if conjugate else cast, n // 2 + 1, axis)
     shape = resized.shape[:axis] + (n,) + resized.shape[axis + 1:]
