@@ -142,6 +142,9 @@ def test_bad_arguments_are_refused_when_the_graph_is_built():
         dfft.fftn(x, s=(4,), axes=(0, 1))
     with pytest.raises(TypeError, match="axes must be an integer or a sequence"):
         dfft.fft2(x, axes="01")
+    for real in (dfft.rfftn, dfft.irfftn, dfft.rfft2, dfft.irfft2):  # (an IndexError of a list index)
+        with pytest.raises(ValueError, match="at least 1 axis must be transformed"):
+            real(x.real if real in (dfft.rfftn, dfft.rfft2) else x, axes=())
 
 
 @pytest.mark.parametrize(("name", "shape", "kwargs"), [

@@ -150,10 +150,11 @@ def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
     return rfft(a, n, axis, _swap(_norm(norm))).conj()
 
 
-def _nd_args(a: Any, s: Sequence[int] | None, axes: Sequence[int] | None) -> tuple[list[int | None], list[int]]:
+def _nd_args(a: Any, s: Sequence[int] | None, axes: Sequence[int] | None,
+             real: bool = False) -> tuple[list[int | None], list[int]]:
     """numpy's (s, axes) of an n-D transform (`numpy_api`'s rule) as (sizes, axes), a size None where the length
-    along that axis is kept."""
-    axes, sizes = _shape_axes(a, s, axes)
+    along that axis is kept. A `real` transform (rfftn, irfftn) needs an axis (its last one is the real one)."""
+    axes, sizes = _shape_axes(a, s, axes, real)
     return (sizes or [None] * len(axes)), axes
 
 
@@ -195,7 +196,7 @@ def rfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = N
           norm: str | None = None) -> Any:
     """numpy.fft.rfftn of a real dask array: `rfft` along the last of `axes`, then `fft` along the others."""
     a = _as_dask(a)
-    sizes, axes = _nd_args(a, s, axes)
+    sizes, axes = _nd_args(a, s, axes, real=True)
     return _along_axes("fft", rfft(a, sizes[-1], axes[-1], norm), sizes[:-1], axes[:-1], norm)
 
 
@@ -204,7 +205,7 @@ def irfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = 
     """numpy.fft.irfftn of a dask array: `ifft` along all of `axes` but the last, then `irfft` along it (with
     2·(m - 1) real points unless `s` gives the size)."""
     a = _as_dask(a)
-    sizes, axes = _nd_args(a, s, axes)
+    sizes, axes = _nd_args(a, s, axes, real=True)
     return irfft(_along_axes("ifft", a, sizes[:-1], axes[:-1], norm), sizes[-1], axes[-1], norm)
 
 

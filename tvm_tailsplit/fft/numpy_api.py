@@ -218,9 +218,18 @@ def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:
     return np.pad(array, padding)
 
 
-def _shape_axes(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[int] | None]:
+def _shape_axes(array: np.ndarray, s: Any, axes: Any, real: bool = False) -> tuple[list[int], list[int] | None]:
     """scipy's n-D arguments: the transformed axes (non-negative, in order) and their lengths (None without s;
-    -1 in `s` is that axis's input length). Without axes, the last len(s) axes (all axes without s)."""
+    -1 in `s` is that axis's input length). Without axes, the last len(s) axes (all axes without s). A `real`
+    transform (r2c, c2r) needs at least one axis: its last one is the real one."""
+    axes, sizes = _shape_axes_of(array, s, axes)
+    if real and not axes:
+        raise ValueError("at least 1 axis must be transformed (axes is empty)")
+    return axes, sizes
+
+
+def _shape_axes_of(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[int] | None]:
+    """`_shape_axes` without the check of real transforms."""
     if axes is not None:
         axes = [axes] if isinstance(axes, (int, np.integer)) else list(_sequence("axes", axes))
         axes = [_axis(array, a, "axes") for a in axes]
@@ -449,12 +458,10 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
     array = _as_array(x)
     if kind == "r2c" and array.dtype.kind == "c":
         raise TypeError(f"x must be real, got {array.dtype}")
-    axes, sizes = _shape_axes(array, s, axes)
+    axes, sizes = _shape_axes(array, s, axes, real=kind != "c2c")
     norm = _norm(norm)
     workers = _check_workers(workers)
     if not axes:
-        if kind != "c2c":
-            raise ValueError("at least 1 axis must be transformed (axes is empty)")
         return _deliver(array.copy(), out)
     sizes = sizes or [None] * len(axes)
     for axis, size in zip(axes, sizes, strict=True):
