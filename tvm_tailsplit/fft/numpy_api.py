@@ -52,7 +52,7 @@ from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
 from .ndim import plan_nd
 from .planner import plan as make_plan
-from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int
+from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, first_overlap
 from .tuning import RADIX_LIMIT
 
 __all__ = [
@@ -297,6 +297,12 @@ def _flat(array: np.ndarray, axis: int) -> np.ndarray | None:
     return flat
 
 
+def _rows_overlap(flat: np.ndarray) -> bool:
+    """Whether rows of a flat view share memory (a writable `sliding_window_view`): the operator cannot write its
+    transforms there (`spec.first_overlap`); numpy's copy into such an array is what the caller asked for."""
+    return first_overlap(flat.shape[1], *_steps(flat), flat.shape[0]) is not None
+
+
 def _steps(flat: np.ndarray) -> tuple[int, int]:
     """(element stride, distance between transforms) of a flat view, in elements."""
     stride = flat.strides[1] // flat.itemsize
@@ -323,12 +329,12 @@ def _along_axis(array: np.ndarray, axis: int, n: int, kind: str, direction: str,
         flat, in_place = _flat(array, axis), False
     in_steps = _steps(flat)
     target, target_flat = None, None
-    if in_place:
+    if in_place and not _rows_overlap(flat):
         target, target_flat = array, flat
     elif out is not None:
         _check_out(out, out_shape, np.dtype(out_dtype))
         candidate = _flat(out, axis) if out.dtype == out_dtype else None
-        if candidate is not None and not np.may_share_memory(candidate, flat) and \
+        if candidate is not None and not np.may_share_memory(candidate, flat) and not _rows_overlap(candidate) and \
                 (kind != "c2r" or n % 2 or candidate.strides[1] == candidate.itemsize) and \
                 rows_per_call(in_steps, _steps(candidate)) > 0:
             target, target_flat = out, candidate

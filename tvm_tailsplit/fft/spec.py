@@ -33,7 +33,7 @@ from .template import ExternalLayout
 from .tuning import CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
-           "check_choice", "check_int", "indexable_batch", "layout_reach", "requested_direction"]
+           "check_choice", "check_int", "first_overlap", "indexable_batch", "layout_reach", "requested_direction"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -185,15 +185,24 @@ class FFTSpec:
         return min(indexable_batch(layout) for layout in layouts)
 
 
+def first_overlap(elements: int, stride: int, distance: int, batch: int) -> tuple[int, int] | None:
+    """Whether `batch` transforms of `elements` elements, `stride` apart, transforms `distance` apart, share memory:
+    (element e, transform b) such that element e of transform 0 is element 0 of transform b, or None when every
+    element is its own. Element e of transform b is at `b·distance + e·stride`, so two coincide when
+    `Δb·distance = Δe·stride` for some 0 < Δb < batch and 0 < Δe < elements, whose smallest solution is
+    `Δb = stride/g`, `Δe = distance/g` with g their gcd."""
+    if batch == 1 or elements == 1:
+        return None
+    g = math.gcd(stride, distance)
+    transform, element = stride // g, distance // g
+    return (element, transform) if transform < batch and element < elements else None
+
+
 def _check_disjoint(layout: ExternalLayout, batch: int) -> None:
-    """ValueError when two output elements of the batch are the same memory: element e of transform b is at
-    `b·odist + e·ostride`, so two coincide when `Δb·odist = Δe·ostride` for some 0 < Δb < batch and
-    0 < Δe < elements, whose smallest solution is `Δb = ostride/g`, `Δe = odist/g` with g their gcd."""
-    if batch == 1 or layout.elements == 1:
-        return
-    g = math.gcd(layout.stride, layout.distance)
-    transform, element = layout.stride // g, layout.distance // g
-    if transform < batch and element < layout.elements:
+    """ValueError when two output elements of the batch are the same memory (`first_overlap`)."""
+    overlap = first_overlap(layout.elements, layout.stride, layout.distance, batch)
+    if overlap is not None:
+        element, transform = overlap
         unit = "complex element" if layout.kind == "complex" else "real"
         raise ValueError(
             f"ostride={layout.stride} and odist={layout.distance} make the outputs of the {batch} transforms "
