@@ -45,6 +45,24 @@ def test_read_only_real_input(tmp_path, source, n):
     assert relative_error(tfft.irfft(spectrum, n=n), x) <= 2 * tolerance(n, "complex128")
 
 
+@pytest.mark.parametrize(("kind", "n"), [("c2c", 60), ("r2c", 64), ("r2c", 15), ("c2r", 15)])
+def test_a_plan_of_one_transform_gives_a_vector_for_a_vector(kind, n):
+    # it returned shape (1, m) for the vector x (numpy.fft: (m,)), unlike the same call with out=
+    plan = tfft.plan(n, 1, kind=kind, dtype="complex128")
+    if kind == "r2c":
+        x = random_real(n, "float64", seed=4)
+        reference = np.fft.rfft(x)
+    elif kind == "c2r":
+        x = random_complex(n // 2 + 1, "complex128", seed=4)
+        reference = np.fft.irfft(x, n)
+    else:
+        x = random_complex(n, "complex128", seed=4)
+        reference = np.fft.fft(x)
+    result = plan(x)
+    assert result.shape == reference.shape and relative_error(result, reference) <= tolerance(n, "complex128")
+    assert plan(x[np.newaxis]).shape == (1,) + reference.shape  # a batch of one stays one
+
+
 def test_read_only_input_is_not_copied():
     x = random_complex((2, 16), "complex64", seed=2)
     x.setflags(write=False)

@@ -425,7 +425,9 @@ class Plan:
         """Run the operator. `x` is a numpy array (complex, or float with a trailing 2) or a TVM tensor.
 
         Returns `out`, allocated when None: a complex numpy array for complex output, a float array for real
-        output, or a TVM tensor when `x` is a TVM tensor. `out` may be `x` itself (in-place c2c).
+        output, or a TVM tensor when `x` is a TVM tensor. `out` may be `x` itself (in-place c2c). A plan of one
+        transform takes `x` as a vector too (shape (n,) instead of (1, n)), and then returns a vector, as
+        numpy.fft does.
         """
         if isinstance(x, tvm.runtime.Tensor):
             for name, tensor, shape in (("x", x, self.input_shape), ("out", out, self.output_shape)):
@@ -438,9 +440,11 @@ class Plan:
                 out = tvm.runtime.empty(self.output_shape, self.real_dtype, x.device)
             self.run(x, out)
             return out
-        x_view = self._as_float_view("x", np.asarray(x), self.input_layout)
+        array = np.asarray(x)
+        x_view = self._as_float_view("x", array, self.input_layout)
         if out is None:
             result, out_view = self._allocate_output()
+            result = result[0] if array.ndim == 1 else result  # (batch 1: the vector x's transform as one)
         else:
             if not isinstance(out, np.ndarray):
                 raise TypeError(f"out must be a numpy array (or a TVM tensor with x), got {type(out).__name__}")
@@ -493,8 +497,8 @@ class Plan:
             return out_tensor
         result = out_tensor.numpy()
         if self.output_layout.kind == "complex":
-            return result.view(self.dtype)[..., 0]
-        return result
+            result = result.view(self.dtype)[..., 0]
+        return result[0] if np.ndim(x) == 1 else result  # (batch 1: the vector x's transform as one)
 
     def _require_gpu(self) -> None:
         """A RuntimeError saying so where a CUDA plan is called with numpy arrays on a machine without a GPU
