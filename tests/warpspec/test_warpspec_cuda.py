@@ -182,6 +182,44 @@ def test_only_independent_iterations_are_strided_over_the_role_threads():
     assert _strided_stores(mod["main"]) == {"ring", "E"}
 
 
+def _offset_mods_kernel(tiles: int = 3, tile: int = 64) -> tvm.tirx.PrimFunc:
+    """A copy role and a task whose iterations i = 0 and 1 both accumulate into F[2 t + 1]: its index
+    `(i + 1) % 2 + i % 2` is 1 at both, which TVM 0.27's `detect_iter_map` calls bijective."""
+
+    @T.prim_func(s_tir=True)
+    def offset_mods(X: T.Buffer((tiles * tile,), "float32"), F: T.Buffer((tiles * 2 + 1,), "float32")):
+        ring = T.sblock_alloc_buffer((2, tile), "float32", scope="shared")
+        for t in range(tiles):
+            with T.sblock("load"):
+                T.reads(X[t * tile:t * tile + tile])
+                T.writes(ring[t % 2, 0:tile])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(tile):
+                    ring[t % 2, i] = X[t * tile + i]
+            with T.sblock("fold"):
+                T.reads(ring[t % 2, 0:2], F[t * 2:t * 2 + 3])  # (TVM bounds the index by [0, 3))
+                T.writes(F[t * 2:t * 2 + 3])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(2):
+                    F[t * 2 + (i + 1) % 2 + i % 2] = F[t * 2 + (i + 1) % 2 + i % 2] + ring[t % 2, i]
+
+    return offset_mods
+
+
+def test_a_body_whose_iterations_write_one_element_is_not_strided_whatever_tvm_says():
+    # TVM's iter-map analysis took (i + 1) % 2 + i % 2 for a one-to-one index, so the fold was strided over the
+    # role's threads: two threads adding into F[2 t + 1] at once, a race on a GPU. codegen._one_to_one evaluates
+    # every point of a small constant domain.
+    import tvm.sym
+
+    i = tvm.tirx.Var("i", "int32")
+    index = tvm.tirx.floormod(i + 1, 2) + tvm.tirx.floormod(i, 2)
+    assert len(tvm.sym.detect_iter_map([index], {i: tvm.ir.Range(0, 2)}, True, "bijective").indices)  # TVM's answer
+    mod = WarpSpecialize("cuda", threads_per_role={0: 32, 1: 32}, debug_check=True)(
+        tvm.IRModule({"main": _offset_mods_kernel()}))
+    assert _strided_stores(mod["main"]) == {"ring"}
+
+
 def test_threads_per_role_must_fit_in_one_thread_block():
     # 2 x 1024 threads compiled (nvcc too) and would only fail at launch on a GPU ("invalid configuration").
     func = examples.streaming_kernel(tiles=4, tile=32)

@@ -58,6 +58,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import itertools
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +72,7 @@ from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK
 from ..ir_utils import has_unit_step, substitute, suffix_block_names, uses_var, with_loop
+from .graphs import evaluate_index
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
 
@@ -312,9 +315,45 @@ def _independent(stmt: tirx.Stmt) -> bool:
                    for loop in used.values()):
             return False
         domain = {var: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for var, loop in used.items()}
-        if used and not len(sym.detect_iter_map(list(index), domain, True, "bijective").indices):
+        if used and not _one_to_one(index, domain):
             return False
     return True
+
+
+ENUMERATED_POINTS = 1 << 14
+"""The most points of a constant domain `_one_to_one` evaluates one by one to check TVM's answer."""
+
+
+def _one_to_one(indices, domain: dict) -> bool:
+    """Whether `indices` take distinct values at distinct points of `domain` (loop variable -> range):
+    `tvm.sym.detect_iter_map`, bijective, checked, because TVM 0.27's iter-map analysis merges floor-mods of one
+    variable with different numerators (it calls `(t + 1) % 2 + t % 2` bijective over `t` in `[0, 2)`, where it is
+    1 at both points; `iter_map_simplify` rewrites it to `(t + 1) % 2 * 2`). Where an index has two
+    floor-divisions or floor-mods of different numerators over one variable (the form TVM gets wrong), every
+    point is evaluated when the domain is constant, has at most `ENUMERATED_POINTS` points and its indices use its
+    variables alone; otherwise such indices are not taken as one-to-one."""
+    indices = list(indices)
+    if not len(sym.detect_iter_map(indices, domain, True, "bijective").indices):
+        return False
+    divisions: list = []
+    for index in indices:
+        tvm_ffi.structural_walk(index, [(tirx.FloorMod, divisions.append), (tirx.FloorDiv, divisions.append)])
+    if not any(not tvm_ffi.structural_equal(a.a, b.a) and any(uses_var(a.a, v) and uses_var(b.a, v) for v in domain)
+               for position, a in enumerate(divisions) for b in divisions[position + 1:]):
+        return True
+    names = [var.name for var in domain]
+    ranges = [(ranged.min, ranged.extent) for ranged in domain.values()]
+    if not (all(isinstance(lo, tirx.IntImm) and isinstance(extent, tirx.IntImm) for lo, extent in ranges)
+            and math.prod(int(extent.value) for _, extent in ranges) <= ENUMERATED_POINTS
+            and len(set(names)) == len(names)):
+        return False
+    points = itertools.product(*(range(int(lo.value), int(lo.value + extent.value)) for lo, extent in ranges))
+    try:
+        values = [tuple(evaluate_index(index, dict(zip(names, point, strict=True))) for index in indices)
+                  for point in points]
+    except WarpSpecializeInputError:  # a variable outside the domain, or an expression it cannot evaluate
+        return False
+    return len(set(values)) == len(values)
 
 
 def _thread_private(buffer: tirx.Buffer) -> bool:
@@ -425,7 +464,7 @@ def _moves_elements_between_lanes(task: TaskNode) -> bool:
                    for v, loop in used.items() if v in loops):
             return True
         domain = {v: tvm.ir.Range.from_min_extent(loop.min, loop.extent) for v, loop in used.items()}
-        if not len(sym.detect_iter_map(list(store.indices), domain, True, "bijective").indices):
+        if not _one_to_one(store.indices, domain):
             return True
     return False
 
