@@ -19,6 +19,8 @@ from tvm_tailsplit.split import workloads
 from tvm_tailsplit.split.examples import matmul, symbolic_vector_multiply
 from tvm_tailsplit.testing import guarded_array, run_guarded, to_tvm
 
+from .test_tensorize_layouts import marked_for_dot_16x4
+
 TARGET = intr.llvm_target()
 OPS = {intr.MUL_16: np.multiply, intr.ADD_16: np.add}
 
@@ -318,17 +320,8 @@ def test_matmul_variable_tail_every_shape_class():
 
 
 def _dense_16x4(m, n, k):
-    """The dense layer tiled for the one-instruction ``dot_16x4`` (``VNNI_DOT_16x4_LLVM22``): loops ``j_0, r_0, i,
-    j_1, r_1``, the init split out, the mark on the 16-output loop ``j_1``."""
-    sch = s_tir.Schedule(workloads._dense_int8_func(m, n, k))
-    block = sch.get_sblock("C")
-    i, j, r = sch.get_loops(block)
-    j_0, j_1 = sch.split(j, [None, 16])
-    r_0, r_1 = sch.split(r, [None, 4])
-    sch.reorder(j_0, r_0, i, j_1, r_1)
-    sch.decompose_reduction(block, r_0)
-    sch.annotate(j_1, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
-    return sch.mod
+    """The dense workload's computation tiled and marked for the one-instruction ``dot_16x4``."""
+    return marked_for_dot_16x4(workloads._dense_int8_func(m, n, k))
 
 
 @pytest.mark.parametrize("n", [7, 16, 40])

@@ -26,7 +26,13 @@ def dense_int8_unpacked(m, n, k):
     r = te.reduce_axis((0, k), "r")
     c = te.compute((m, rows), lambda i, j: te.sum(a[i, r].astype("int32") * w[j, r].astype("int32"), axis=r),
                    name="C")
-    sch = s_tir.Schedule(te.create_prim_func([a, w, c]).with_attr("global_symbol", "main"))
+    return marked_for_dot_16x4(te.create_prim_func([a, w, c]).with_attr("global_symbol", "main"))
+
+
+def marked_for_dot_16x4(func) -> tvm.IRModule:
+    """A dense layer's block ``C`` tiled for the one-instruction ``dot_16x4`` (``VNNI_DOT_16x4_LLVM22``): loops
+    ``j_0, r_0, i, j_1, r_1``, the init split out, the mark on the 16-output loop ``j_1``."""
+    sch = s_tir.Schedule(func)
     block = sch.get_sblock("C")
     i, j, r_loop = sch.get_loops(block)
     j_0, j_1 = sch.split(j, [None, 16])
