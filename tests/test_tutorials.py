@@ -17,6 +17,8 @@ EXPECTED_OUTPUT = {
         "instantiated with tailsplit_llvm_fp32_matmul_8x16xk",
         "variable_length with tailsplit_llvm_fp32_matmul_8x16xk",
         "symbolic M: one kernel, equal to numpy",
+        "instantiated with tailsplit_avx512_vnni_dense_8x16xk",
+        "variable_length with tailsplit_avx512_vnni_dense_8x16xk",
         "speedup of tailsplit over guarded",
         "one function, kernels per interval of M: main_kernel (64 threads), main_kernel_1 (128 threads), "
         "main_kernel_2 (128 threads), main_kernel_3 (128 threads)",
