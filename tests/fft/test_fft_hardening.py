@@ -210,7 +210,8 @@ def test_equivalent_spellings_give_one_plan():
 @pytest.mark.parametrize(("function", "kwargs", "error", "message"), [
     (tfft.fft, {"n": 4.0}, TypeError, "n must be an integer"),
     (tfft.ifft, {"axis": "0"}, TypeError, "axis must be an integer"),
-    (tfft.fft, {"norm": 5}, TypeError, "norm must be one of"),
+    (tfft.fft, {"norm": 5}, ValueError, "norm must be one of"),  # numpy's and scipy's type for any bad norm
+    (tfft.rfftn, {"norm": b"ortho"}, ValueError, "norm must be one of"),
     (tfft.fft, {"norm": "unitary"}, ValueError, "norm must be one of"),
     (tfft.rfft, {"n": 0}, ValueError, "n must be at least 1"),
     (tfft.irfft, {"n": 8.0}, TypeError, "n must be an integer"),

@@ -145,8 +145,13 @@ def _threads(workers: int | None) -> Iterator[None]:
 
 
 def _norm(norm: str | None) -> str:
-    """numpy's default normalization for None."""
-    return "backward" if norm is None else check_choice("norm", norm, NORMS)
+    """numpy's default normalization for None; a value that is not one of `NORMS` is a ValueError whatever its type,
+    as in numpy and scipy (code that catches their ValueError catches this one)."""
+    if norm is None:
+        return "backward"
+    if not isinstance(norm, str):
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))}, got {norm!r} ({type(norm).__name__})")
+    return check_choice("norm", norm, NORMS)
 
 
 def _swap(norm: str) -> str:
