@@ -14,7 +14,7 @@ import tvm_ffi
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, cuda_target
 from tvm_tailsplit.ir_utils import substitute
-from tvm_tailsplit.testing import threads_as_serial_loops
+from tvm_tailsplit.testing import run_with_guarded_output, threads_as_serial_loops
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -37,6 +37,8 @@ from tvm_tailsplit.warpspec.hopper import (
 )
 from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases
+
+from .test_warpspec_ragged import _operands
 
 A_BYTES, B_BYTES = 128 * 64 * 2, 256 * 64 * 2
 
@@ -611,3 +613,36 @@ def test_tensor_maps_are_encoded_with_128_byte_swizzle_and_l2_promotion():
     # swizzle, L2 promotion, zero fill): one map per operand
     assert sorted(call[8:] for call in calls) == [[64, 128, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0],
                                                  [64, 256, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0]]
+
+
+@pytest.mark.parametrize("tiles,message", [
+    (dict(block_k=32), r"block_k must be 64 \(a TMA box row of 128 bytes"),
+    (dict(block_m=64), r"block_m must be a multiple of 128 up to 256 .*got 64"),
+    (dict(block_m=192), r"block_m must be a multiple of 128 .*got 192"),
+    (dict(block_m=384, block_n=64), r"block_m .*A's TMA box has at most 256 rows\), got 384"),
+    (dict(block_n=12), r"block_n must be a multiple of 8 up to 256 .*got 12"),
+    (dict(block_n=264), r"block_n must be a multiple of 8 up to 256 .*got 264"),
+    (dict(block_k=0), r"block_k must be a positive int, got 0"),
+])
+def test_tiles_of_no_hopper_form_are_refused_naming_the_argument(tiles, message):
+    """Tiles that WarpSpecialize cannot lower (no TMA box of 128-byte rows, bands not of 64-row wgmma blocks, N past
+    wgmma's) were built and refused by the pass as 'found no TMA load' or 'task mma_top touches A_ring', naming
+    neither the argument nor the reason."""
+    with pytest.raises(ValueError, match=r"hopper_gemm_kernel: " + message):
+        examples.hopper_gemm_kernel(300, 300, 192, **tiles)
+
+
+def test_k_not_a_multiple_of_the_k_tile_names_k():
+    with pytest.raises(ValueError, match=r"k must be a multiple of block_k \(64\) unless zero_fill_k=True, got 136"):
+        examples.hopper_gemm_kernel(128, 256, 136)
+
+
+@pytest.mark.parametrize("block_m,block_n", [(128, 8), (128, 48), (256, 128)])
+def test_other_accepted_tiles_mean_a_times_b_transposed(block_m, block_n):
+    """Tiles the validation accepts besides the rule's widths, on a ragged shape (threads serialized, llvm)."""
+    m, n, k = 300, 100, 136
+    func = examples.hopper_gemm_kernel(m, n, k, block_m=block_m, block_n=block_n, stages=2, zero_fill_k=True)
+    executable = tvm.compile(threads_as_serial_loops(tvm.IRModule({"main": func})), target="llvm")
+    a, b = _operands(m, n, k, seed=block_n, b_transposed=True)
+    out = run_with_guarded_output(executable, [a, b], (m, n))
+    np.testing.assert_allclose(out, a.astype("float32") @ b.astype("float32").T, rtol=1e-3, atol=1e-3)

@@ -47,7 +47,7 @@ from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
 from ..ir_utils import EMIT_INSN_PRAGMA, DispatchCase, conjunction, dispatch_by_intervals, require_sizes
-from .tiles import FRAGMENT_STORE_MARK
+from .tiles import FRAGMENT_STORE_MARK, TMA_MAX_BOX_ROWS, TMA_ROW_BYTES, WGMMA_M, WGMMA_MAX_N
 from .tiling import hopper_block_n_intervals
 from .tree import WARP_ROLE
 
@@ -188,22 +188,44 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
                        block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
                        ctas: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
-    `wgmma` reads them; C fp32), 128 x `block_n` x 64 tiles (`block_n` one of `tiling.HOPPER_BLOCK_N`, 256 by
-    default; `tiling.hopper_block_n` chooses it for a shape), 4 stages, two compute roles of 64 rows each; any `m`
-    and `n` (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction
+    `wgmma` reads them; C fp32), 128 x `block_n` x 64 tiles (`block_n` 256 by default; `tiling.hopper_block_n`
+    chooses one of `tiling.HOPPER_BLOCK_N` for a shape), 4 stages, two compute roles of 64 rows each; any `m` and
+    `n` (a ragged output: see the module doc; run TailSplit before WarpSpecialize). `k=None` keeps the reduction
     length symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's
     tensor map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
     tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
-    `WarpSpecialize("cuda", hopper=True)`."""
-    require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k)
+    `WarpSpecialize("cuda", hopper=True)`. Other tiles: `block_m` 128 or 256 (two consumer warpgroups' bands of
+    64-row wgmma blocks, one TMA box of at most 256 rows), `block_n` a multiple of 8 up to 256 (wgmma's N),
+    `block_k` 64 (a 128-byte swizzled row); any other is a `ValueError` naming the argument."""
+    require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k, block_m=block_m, block_n=block_n,
+                  block_k=block_k, stages=stages)
+    _require_hopper_tiles(block_m, block_n, block_k)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
                                   zero_fill_k=zero_fill_k, ctas=ctas)
     if k is None:
         return func
     if k % block_k and not zero_fill_k:
-        raise ValueError(_GEMM_SIZES_ERROR)
+        raise ValueError(f"hopper_gemm_kernel: k must be a multiple of block_k ({block_k}) unless zero_fill_k=True, "
+                         f"got {k}")
     return _specialize_shape(func, 0, (m, k))
+
+
+def _require_hopper_tiles(block_m: int, block_n: int, block_k: int) -> None:
+    """A `ValueError` naming the argument unless the tile has Hopper's form (`warpspec.tiles`): the others reach
+    WarpSpecialize as tasks of no tile form, refused there without the reason."""
+    rules = (
+        ("block_m", block_m, block_m % (2 * WGMMA_M) == 0 and block_m <= TMA_MAX_BOX_ROWS,
+         f"a multiple of {2 * WGMMA_M} up to {TMA_MAX_BOX_ROWS} (two consumer warpgroups, each a band of "
+         f"{WGMMA_M}-row wgmma blocks; A's TMA box has at most {TMA_MAX_BOX_ROWS} rows)"),
+        ("block_n", block_n, block_n % 8 == 0 and block_n <= WGMMA_MAX_N,
+         f"a multiple of 8 up to {WGMMA_MAX_N} (a wgmma m64nNk16's N)"),
+        ("block_k", block_k, block_k * 2 == TMA_ROW_BYTES,
+         f"{TMA_ROW_BYTES // 2} (a TMA box row of {TMA_ROW_BYTES} bytes of fp16, the 128-byte swizzle wgmma reads)"),
+    )
+    for name, value, valid, rule in rules:
+        if not valid:
+            raise ValueError(f"hopper_gemm_kernel: {name} must be {rule}, got {value}")
 
 
 def hopper_gemm_dispatch(n: int, k: int | None, passes: tvm.transform.Pass, zero_fill_k: bool = False,
