@@ -29,6 +29,7 @@ from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
 from tvm_tailsplit.warpspec.check import DEADLOCK, IN_FLIGHT, MISSING_ARRIVE, PARITY_ALIASING, RACE, TRANSACTION
 from tvm_tailsplit.warpspec.codegen import generate
 from tvm_tailsplit.warpspec.hopper import (
+    FRAGMENT_HEADROOM_REGISTERS,
     L2_PROMOTION_256B,
     PRODUCER_REGISTERS,
     SWIZZLE_128B,
@@ -646,3 +647,25 @@ def test_other_accepted_tiles_mean_a_times_b_transposed(block_m, block_n):
     a, b = _operands(m, n, k, seed=block_n, b_transposed=True)
     out = run_with_guarded_output(executable, [a, b], (m, n))
     np.testing.assert_allclose(out, a.astype("float32") @ b.astype("float32").T, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("block_n", [208, 256])
+def test_fragments_beyond_the_consumer_registers_are_refused(block_n):
+    """A 256 x `block_n` tile gives each consumer warpgroup a 128-row band: `block_n` floats per thread. With
+    `block_n` = 256 ptxas spilled 9 KiB and serialized the wgmma (note C7511), 208 spilled 5 KiB; the kernel was
+    generated without a word. WarpSpecialize now refuses it, naming the tasks and the figures."""
+    func = examples.hopper_gemm_kernel(300, 300, 192, block_m=256, block_n=block_n, stages=2)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match=rf"\['mma_top'\] of warp role 1 accumulate into fragments of {block_n} floats per thread"
+                             r".* more than the 232 each of its threads gets"):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+
+
+@pytest.mark.nvcc
+def test_the_widest_fragment_accepted_compiles_without_spills():
+    """The rule's boundary (`FRAGMENT_HEADROOM_REGISTERS`): 256 x 200 tiles, 200 floats per consumer thread."""
+    func = examples.hopper_gemm_kernel(300, 300, 192, block_m=256, block_n=200, stages=2)
+    assert 200 + FRAGMENT_HEADROOM_REGISTERS <= consumer_registers(2)
+    mod = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+    (usage,) = compile_cuda_source(cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE), "sm_90a")
+    assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0 and usage.performance_losses == ()

@@ -197,7 +197,9 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
     `WarpSpecialize("cuda", hopper=True)`. Other tiles: `block_m` 128 or 256 (two consumer warpgroups' bands of
     64-row wgmma blocks, one TMA box of at most 256 rows), `block_n` a multiple of 8 up to 256 (wgmma's N),
-    `block_k` 64 (a 128-byte swizzled row); any other is a `ValueError` naming the argument."""
+    `block_k` 64 (a 128-byte swizzled row); any other is a `ValueError` naming the argument. With `block_m` 256 a
+    consumer thread holds `block_n` accumulators: WarpSpecialize refuses `block_n` over 200 (they would spill,
+    `hopper.FRAGMENT_HEADROOM_REGISTERS`)."""
     require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k, block_m=block_m, block_n=block_n,
                   block_k=block_k, stages=stages)
     _require_hopper_tiles(block_m, block_n, block_k)

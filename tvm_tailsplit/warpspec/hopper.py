@@ -53,7 +53,8 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   what the register file leaves after all of them (see `consumer_registers`; more would never be granted: the
   warpgroup would wait forever), where a consumer's fragment holds at least `REBALANCE_FRAGMENT_REGISTERS` floats
   per thread (`rebalances_registers`); a smaller one (64 x 64 and 64 x 32 bands) fits the even split, and the
-  kernel keeps it.
+  kernel keeps it. A role whose fragments leave fewer than `FRAGMENT_HEADROOM_REGISTERS` of its threads' registers
+  (a 128-row band over 208 or more columns) is rejected: ptxas would spill the accumulators.
 * **Shared memory**: the barriers, then the rings from 1024-byte boundaries; a kernel needing more than
   `SHARED_MEMORY_BYTES` (with its other shared buffers) is rejected, since it would compile and fail at launch.
 * **Persistent kernels** (a persistent nest, `warpspec.symbolic`; `examples.hopper_gemm_kernel(..., ctas=...)`):
@@ -90,8 +91,9 @@ from .tiles import WGMMA_K, WGMMA_M, FragmentTask, TilePlan, TmaLoad, WgmmaTile,
 from .transactions import transaction_protocol
 from .tree import TaskNode, WarpSpecializeInputError
 
-__all__ = ["PRODUCER_REGISTERS", "PRODUCER_THREADS", "REBALANCE_FRAGMENT_REGISTERS", "WARPGROUP", "consumer_registers",
-           "generate_hopper", "hopper_protocol", "rebalances_registers"]
+__all__ = ["FRAGMENT_HEADROOM_REGISTERS", "PRODUCER_REGISTERS", "PRODUCER_THREADS", "REBALANCE_FRAGMENT_REGISTERS",
+           "WARPGROUP", "consumer_registers", "fragment_registers", "generate_hopper", "hopper_protocol",
+           "rebalances_registers"]
 
 WARPGROUP = 128
 """Rule: every warp role is one warpgroup (`setmaxnreg` and wgmma work on whole warpgroups)."""
@@ -109,6 +111,11 @@ REBALANCE_FRAGMENT_REGISTERS = 64
 floats per thread (a 64-row band of 128 columns or more): below that the consumers fit the even split of the
 register file with room to spare, ptxas's own allocation then fixes no count at entry, and it ignores `setmaxnreg`
 (note C7508)."""
+FRAGMENT_HEADROOM_REGISTERS = 32
+"""Rule: a consumer thread needs about 32 registers besides its fragments (descriptors, addresses, the loop's and
+the stores' indices): measured with ptxas 13 (sm_90a) on `examples.hopper_gemm_kernel(block_m=256)`, whose 128-row
+bands hold `block_n` floats per thread, a 200-float fragment fits the 232 registers `setmaxnreg` grants, a 208-float
+one spills 5 KiB, a 256-float one spills 9 KiB and serializes the wgmma (note C7511)."""
 SWIZZLE_128B = 3
 """CUtensorMapSwizzle value of the 128-byte swizzle, and the descriptor encoder's code for it."""
 L2_PROMOTION_256B = 3
@@ -144,6 +151,32 @@ def rebalances_registers(tiles: TilePlan) -> bool:
     """Whether the kernel of `tiles` moves registers from the producer to the consumers (`setmaxnreg`): a fragment
     of at least `REBALANCE_FRAGMENT_REGISTERS` floats per thread."""
     return max(tile.m * tile.n // WARPGROUP for tile in tiles.mmas.values()) >= REBALANCE_FRAGMENT_REGISTERS
+
+
+def fragment_registers(protocol: Protocol, tiles: TilePlan) -> dict[int, int]:
+    """The floats per thread of each consumer role's fragments (one per accumulator the role's wgmma tiles update,
+    `m * n / WARPGROUP` each)."""
+    per_role: dict[int, dict[str, int]] = {}
+    for task in protocol.tree.tasks():
+        if (tile := tiles.mmas.get(task.name)) is not None:
+            per_role.setdefault(task.role, {})[tile.accumulator.name] = tile.m * tile.n // WARPGROUP
+    return {role: sum(fragments.values()) for role, fragments in per_role.items()}
+
+
+def _require_fragments_fit(protocol: Protocol, tiles: TilePlan, consumers: int, producers: int) -> None:
+    """A `WarpSpecializeInputError` where a consumer role's fragments and `FRAGMENT_HEADROOM_REGISTERS` exceed the
+    registers of its threads (`consumer_registers`): ptxas would spill the accumulators."""
+    available = consumer_registers(consumers, producers)
+    for role, floats in fragment_registers(protocol, tiles).items():
+        if floats + FRAGMENT_HEADROOM_REGISTERS > available:
+            tasks = sorted(task.name for task in protocol.tree.tasks() if task.role == role
+                           and task.name in tiles.mmas)
+            raise WarpSpecializeInputError(
+                f"the wgmma tiles {tasks} of warp role {role} accumulate into fragments of {floats} floats per thread; "
+                f"with the {FRAGMENT_HEADROOM_REGISTERS} other registers a consumer thread needs that is more than the "
+                f"{available} each of its threads gets (one of {consumers} consumer warpgroups beside {producers} "
+                "producer): ptxas would spill the accumulators and serialize the wgmma; use narrower tiles or fewer "
+                "rows per role")
 
 
 def _shared_address(buffer: tirx.Buffer, indices: list) -> tirx.PrimExpr:
@@ -533,6 +566,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     roles = state.roles
     producers = {task.role for task in tree.tasks() if task.name in tiles.loads}
     consumers = [role for role in roles if role not in producers]
+    _require_fragments_fit(protocol, tiles, len(consumers), len(producers))
     thread = state.thread
 
     def generic_body(role: int, task: TaskNode, body: tirx.Stmt) -> list:
