@@ -193,13 +193,18 @@ def simulate(func: tirx.PrimFunc, arrays: list[np.ndarray], seed: int = 0) -> No
     sizes = {d: size for p, a in zip(func.params, arrays, strict=True)
              for d, size in zip(p.shape, a.shape, strict=True) if isinstance(d, tirx.Var)}
     body = func.body.block.body
+    probe = _Cta(params, 0)
+    while isinstance(body, tirx.SeqStmt) and isinstance(body.seq[0], tirx.AssertStmt):  # the input's checks
+        check = body.seq[0]
+        if not probe.value(check.condition, dict(sizes)):
+            raise RuntimeError(f"assert failed: {check.message_parts[0].value if check.message_parts else ''}")
+        body = body.seq[1] if len(body.seq) == 2 else tirx.SeqStmt(list(body.seq[1:]))
     grid = []
     while isinstance(body, tirx.For) and body.thread_binding.thread_tag.startswith("blockIdx"):
         grid.append(body)
         body = body.body
     if body.thread_binding.thread_tag != "threadIdx.x":
         raise NotImplementedError(f"expected the threadIdx.x loop, got {body.loop_var}")
-    probe = _Cta(params, 0)
     for point in itertools.product(*[range(probe.value(loop.extent, dict(sizes))) for loop in grid]):
         cta = _Cta(params, probe.value(body.extent, dict(sizes)))
         programs = {}

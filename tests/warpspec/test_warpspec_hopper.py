@@ -669,3 +669,22 @@ def test_the_widest_fragment_accepted_compiles_without_spills():
     mod = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
     (usage,) = compile_cuda_source(cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE), "sm_90a")
     assert usage.spill_store_bytes == 0 and usage.stack_frame_bytes == 0 and usage.performance_losses == ()
+
+
+def test_a_symbolic_k_not_a_multiple_of_the_k_tile_is_refused_at_the_call():
+    """`hopper_gemm_kernel(k=None)` without `zero_fill_k` runs `K // 64` K steps: called with K = 100 it summed
+    the first 64 columns only and returned that without a word. The kernel now asserts K % 64 == 0 first, and
+    WarpSpecialize keeps the input's leading asserts in every form (llvm threads, CUDA, Hopper host code)."""
+    func = examples.hopper_gemm_kernel(130, 100, None)
+    serial = tvm.compile(threads_as_serial_loops(tvm.IRModule({"main": func})), target="llvm")
+    a, b = _operands(130, 100, 128, seed=3, b_transposed=True)
+    np.testing.assert_allclose(run_with_guarded_output(serial, [a, b], (130, 100)),
+                               a.astype("float32") @ b.astype("float32").T, rtol=1e-3, atol=1e-3)
+    short_a, short_b = _operands(130, 100, 100, seed=4, b_transposed=True)
+    # the llvm form checks the input's asserts first, before it needs its 3 concurrent threads
+    for executable in (serial, tvm.compile(WarpSpecialize("llvm")(tvm.IRModule({"main": func})), target="llvm")):
+        with pytest.raises(RuntimeError, match=r"K must be a multiple of block_k = 64"):
+            run_with_guarded_output(executable, [short_a, short_b], (130, 100))
+    hopper = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))["main"].script()
+    assert "assert K % 64 == 0" in hopper
+    assert "K % 64" not in examples.hopper_gemm_kernel(130, 100, None, zero_fill_k=True).script()

@@ -611,7 +611,8 @@ def _or_sequential(protocol: Protocol, specialized: tirx.Stmt, thread: tirx.Var 
 
 def _with_root(protocol: Protocol, body: tirx.Stmt, extra_buffers: list) -> tirx.PrimFunc:
     func, root = protocol.tree.func, protocol.tree.root_block
-    new_root = SBlock([], [], [], "root", body, alloc_buffers=[*root.alloc_buffers, *extra_buffers])
+    new_root = SBlock([], [], [], "root", _seq([*protocol.tree.asserts, body]),
+                      alloc_buffers=[*root.alloc_buffers, *extra_buffers])
     return func.with_body(SBlockRealize([], True, new_root))
 
 

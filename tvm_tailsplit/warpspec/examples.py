@@ -114,7 +114,22 @@ def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int | None, 
     `None` in `shape` keeps that dimension symbolic."""
     buffer = func.params[param]
     shape = tuple(dim if value is None else value for dim, value in zip(buffer.shape, shape, strict=True))
-    return func.specialize({buffer: tirx.decl_buffer(shape, buffer.dtype, buffer.name)})
+    func = func.specialize({buffer: tirx.decl_buffer(shape, buffer.dtype, buffer.name)})
+    body = func.body.block.body
+    if (isinstance(body, tirx.SeqStmt) and isinstance(body.seq[0], tirx.AssertStmt)
+            and isinstance(body.seq[0].condition, tirx.IntImm) and int(body.seq[0].condition)):
+        rest = list(body.seq[1:])  # the size check of `_require_k_steps`, which the sizes given meet
+        func = _with_root_body(func, rest[0] if len(rest) == 1 else tirx.SeqStmt(rest))
+    return func
+
+
+def _with_root_body(func: tirx.PrimFunc, body: tirx.Stmt) -> tirx.PrimFunc:
+    """`func` with `body` as the body of its root block."""
+    realize = func.body
+    root = realize.block
+    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
+                   root.match_buffers, root.annotations)
+    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
 
 
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
@@ -263,8 +278,8 @@ def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
 def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
                            stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
                            zero_fill_k: bool = False, ctas: int | None = None) -> tirx.PrimFunc:
-    """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`): `K // block_k` steps. Any `m` and
-    `n`: the edge tiles' loads and stores are guarded, the stores under a mark (module doc).
+    """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`, asserted at the call): `K // block_k`
+    steps. Any `m` and `n`: the edge tiles' loads and stores are guarded, the stores under a mark (module doc).
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
     `zero_fill_k`: any `K`, in `ceildiv(K, block_k)` steps whose loads store zeros past `K`.
     `m=None`: a symbolic row count `M` (A: M x K, C: M x n, a buffer dimension like `K`): the grid has
@@ -427,4 +442,14 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
                     output_tile(A, B, C, A_ring, B_ring, acc, K, (cta + tt * ctas) // tiles_n,
                                 (cta + tt * ctas) % tiles_n, tt * k_steps(K))
 
-    return gemm
+    return gemm if zero_fill_k else _require_k_steps(gemm, block_k)
+
+
+def _require_k_steps(func: tirx.PrimFunc, block_k: int) -> tirx.PrimFunc:
+    """`func` (a GEMM whose K loop runs `K // block_k` steps) checking first that `K` is a multiple of `block_k`:
+    the columns past the last whole step would be dropped from the sum, a wrong result without a word."""
+    k = func.params[0].shape[1]
+    check = tirx.AssertStmt(tirx.floormod(k, block_k) == 0, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(
+        f"gemm: K must be a multiple of block_k = {block_k} (the kernel's K loop runs K // {block_k} steps; build "
+        "it with zero_fill_k=True for any K)")])
+    return _with_root_body(func, tirx.SeqStmt([check, func.body.block.body]))

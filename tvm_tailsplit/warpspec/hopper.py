@@ -287,7 +287,7 @@ class _Hopper:
             nonempty = [dim > 0 for dim in self.skipped_when_empty(source)]
             host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
                      tirx.IfThenElse(conjunction(nonempty), encode, None) if nonempty else encode]
-        root = SBlock([], [], [], "root", _seq([*asserts, *host, body]), alloc_buffers=kept)
+        root = SBlock([], [], [], "root", _seq([*tree.asserts, *asserts, *host, body]), alloc_buffers=kept)
         return tree.func.with_body(SBlockRealize([], True, root))
 
     @staticmethod

@@ -622,7 +622,7 @@ def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
 def _persistent_plan(tree: ScheduleTree, nest: PersistentNest) -> SymbolicPlan:
     """Steps a-c for a persistent nest."""
     _prove_private_tile_tasks(tree, nest)
-    flat_tree = ScheduleTree(tree.func, tree.root_block, tree.grid_loops, (nest.flat,))
+    flat_tree = ScheduleTree(tree.func, tree.root_block, tree.grid_loops, (nest.flat,), tree.asserts)
     flat = _loop_plan(flat_tree)
     if any(loop.min_trip_count for loop in flat.loops):
         raise SymbolicAnalysisError(

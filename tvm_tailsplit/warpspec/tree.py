@@ -116,17 +116,19 @@ TreeNode = LoopNode | TaskNode
 
 @dataclass(frozen=True)
 class ScheduleTree:
-    """The pipeline of a kernel: grid loops, then a tree of serial loops and warp-role tasks."""
+    """The pipeline of a kernel: its leading run-time checks (`asserts`, which every generated form keeps before
+    everything else), grid loops, then a tree of serial loops and warp-role tasks."""
 
     func: tirx.PrimFunc
     root_block: SBlock
     grid_loops: tuple[tirx.For, ...]
     children: tuple[TreeNode, ...]
+    asserts: tuple[tirx.Stmt, ...] = ()
 
     @property
     def pipeline(self) -> tirx.Stmt:
         """The input's statement inside the grid loops (the root block's body when there are none)."""
-        return self.grid_loops[-1].body if self.grid_loops else self.root_block.body
+        return self.grid_loops[-1].body if self.grid_loops else _after_asserts(self.root_block.body)[1]
 
     def loops(self) -> list[LoopNode]:
         """The pipeline loops in program order (outer loops before the loops they contain)."""
@@ -172,7 +174,7 @@ class ScheduleTree:
             return LoopNode(node.loop, counts.get(node.var.name, node.extent), children)
 
         return ScheduleTree(self.func, self.root_block, self.grid_loops,
-                            tuple(rebuild(child) for child in self.children))
+                            tuple(rebuild(child) for child in self.children), self.asserts)
 
     @property
     def roles(self) -> tuple[int, ...]:
@@ -401,6 +403,16 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
     return tuple(nodes)
 
 
+def _after_asserts(stmt: tirx.Stmt) -> tuple[tuple[tirx.Stmt, ...], tirx.Stmt]:
+    """The `AssertStmt`s leading `stmt` (the input's own run-time checks) and the statement after them."""
+    asserts: list[tirx.Stmt] = []
+    while isinstance(stmt, tirx.SeqStmt) and isinstance(stmt.seq[0], tirx.AssertStmt):
+        asserts.append(stmt.seq[0])
+        rest = list(stmt.seq[1:])
+        stmt = rest[0] if len(rest) == 1 else tirx.SeqStmt(rest)
+    return tuple(asserts), stmt
+
+
 def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
     """Build the schedule tree of `func`, or raise `WarpSpecializeInputError` naming the offending part."""
     body = func.body
@@ -408,14 +420,14 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
         raise WarpSpecializeInputError("the kernel must be an s_tir function with a root block "
                                        "(@T.prim_func(s_tir=True))")
     root = body.block
-    stmt = root.body
+    asserts, stmt = _after_asserts(root.body)
     grid: list[tirx.For] = []
     while (isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.THREAD_BINDING
            and stmt.thread_binding is not None and stmt.thread_binding.thread_tag.startswith("blockIdx.")):
         grid.append(stmt)
         stmt = stmt.body
     children = _pipeline(stmt, (), set(), "in the pipeline", tuple(loop.loop_var for loop in grid))
-    tree = ScheduleTree(func, root, tuple(grid), children)
+    tree = ScheduleTree(func, root, tuple(grid), children, asserts)
     if not tree.tasks():
         raise WarpSpecializeInputError(f"no block annotated with '{WARP_ROLE}' found in the pipeline")
     names = [task.name for task in tree.tasks()]
