@@ -25,10 +25,11 @@ emits:
 * no-ops: the fences (`tvm_builtin_ptx_fence_proxy..`, `..fence_mbarrier_init..`, `..wgmma_fence..`,
   `tvm_tailsplit_fence_operand`) and the declarations of the shared buffer, fragments and descriptors.
 
-Any other line (a named barrier, a ternary, a `%`, a renamed helper) raises `ValueError` naming the line: a codegen
+Any other line (a named barrier, a ternary, a renamed helper) raises `ValueError` naming the line: a codegen
 change in TVM breaks this check loudly, never makes it pass silently. C integer expressions become Python ones
-(`/` as `//`: their operands are non-negative in the CTAs simulated; TVM parenthesizes every binary operation, so
-C's precedence and Python's agree).
+(`/` as `//`, `%` as `%`: their operands are non-negative in the CTAs simulated, where C and Python agree; a stage
+count or CTA count other than a power of two makes TVM emit `%`; TVM parenthesizes every binary operation, so C's
+precedence and Python's agree).
 
 `simulate_gemm` runs each CTA's threads in a random interleaving (seeded): each round steps up to
 `THREADS_PER_ROUND` random runnable threads by one event, and completes a pending TMA copy instead with the odds
@@ -182,7 +183,7 @@ _NO_OPS = re.compile(r"tvm_builtin_ptx_fence_proxy_proxy_async_shared__cta\(\);|
 
 def python_expression(expression: str) -> str:
     """A C integer expression of the kernel as Python (`threadIdx.x` as `tx`, `blockIdx.x/y` as `bx`/`by`)."""
-    if "?" in expression or "%" in expression:
+    if "?" in expression:
         raise ValueError(f"cuda_events: unsupported C expression {expression!r}")
     expression = (expression.replace("((int)threadIdx.x)", "tx").replace("((int)blockIdx.x)", "bx")
                   .replace("((int)blockIdx.y)", "by"))

@@ -31,6 +31,7 @@ from .cuda_events import (
     UNRETIRED_STORE,
     KernelFault,
     check_descriptor_encoder,
+    gemm_rings,
     simulate_gemm,
     transpile,
 )
@@ -203,9 +204,37 @@ def test_a_fragment_stored_without_its_zero_fill_is_a_fragment_fault():
     ("tvm_builtin_cuda_cta_sync();", "tvm_builtin_ptx_bar_sync_count_sync((uint)1, (uint)384);",
      "cannot parse the kernel line 'tvm_builtin_ptx_bar_sync_count_sync"),
     ("(uint)49152", "(uint)(K ? 49152 : 0)", "cannot parse the kernel line"),
-    ("if (4 <= ko_r0) {", "if ((ko_r0 % 4) == 0) {", r"unsupported C expression '\(ko_r0 % 4\) == 0'"),
+    ("if (4 <= ko_r0) {", "if ((ko_r0 < 4) ? 0 : 1) {", r"unsupported C expression '\(ko_r0 < 4\) \? 0 : 1'"),
 ])
 def test_unknown_generated_text_is_rejected_by_name(old, new, message):
     """A codegen change in TVM breaks the transpiler loudly, naming the line (it never passes silently)."""
     with pytest.raises(ValueError, match=message):
         transpile(_planted(_source(128, 256, None), old, new))
+
+
+@functools.cache
+def _tiled_source(m: int | None, n: int, block_m: int, block_n: int, stages: int, ctas: int | None) -> str:
+    func = examples.hopper_gemm_kernel(m, n, None, block_m=block_m, block_n=block_n, stages=stages, zero_fill_k=True,
+                                       ctas=ctas)
+    mod = tvm.transform.Sequential([TailSplit(strategy="partial"), WarpSpecialize("cuda", hopper=True,
+                                                                                   debug_check=True)])(
+        tvm.IRModule({"main": func}))
+    return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+
+
+@pytest.mark.parametrize("block_m,block_n,stages,ctas", [
+    (128, 256, 1, None), (128, 256, 3, None), (128, 128, 5, None), (128, 128, 7, 5),  # stages: C `%` of the step
+    (256, 200, 2, None), (256, 24, 3, 2), (128, 40, 4, 3),  # other accepted tiles, persistent over 26, 24 tiles
+])
+@pytest.mark.parametrize("k", [16, 392])
+def test_every_stage_count_and_accepted_tile(block_m, block_n, stages, ctas, k):
+    """A symbolic M at a ragged 257 x 300, K = 16 (zero-filled to one K tile) or 392 (7 K tiles, fewer or more
+    than the stages): every C element stored once from the right register, also where the stage or CTA count is not a
+    power of two (a C `%`, which the transpiler refused)."""
+    m, n = 257, 300
+    source = _tiled_source(None, n, block_m, block_n, stages, ctas)
+    check_descriptor_encoder(source)
+    grid = (ctas, 1) if ctas else (-(-n // block_n), -(-m // block_m))
+    stored = simulate_gemm(transpile(source), m, n, k, grid, seed=k + stages,
+                           rings=gemm_rings(block_m, block_n, stages))
+    assert stored == m * n

@@ -81,7 +81,7 @@ def test_nvcc_compiles_each_tile_width_for_sm_90a(block_n):
 
 
 # (M of the kernel, n, ctas, M simulated): ragged; a symbolic M; the persistent form of a symbolic M, 3 CTAs over
-# 2 x ceildiv(500, block_n) tiles (a power of two: other counts make TVM emit a C `%`, which the transpiler refuses)
+# 2 x ceildiv(500, block_n) tiles
 SIMULATED = {"ragged": (200, 300, None, 200), "symbolic_m": (None, 300, None, 65), "persistent": (None, 500, 3, 200)}
 
 
