@@ -614,6 +614,14 @@ def test_matmul_builders_name_a_bad_size(build, message):
         build()
 
 
+@pytest.mark.parametrize("tiling", [(16, 32), "16x32x128/4", None])
+def test_matmul_mma_cuda_names_a_tiling_that_is_not_an_mma_tiling(tiling):
+    # a block tile or a tiling's name passed by hand failed deep inside with "'tuple' object has no attribute
+    # 'block_k'"
+    with pytest.raises(TypeError, match=r"matmul_mma_cuda: tiling must be an MmaTiling .*, got "):
+        ms.matmul_mma_cuda(16, 32, 32, tiling=tiling)
+
+
 def test_the_mma_pipeline_refuses_a_module_for_another_target():
     # its intrinsics are CUDA's (mma.sync, ldmatrix, cp.async): on llvm TVM failed deep inside with "IntImm can
     # only take scalar"; the llvm pipeline is "tailsplit"

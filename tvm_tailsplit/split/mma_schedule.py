@@ -324,6 +324,9 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
     benchmark's (b))."""
     require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
+    if not isinstance(tiling, MmaTiling):
+        raise TypeError(f"matmul_mma_cuda: tiling must be an MmaTiling (e.g. choose_tiling(m, n, k)), got "
+                        f"{tiling!r}")
     func = matmul_fp16_func(m, n, k)
     mod = _schedule(func, m, n, k, pipeline, pad_to_blocks, padded_output, tiling)
     return mod if m is not None else _launched_for_rows(mod, func.params[0].shape[0])
