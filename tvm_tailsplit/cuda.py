@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
     "FILL_FRACTION",
+    "MAX_REGISTERS_PER_THREAD",
     "MAX_THREADS_PER_BLOCK",
     "MERGE_SHARED_MEMORY_PASS",
     "SHARED_MEMORY_PER_BLOCK",
@@ -344,6 +345,8 @@ DEFAULT_ARCH = "sm_80"
 `SHARED_MEMORY_PER_BLOCK` lacks (or that names none, logged): the oldest the package's kernels are built for."""
 MAX_THREADS_PER_BLOCK = 1024
 """Threads of one thread block on every architecture since sm_20."""
+MAX_REGISTERS_PER_THREAD = 255
+"""32-bit registers of one thread on every architecture since sm_35 (more live values spill to local memory)."""
 SHARED_MEMORY_PER_BLOCK = {
     70: 96 * 1024, 72: 96 * 1024,  # Volta
     75: 64 * 1024,  # Turing

@@ -277,6 +277,11 @@ def test_candidate_tilings_are_valid():
             assert tiling.shared_bytes <= ms.SHARED_BYTES_LIMIT
 
 
+def test_the_largest_warp_tiles_that_fit_the_registers_are_accepted():
+    assert sum(ms.MmaTiling(warp_tiles=(4, 4)).registers_at_mma) == 128 + 32  # the default: 187 registers (sm_80)
+    assert sum(ms.MmaTiling(warps=(1, 1), warp_tiles=(5, 5)).registers_at_mma) == 240
+
+
 @pytest.mark.parametrize(("fields", "message"), [
     ({"warps": (0, 2)}, "MmaTiling.warps must be a pair of positive ints"),
     ({"warp_tiles": (4,)}, "MmaTiling.warp_tiles must be a pair"),
@@ -285,6 +290,10 @@ def test_candidate_tilings_are_valid():
     ({"warps": (8, 8)}, "MmaTiling.warps .*2048 threads"),
     ({"warps": (1, 3), "warp_tiles": (1, 1)}, "MmaTiling.warps .*96 threads do not split the 512-element slice of A"),
     ({"stages": 9}, "MmaTiling.stages 9: .* bytes of shared memory"),
+    # 256 accumulators: nvcc compiled it with 255 registers and 2652 bytes of spill stores (sm_80)
+    ({"warp_tiles": (8, 4)}, r"MmaTiling.warp_tiles \(8, 4\): 256 fp32 accumulators and 48 fragment registers .* "
+                             "more than the 255 registers"),
+    ({"warps": (1, 1), "warp_tiles": (6, 5)}, r"MmaTiling.warp_tiles \(6, 5\): 240 fp32 accumulators and 44"),
 ])
 def test_tiling_checks_name_the_field(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -74,6 +74,7 @@ from ..cuda import (
     DEFAULT_ARCH,
     DEFAULT_MULTIPROCESSORS,
     FILL_FRACTION,
+    MAX_REGISTERS_PER_THREAD,
     MAX_THREADS_PER_BLOCK,
     SYMBOLIC_M,
     rule_intervals,
@@ -106,6 +107,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------------- the rules
 MMA_TILE = 16  # the intrinsics' tile: 16 x 16 of C, 16 deep (two m16n8k16 mma.sync per tile)
 WARP_SIZE = 32
+FRAGMENT_ELEMENTS = MMA_TILE * MMA_TILE // WARP_SIZE  # elements of a 16 x 16 tile per lane (8 fp32 accumulators)
+FRAGMENT_REGISTERS = FRAGMENT_ELEMENTS // 2  # 32-bit registers of a lane's 8 halves of a 16 x 16 fp16 fragment
 # a tiling's shared memory fits one thread block of the oldest architecture the schedule targets (sm_80)
 SHARED_BYTES_LIMIT = shared_memory_per_block(DEFAULT_ARCH)
 # The tiling rule (``choose_tiling``, ``tile_tiling``) takes the multiprocessor count as an argument,
@@ -168,6 +171,12 @@ class MmaTiling:
                                  f"got {value!r}")
         if self.threads > MAX_THREADS_PER_BLOCK:
             raise ValueError(f"MmaTiling.warps {self.warps}: {self.threads} threads, more than {MAX_THREADS_PER_BLOCK}")
+        accumulators, fragments = self.registers_at_mma
+        if accumulators + fragments > MAX_REGISTERS_PER_THREAD:
+            raise ValueError(f"MmaTiling.warp_tiles {self.warp_tiles}: {accumulators} fp32 accumulators and "
+                             f"{fragments} fragment registers live per thread at each mma step, more than the "
+                             f"{MAX_REGISTERS_PER_THREAD} registers a thread has (ptxas would spill them to local "
+                             "memory)")
         for operand, elements in (("A", self.block_tile[0] * self.block_k), ("B", self.block_k * self.block_tile[1])):
             if elements % self.threads:
                 raise ValueError(f"MmaTiling.warps {self.warps}: the {self.threads} threads do not split the "
@@ -190,6 +199,14 @@ class MmaTiling:
     @property
     def threads(self) -> int:
         return self.warps[0] * self.warps[1] * WARP_SIZE
+
+    @property
+    def registers_at_mma(self) -> tuple[int, int]:
+        """32-bit registers per thread that the warp tile keeps live at each 16-deep mma step, at least: its
+        accumulators (8 fp32 per 16 x 16 tile) and one step's ``A`` and ``B`` fragments (8 halves, 4 registers, per
+        tile row and tile column)."""
+        rows, cols = self.warp_tiles
+        return FRAGMENT_ELEMENTS * rows * cols, FRAGMENT_REGISTERS * (rows + cols)
 
     @property
     def shared_bytes(self) -> int:

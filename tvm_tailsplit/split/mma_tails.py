@@ -41,7 +41,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.script import tirx as T
 
-from .mma_schedule import MMA_MARKS
+from .mma_schedule import FRAGMENT_ELEMENTS, MMA_MARKS, WARP_SIZE
 from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
 
 __all__ = ["ZeroFillBySourceSize", "emit_predicated_store", "register_mma_tail_forms"]
@@ -49,8 +49,6 @@ __all__ = ["ZeroFillBySourceSize", "emit_predicated_store", "register_mma_tail_f
 logger = logging.getLogger("tvm_tailsplit.split.mma_tails")
 
 _CP_ASYNC_RAW = "tirx.s_tir.cp_async_raw"
-WARP_SIZE = 32
-FRAGMENT_ELEMENTS = 8  # fp32 accumulators per lane in a 16 x 16 tile
 
 
 def emit_predicated_store(match: TailMatch) -> tirx.Stmt:
