@@ -1,10 +1,10 @@
 """The mma.sync tensor-core matmul (tvm_tailsplit.split.mma_schedule) through TailSplit.
 
-Without a GPU: the marked schedule (before tensorize, without the software pipeline, whose barriers llvm cannot
-run) and its TailSplit + merged form mean the matmul on llvm (threads as serial loops, shared and warp buffers
-global); so do the accumulator stores once tensorized (main tiles with TVM's element-wise store, tail tiles with
-mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a symbolic M
-(M = 0 with the grid launched as TVM's CUDA runtime launches it: one block, nothing written); after
+Without a GPU: the marked schedule (before tensorize, mostly without the software pipeline; the pipelined one runs
+with synchronous copies) and its TailSplit + merged form mean the matmul on llvm (threads as serial loops, shared
+and warp buffers global); so do the accumulator stores once tensorized (main tiles with TVM's element-wise store,
+tail tiles with mma_tails.emit_predicated_store), over M, N, K covering every residue modulo the tiles and for a
+symbolic M (M = 0 with the grid launched as TVM's CUDA runtime launches it: one block, nothing written); after
 TailSplit every mark is a main tile or a store tail and is mapped; the CUDA source holds mma.sync, ldmatrix and
 cp.async with a src-size operand (zero fill), no padded global buffer and one kernel, and compiles with nvcc for
 sm_80 and sm_90 without spills or local memory. Every tiling of ``TILINGS`` (thin tiles of the tiling rule) does
@@ -497,6 +497,21 @@ def test_fewer_slices_than_stages_compile(tiling, shape):
     assert ms.pipeline_stages(tiling, k) == -(-k // tiling.block_k) + 1 < tiling.stages
     source = cuda_source(ms.matmul_mma_cuda(*shape, tiling=tiling), "sm_80", tir_pipeline=MMA_PIPELINE)
     assert "cp.async.wait_group" in source and "mma.sync" in source
+
+
+@pytest.mark.parametrize(("tiling", "shape"), [
+    (ms.tile_tiling(16, 32, 4096), (5, 45, 200)),  # 4 stages over 7 slices of 32
+    (ms.MmaTiling((1, 2), (1, 1), 3, 4), (40, 33, 100)),  # 4 stages over 3 slices of 48 (all of them in flight)
+    (ms.MmaTiling((1, 1), (1, 1), 2, 3), (17, 24, 40)),  # 3 stages over 2 slices
+    (ms.DEFAULT_TILING, (33, 9, 15)),  # one slice: cut to 2 stages
+], ids=["16x32-s4", "w1x2-k3-s4", "16x16-s3", "default-1-slice"])
+def test_pipelined_schedule_means_the_matmul(tiling, shape):
+    """The software-pipelined schedule (TVM's InjectSoftwarePipeline runs on llvm too: its shared buffers and
+    fragments multi-versioned, prologue and epilogue) with the copies synchronous (no
+    ``software_pipeline_async_stages``: cp.async is CUDA's) and the threads serialized, each warp running its
+    pipeline with every thread's copies: the matmul, C canary-guarded."""
+    mod = ms.matmul_mma_cuda(*shape, tiling=tiling)
+    run_on_llvm(drop_loop_annotation(stores_mapped(mod), "software_pipeline_async_stages"), *shape)
 
 
 # ------------------------------------------------------------------------------------------------- on a GPU
