@@ -292,8 +292,8 @@ def _vnni_dense_intrinsic(rows: int):
     int8 weights packed ``[(depth + 3) / 4, 16, 4]``, int32 ``C``). The description's block has the init (``C =
     0``) and its ``k`` loop the free extent ``depth``; the implementation starts ``rows`` accumulators at zero, adds
     one ``vpdpbusd`` per row and 4-step group (the weight tile read once per group, each row's 4 activation bytes
-    broadcast), the last group's activations under the mask of the ``depth % 4`` bytes left (the packed weights
-    are zero there), and stores every row once."""
+    broadcast), the last group's activations under the mask of the ``depth % 4`` bytes left (the masked bytes
+    are zeros, so whatever the weights' padding holds adds nothing), and stores every row once."""
     depth = tirx.Var("depth", "int32")
 
     @T.prim_func(s_tir=True)
