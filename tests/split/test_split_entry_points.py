@@ -2,11 +2,12 @@
 TVM's default, compiled and run), reports named by GlobalVar, logging, and clear errors for wrong arguments."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te, tirx
+from tvm import relax, s_tir, te, tirx
 from tvm.ir.instrument import pass_instrument
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
@@ -156,3 +157,32 @@ def test_a_mark_left_as_code_by_the_pipeline_is_logged(caplog):
     x, y = (np.random.default_rng(0).uniform(-1, 1, 37).astype("float32") for _ in range(2))
     got = run_guarded(executable, sch.mod["main"], [x, y, np.zeros(37, "float32")], {"n": 37})[2]
     np.testing.assert_array_equal(got, x + y)
+
+
+def test_a_relax_module_compiles_through_the_pipeline_and_exports(caplog, tmp_path):
+    """A Relax model calling a marked PrimFunc (`call_tir`, symbolic length): `tvm.compile(..., tir_pipeline=
+    "tailsplit")` runs TailSplit and TensorizeMarked on its PrimFuncs (reported under the function's name, the mark
+    tensorized), and the library round-trips through `export_library` / `load_module` into Relax's VM, equal to
+    numpy at every length."""
+    intrinsics.register_intrinsics()
+    multiply = symbolic_vector_multiply()["main"]
+    length = tirx.Var("n", "int64")
+    x, y = (relax.Var(name, relax.TensorType([length], "float32")) for name in ("x", "y"))
+    builder = relax.BlockBuilder()
+    with builder.function("main", [x, y]):
+        function = builder.add_func(multiply.without_attr("global_symbol"), "multiply")
+        product = builder.emit(relax.call_tir(function, [x, y], relax.TensorType([length], "float32")))
+        builder.emit_func_output(product)
+    caplog.set_level(logging.DEBUG, logger="tvm_tailsplit")
+    executable = tvm.compile(builder.get(), target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("TailSplit multiply:") and "strategy: full split" in m for m in messages), messages
+    assert any(m.startswith("TensorizeMarked multiply: loop i_1 (block C_0") and "tensorized with" in m
+               for m in messages), messages
+    path = os.path.join(tmp_path, "model.so")
+    executable.export_library(path)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 15, 16, 17, 100):
+        a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
+        np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy(), a * b)
