@@ -38,6 +38,7 @@ __all__ = [
     "dispatch_by_intervals",
     "drop_loop_annotation",
     "has_unit_step",
+    "host_if",
     "launched_extent",
     "map_loops",
     "require_list",
@@ -75,6 +76,13 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
     for expr in exprs[1:]:
         result = tirx.And(result, expr)
     return result
+
+
+def host_if(condition: tvm.ir.PrimExpr, body: tirx.Stmt) -> tirx.IfThenElse:
+    """``if condition: body`` (no ``else``) in host code around kernels (thread-bound loops), its condition wrapped
+    in ``tvm_thread_invariant``: TVM's ``ThreadSync`` refuses to place a barrier below a condition unless it is
+    marked thread-invariant."""
+    return tirx.IfThenElse(tirx.op.tvm_thread_invariant(condition), body, None)
 
 
 def has_unit_step(loop: tirx.For) -> bool:
@@ -257,9 +265,8 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
     largest); the others are sequenced as they are. The cases' functions must have equal attributes: the result
     keeps them.
 
-    Each case is its own ``if`` (no ``else``) whose condition is wrapped in ``tvm_thread_invariant``: TVM's
-    ``ThreadSync`` refuses to place a barrier below a condition unless it is marked thread-invariant, and
-    its simplification would turn an ``else`` into ``if not invariant(...)``, which is no longer marked.
+    Each case is its own ``host_if`` (no ``else``: TVM's simplification would turn an ``else`` into
+    ``if not invariant(...)``, which is no longer marked thread-invariant).
     Once lowered, each case's thread-bound loops are kernels of their own, launched with that case's grid."""
     if not isinstance(var, tirx.Var):
         raise TypeError(f"dispatch_by_intervals: var must be a tirx.Var, got {type(var).__name__}")
@@ -312,7 +319,7 @@ def dispatch_by_intervals(var: tirx.Var, cases: Sequence[DispatchCase]) -> tirx.
         condition = conditions[0]
         for other in conditions[1:]:
             condition = tirx.Or(condition, other)
-        statements.append(tirx.IfThenElse(tirx.op.tvm_thread_invariant(condition), body, None))
+        statements.append(host_if(condition, body))
     body = statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
     if all(rooted):
         body = SBlockRealize([], tirx.const(True, "bool"), SBlock([], [], [], "root", body, None, allocations))

@@ -337,17 +337,22 @@ def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tup
 
 
 def _invariant_cases(body: tvm.tirx.Stmt) -> list[tuple[tvm.ir.PrimExpr, tvm.tirx.Stmt]]:
-    """``(condition, then_case)`` of each ``if tvm_thread_invariant(condition)`` in ``body``: the cases of an
-    ``ir_utils.dispatch_by_intervals`` function, before or after lowering."""
-    cases = []
+    """``(condition, then_case)`` of each outermost ``if tvm_thread_invariant(condition)`` in ``body``: the cases
+    of an ``ir_utils.dispatch_by_intervals`` function, before or after lowering (the ``ir_utils.host_if``s inside a
+    case, e.g. its grid's ``extent > 0``, are part of its body)."""
+    invariant: list[tvm.tirx.IfThenElse] = []
 
     def on_if(node: tvm.tirx.IfThenElse):
         condition = node.condition
         if isinstance(condition, tvm.ir.expr.Call) and condition.op.name == "tirx.tvm_thread_invariant":
-            cases.append((condition.args[0], node.then_case))
+            invariant.append(node)
 
     tvm_ffi.structural_walk(body, (tvm.tirx.IfThenElse, on_if))
-    return cases
+    nested: list[tvm.tirx.IfThenElse] = []
+    for node in invariant:
+        tvm_ffi.structural_walk(node.then_case, (tvm.tirx.IfThenElse, nested.append))
+    return [(node.condition.args[0], node.then_case) for node in invariant
+            if not any(node.same_as(inner) for inner in nested)]
 
 
 def dispatched_labels(func: tvm.tirx.PrimFunc, var: tvm.tirx.Var, value: int, labels: Iterable[str]) -> list[str]:

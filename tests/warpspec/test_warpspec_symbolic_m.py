@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source  # noqa: E402
+from tvm_tailsplit.ir_utils import substitute  # noqa: E402
 from tvm_tailsplit.testing import run_with_guarded_output, threads_as_serial_loops  # noqa: E402
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, examples  # noqa: E402
 from tvm_tailsplit.warpspec.codegen import load_libatomic, require_concurrent_threads  # noqa: E402
@@ -96,6 +97,58 @@ def test_symbolic_m_hopper_kernel_in_the_event_simulation(m, ctas):
     assert simulate_gemm(transpile(source), m, n, k, grid, seed=m) == m * n
 
 
+def _host_launch_conditions(func: tvm.tirx.PrimFunc) -> dict[str, list]:
+    """The conditions of the ifs around each `cuTensorMapEncodeTiled` call (by source buffer) and around the grid
+    (`"launch"`: the outermost `blockIdx` loop) of a specialized kernel (`tvm_thread_invariant` unwrapped)."""
+    found: dict[str, list] = {}
+
+    def visit(stmt, conditions):
+        if isinstance(stmt, tvm.tirx.IfThenElse):
+            condition = stmt.condition
+            if isinstance(condition, tvm.ir.Call) and condition.op.name == "tirx.tvm_thread_invariant":
+                condition = condition.args[0]
+            visit(stmt.then_case, [*conditions, condition])
+            if stmt.else_case is not None:
+                visit(stmt.else_case, [*conditions, tvm.tirx.Not(condition)])
+        elif isinstance(stmt, tvm.tirx.SeqStmt):
+            for s in stmt.seq:
+                visit(s, conditions)
+        elif isinstance(stmt, tvm.s_tir.SBlockRealize):
+            visit(stmt.block.body, conditions)
+        elif isinstance(stmt, tvm.tirx.For) and stmt.thread_binding is not None:
+            found.setdefault("launch", conditions)
+        elif isinstance(stmt, tvm.tirx.Evaluate) and "cuTensorMapEncodeTiled" in str(stmt.value):
+            found[stmt.value.args[4].args[0].name] = conditions
+
+    visit(func.body, [])
+    return found
+
+
+@pytest.mark.parametrize("form", ["mbarriers", "named_barriers", "hopper"])
+def test_an_empty_grid_launches_nothing(form):
+    """M = 0: the grid's ceildiv(M, block_m) rows of tiles are none, which TVM launches as one row of CTAs
+    (`ir_utils.launched_extent`), running every role once; on Hopper, A's tensor map of 0 rows was encoded before
+    the launch, which `cuTensorMapEncodeTiled` rejects (globalDim must be non-zero: the call failed on a GPU for an
+    empty batch). The launch and the encodings are under the grid's `extent > 0`: at M = 0 neither happens (as in
+    the sequential program, which runs no iteration of the empty grid loop), at M = 1 both do."""
+    if form == "hopper":
+        func = examples.hopper_gemm_kernel(None, 300, 136, zero_fill_k=True)
+        mod = _specialized(func, "cuda", True, hopper=True)
+    else:
+        func = examples.gemm_kernel(m=None, n=40, k=48, block_m=16, block_n=16, block_k=16, stages=2)
+        mod = _specialized(func, "cuda", True, named_barriers=form == "named_barriers")
+    lowered = mod["main"]
+    (m,) = {dim for dim in lowered.params[0].shape if isinstance(dim, tvm.tirx.Var)}
+    found = _host_launch_conditions(lowered)
+    assert set(found) == ({"launch", "A", "B"} if form == "hopper" else {"launch"})
+    analyzer = tvm.sym.Analyzer()
+    for what, conditions in found.items():
+        for value, launched in ((0, False), (1, True), (129, True)):
+            holds = [bool(analyzer.simplify(substitute(c, {m: tvm.tirx.IntImm("int32", value)})))
+                     for c in conditions]
+            assert all(holds) is launched, f"{what} at M = {value}"
+
+
 @pytest.mark.gpu
 def test_symbolic_m_hopper_gemm_on_the_gpu():
     """One compiled TailSplit + WarpSpecialize kernel for M in 1, 16, 33, 127, 1000 (x 4096 x 4096), and one
@@ -108,7 +161,7 @@ def test_symbolic_m_hopper_gemm_on_the_gpu():
     for ctas in (None, examples.persistent_ctas(-(-1000 // 128) * (n // 256))):
         mod = _specialized(examples.hopper_gemm_kernel(None, n, k, ctas=ctas), "cuda", True, hopper=True)
         executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
-        for m in (1, 16, 33, 127, 1000):
+        for m in (0, 1, 16, 33, 127, 1000):  # M = 0: nothing launched (an empty grid)
             _assert_gemm_on_the_gpu(executable, m, n, k, seed=m)
 
 

@@ -80,7 +80,7 @@ from ..cuda import (
     rule_intervals,
     shared_memory_per_block,
 )
-from ..ir_utils import DispatchCase, dispatch_by_intervals, require_sizes
+from ..ir_utils import DispatchCase, dispatch_by_intervals, host_if, require_sizes
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -470,10 +470,10 @@ def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var) -> tvm.IRModule:
     """``mod`` (a symbolic ``M``) with its root block's body under ``if tvm_thread_invariant(m > 0)``: host code,
     so ``M = 0`` launches no kernel. Without it TVM's CUDA runtime would launch the grid extent 0 as one block
     (``ir_utils.launched_extent``), which TailSplit's guard chains keep from storing anything, but which still
-    costs a launch. The condition is wrapped as ``dispatch_by_intervals`` wraps its cases."""
+    costs a launch (``ir_utils.host_if``, as ``dispatch_by_intervals`` wraps its cases)."""
     func = mod["main"]
     root = func.body.block
-    body = tirx.IfThenElse(tirx.op.tvm_thread_invariant(m > 0), root.body, None)
+    body = host_if(m > 0, root.body)
     block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
                    root.match_buffers, root.annotations)
     realize = SBlockRealize(func.body.iter_values, func.body.predicate, block)

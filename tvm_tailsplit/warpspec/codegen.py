@@ -45,6 +45,9 @@ barrier `bar.sync(1 + role, threads)` follows it so that the role's threads see 
 overwrites what another still reads (named barrier ids are constants 1..15); so it does when two instances of a
 task may store one element from different threads (`D[t + i]`), so that the later instance's value lands last.
 
+CUDA, both carriers and the Hopper form: a grid loop whose extent may be 0 (a symbolic M) launches nothing there
+(the host tests `extent > 0`): TVM would launch such a grid as one block, running every role once.
+
 CUDA with `named_barriers=True`: channel `c` is named barrier `1 + roles + c`; the producer side arrives with
 `bar.arrive(id, producer + consumer threads)` and the consumer side blocks in `bar.sync(id, same count)`. A named
 barrier has no phase: the channel plan's stages guarantee that a channel is reused only after its previous use
@@ -71,7 +74,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK
-from ..ir_utils import has_unit_step, substitute, suffix_block_names, uses_var, with_loop
+from ..ir_utils import has_unit_step, host_if, substitute, suffix_block_names, uses_var, with_loop
 from .graphs import evaluate_index
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
@@ -129,6 +132,17 @@ def _seq(stmts: list) -> tirx.Stmt | None:
     if not stmts:
         return None
     return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def _launched_when_nonempty(grid_loops: tuple[tirx.For, ...], launch: list[tirx.Stmt]) -> tirx.Stmt:
+    """`launch` (a kernel's grid and what the host prepares for it), under `extent > 0` for every grid loop whose
+    extent may be 0: the sequential program runs none of its iterations, but TVM launches a grid extent of 0 as 1
+    (`ir_utils.launched_extent`), which would run the roles' programs once (and on Hopper encode a tensor map of
+    an empty dimension, which `cuTensorMapEncodeTiled` rejects)."""
+    analyzer = sym.Analyzer()
+    maybe_empty = [loop.extent > 0 for loop in grid_loops if not analyzer.can_prove(loop.extent > 0)]
+    body = _seq(launch)
+    return host_if(functools.reduce(tirx.And, maybe_empty), body) if maybe_empty else body
 
 
 def _inline_inner_blocks(stmt: tirx.Stmt) -> tirx.Stmt:
@@ -593,7 +607,8 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
                     thread_binding=binding)
     for loop in reversed(tree.grid_loops):
         body = with_loop(loop, body=body)
-    return _with_root(protocol, body, [] if named_barriers else [bars, done])
+    return _with_root(protocol, _launched_when_nonempty(tree.grid_loops, [body]),
+                      [] if named_barriers else [bars, done])
 
 
 def _or_sequential(protocol: Protocol, specialized: tirx.Stmt, thread: tirx.Var | None = None) -> tirx.Stmt:

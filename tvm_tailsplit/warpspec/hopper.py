@@ -19,7 +19,8 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   `TMA_PITCH_BYTES`, checked when the kernel is generated or, for a symbolic length, by the host) and passed to the
   kernel as `__grid_constant__` parameters; `cuTensorMapEncodeTiled` rejects an empty dimension, so a symbolic one
   at 0 of which every load of the buffer lies in a loop of no step (K = 0: the K loop) is tested first, and the map
-  left unencoded (and unread) there. The rings live in dynamic shared memory aligned to 1024 bytes (the swizzle atom
+  left unencoded (and unread) there; an empty grid (a symbolic M at 0) encodes no map and launches nothing
+  (`codegen._launched_when_nonempty`). The rings live in dynamic shared memory aligned to 1024 bytes (the swizzle atom
   repeats every 8 rows of 128 bytes); TVM declares that buffer 64-byte aligned, so thread 0 checks each ring's
   shared address and traps if it is not on an atom (TMA's swizzle and the descriptors' would disagree: wrong results
   otherwise).
@@ -79,6 +80,7 @@ from ..ir_utils import conjunction, substitute, uses_var, with_loop
 from .codegen import (
     _assert,
     _distribute,
+    _launched_when_nonempty,
     _require_thread_private_in_one_role,
     _RoleProgram,
     _seq,
@@ -274,20 +276,21 @@ class _Hopper:
         body = tirx.For(thread, 0, threads, tirx.ForKind.THREAD_BINDING, kernel, thread_binding=binding)
         for loop in reversed(tree.grid_loops):
             body = with_loop(loop, body=body)
-        host = []
+        checks, encodes = [], []
         for key, tensor_map in self.maps.items():
             load = self.map_sources[key]
             source = load.source
             element_bytes = tvm.DataType(source.dtype).bits // 8
             rows, cols = source.shape
-            host += self.pitch_check(source, cols * element_bytes)
+            checks += self.pitch_check(source, cols * element_bytes)
             encode = tirx.Evaluate(tirx.call_packed(
                 "runtime.cuTensorMapEncodeTiled", tensor_map, str(source.dtype), 2, source.data, cols, rows,
                 cols * element_bytes, load.cols, load.rows, 1, 1, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0))
             nonempty = [dim > 0 for dim in self.skipped_when_empty(source)]
-            host += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
-                     tirx.IfThenElse(conjunction(nonempty), encode, None) if nonempty else encode]
-        root = SBlock([], [], [], "root", _seq([*tree.asserts, *asserts, *host, body]), alloc_buffers=kept)
+            encodes += [tirx.Bind(tensor_map, T.tvm_stack_alloca("tensormap", 1)),
+                        tirx.IfThenElse(conjunction(nonempty), encode, None) if nonempty else encode]
+        launch = _launched_when_nonempty(tree.grid_loops, [*encodes, body])
+        root = SBlock([], [], [], "root", _seq([*tree.asserts, *asserts, *checks, launch]), alloc_buffers=kept)
         return tree.func.with_body(SBlockRealize([], True, root))
 
     @staticmethod
