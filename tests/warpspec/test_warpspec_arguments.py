@@ -4,7 +4,7 @@ and what was expected, raised when the pass is created (or called, for the modul
 import pytest
 import tvm
 
-from tvm_tailsplit.warpspec import WarpSpecialize, examples
+from tvm_tailsplit.warpspec import WarpSpecialize, analyze, check, examples
 
 
 def _module() -> tvm.IRModule:
@@ -119,3 +119,17 @@ def test_example_kernels_name_a_bad_argument(build, expected):
     # compiled), 0 stages a TVMScript diagnostic, an empty seed "max() arg is an empty sequence".
     with pytest.raises(ValueError, match=expected):
         build()
+
+
+@pytest.mark.parametrize("kernel, expected", [
+    (None, r"the kernel must be a tvm.tirx.PrimFunc, got NoneType$"),
+    ("main", r"got str$"),
+    ("module", r"got IRModule \(pass one of its functions, e.g. mod\['main'\]\)"),
+])
+def test_analyze_and_check_of_something_other_than_a_prim_func_are_type_errors(kernel, expected):
+    """The call the docs show for the pass (on a module) given to `analyze` / `check` names the type, not a missing
+    attribute."""
+    kernel = _module() if kernel == "module" else kernel
+    for function in (analyze, check):
+        with pytest.raises(TypeError, match=expected):
+            function(kernel)

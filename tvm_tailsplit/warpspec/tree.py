@@ -414,7 +414,11 @@ def _after_asserts(stmt: tirx.Stmt) -> tuple[tuple[tirx.Stmt, ...], tirx.Stmt]:
 
 
 def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
-    """Build the schedule tree of `func`, or raise `WarpSpecializeInputError` naming the offending part."""
+    """Build the schedule tree of `func`, or raise `WarpSpecializeInputError` naming the offending part (a
+    `TypeError` when `func` is not a PrimFunc)."""
+    if not isinstance(func, tirx.PrimFunc):
+        hint = " (pass one of its functions, e.g. mod['main'])" if isinstance(func, tvm.IRModule) else ""
+        raise TypeError(f"the kernel must be a tvm.tirx.PrimFunc, got {type(func).__name__}{hint}")
     body = func.body
     if not (isinstance(body, SBlockRealize) and body.block.name_hint == "root"):
         raise WarpSpecializeInputError("the kernel must be an s_tir function with a root block "
