@@ -3,6 +3,7 @@ function, class, method and property reachable from them has a docstring (what `
 
 import importlib
 import inspect
+import re
 
 import pytest
 
@@ -30,3 +31,31 @@ def test_public_names_exist_and_have_docstrings(module_name):
     module = importlib.import_module(module_name)
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
     assert undocumented(module_name) == []
+
+
+def parameters_not_in_docstring(module_name: str) -> list[str]:
+    """Each public function's and public method's parameters that `help()` of it does not name (``self``, ``cls``
+    aside; dataclasses, whose fields are their parameters, aside)."""
+    module = importlib.import_module(module_name)
+    functions = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.isfunction(obj):
+            functions.append((name, obj))
+        elif inspect.isclass(obj):
+            functions += [(f"{name}.{attribute}", getattr(value, "__func__", value))
+                          for attribute, value in vars(obj).items()
+                          if (not attribute.startswith("_") or attribute == "__call__")
+                          and inspect.isfunction(getattr(value, "__func__", value))]
+    missing = []
+    for name, function in functions:
+        doc = inspect.getdoc(function) or ""
+        for parameter in inspect.signature(function).parameters:
+            if parameter not in ("self", "cls") and not re.search(rf"\b{re.escape(parameter)}\b", doc):
+                missing.append(f"{name}({parameter})")
+    return missing
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_public_functions_name_every_parameter_in_their_docstring(module_name):
+    assert parameters_not_in_docstring(module_name) == []

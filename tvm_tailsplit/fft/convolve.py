@@ -208,8 +208,9 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     integers) in float64, as scipy. mode: "full", "same" or "valid". The result is a view into the pipeline's
     (batch, n) output; an empty batch (another axis of length 0) gives an empty result. Rows whose (batch, n)
     buffers reach beyond the pipeline's 32-bit indices (`FFTSpec.transforms_per_call`, over 8 GiB of float32) run in
-    parts of as many rows as fit.
-    Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis)."""
+    parts of as many rows as fit. target: as `plan_convolve`'s ("llvm", "cuda" or a target).
+    Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis; an argument of
+    the wrong type, such as a non-integer axis, is a TypeError)."""
     mode = check_choice("mode", mode, MODES)
     h = _real_filter(h)
     x = np.asarray(x)

@@ -426,9 +426,9 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
     (real input of the float type of `dtype`: the real transform along axes[-1], then complex ones along the
     others); "c2r" (complex input: complex transforms along axes[:-1], then the real one along axes[-1], whose
     output has `last_size` points, by default 2·(m - 1) for m input points; the input must have last_size//2 + 1
-    points there). norm: numpy's
-    normalization over the product of the transformed lengths. A wrong type raises TypeError, a wrong value
-    ValueError, naming the argument.
+    points there). direction: "forward" or "backward" as in `plan()` (c2c; r2c is forward, c2r backward). norm:
+    numpy's normalization over the product of the transformed lengths. dtype and target as in `plan()`. A wrong
+    type raises TypeError, a wrong value ValueError, naming the argument.
     """
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
         raise TypeError(f"shape must be a sequence of integers, got {shape!r} ({type(shape).__name__})")

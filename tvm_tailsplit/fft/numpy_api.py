@@ -597,6 +597,28 @@ def ihfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str | None = None,
     return ihfftn(x, s, axes, norm, overwrite_x, workers, plan=plan, out=out)
 
 
+_PARAMETERS = """
+
+Parameters (scipy.fft's, with numpy 2's ``out``): `x` the input (an array or array-like; long double is a
+TypeError, see the module doc);
+{lengths};
+`norm` "backward" (None, the default), "ortho" or "forward";
+`overwrite_x` lets a c2c transform write into `x` when it already has the computed dtype, is writable and is not
+cropped or padded (ignored otherwise); `workers` the threads of TVM's pool the call uses (negative: counted back
+from `os.cpu_count()`; None: the whole pool); `plan` reserved, as in scipy.fft (anything but None raises
+NotImplementedError: call a `tvm_tailsplit.fft.plan(...)` object to reuse a plan); `out` a numpy array of the
+result's shape receiving it (numpy's same-kind casting), which is returned."""
+_LENGTHS_1D = ("`n` the transform length along `axis` (x cropped or zero-padded to it; for irfft/hfft the output\n"
+               "length, 2·(m - 1) for m input points by default); `axis` the transformed axis")
+_LENGTHS_ND = ("`s` the lengths along `axes` (x cropped or zero-padded; for the real-output transforms the last is\n"
+               "the output length, 2·(m - 1) by default); `axes` the transformed axes (default: all, or the last\n"
+               "len(s); the 2-D forms: (-2, -1))")
+for _function in (fft, ifft, rfft, irfft, hfft, ihfft):
+    _function.__doc__ += _PARAMETERS.format(lengths=_LENGTHS_1D)
+for _function in (fftn, ifftn, rfftn, irfftn, hfftn, ihfftn, fft2, ifft2, rfft2, irfft2, hfft2, ihfft2):
+    _function.__doc__ += _PARAMETERS.format(lengths=_LENGTHS_ND)
+
+
 # ---- fast lengths -----------------------------------------------------------------------------------------------
 
 _FAST_PRIMES = tuple(p for p in (3, 5, 7) if p <= RADIX_LIMIT)

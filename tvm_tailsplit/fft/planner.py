@@ -462,9 +462,10 @@ class Plan:
         return list(self._constants)
 
     def run(self, x: Any, out: Any, constants: list[tvm.runtime.Tensor] | None = None) -> None:
-        """The compiled operator on buffers already in its layout: TVM tensors on the plan's device (float views of
-        `input_shape` and `output_shape` in the plan's real dtype) or, on llvm, numpy arrays of those shapes,
-        wrapped without a copy. `constants`: tensors of `constants` on the same device, e.g. other tables of the
+        """The compiled operator on buffers already in its layout: `x` and `out` are TVM tensors on the plan's device
+        (float views of `input_shape` and `output_shape` in the plan's real dtype) or, on llvm, numpy arrays of those
+        shapes, wrapped without a copy (checked by TVM's calling convention only; `plan(x, out)` checks and names
+        them). `constants`: tensors of `constants` on the same device, e.g. other tables of the
         same shapes (default: the plan's own, uploaded once per device)."""
         if constants is not None and len(constants) != len(self._constants):
             raise ValueError(f"constants must hold {len(self._constants)} tensors (one per table of "
@@ -728,7 +729,8 @@ def plan(
 ) -> Plan:
     """Compile (once; plans are cached by their parameters) an FFT operator for `batch` transforms of size n.
 
-    kind: "c2c", "r2c" (forward only) or "c2r" (backward only); norm: numpy's "backward", "ortho", "forward";
+    kind: "c2c", "r2c" (forward only) or "c2r" (backward only); direction: "forward" or "backward" (r2c refuses
+    "backward"; c2r is the backward transform whatever `direction` says); norm: numpy's "backward", "ortho", "forward";
     dtype: "complex64" or "complex128" (r2c/c2r use the matching float type for the real side); target:
     "llvm" (the host CPU), "cuda" (the architecture of the GPU present, sm_80 without one) or a target dict or
     Target (a CUDA one's `arch`, e.g. "sm_90", sets the shared memory and threads per block the plan may use:

@@ -44,7 +44,8 @@ def _covered(x: Any) -> bool:
 
 
 def __ua_function__(method: Any, args: tuple, kwargs: dict) -> Any:
-    """Run the scipy.fft transform `method` on the generated operator, or return NotImplemented (see module)."""
+    """Run the scipy.fft transform `method` on the generated operator with scipy's `args` and `kwargs`, or return
+    NotImplemented (see module)."""
     function = IMPLEMENTED.get(getattr(method, "__name__", ""))
     if function is None or kwargs.get("plan") is not None:
         return NotImplemented

@@ -113,12 +113,13 @@ def te_fft(
     `x` is float32 (complex64 transforms) or float64 (complex128); complex tensors have a trailing dimension
     of 2, which `axis` does not count. `n` is the logical transform size: by default the length of `axis`
     (c2c, r2c) or `2·(length - 1)` (c2r); the length of `axis` must be `n` (c2c, r2c) or `n//2 + 1` (c2r).
-    The output has the same layout, with `n//2 + 1` complex elements along `axis` for r2c and `n` real
-    ones for c2r. With `schedule`, the passes are vectorized across the batch and parallel over lane groups
-    (target "llvm"), or bound to CUDA threads as `plan(..., target="cuda")` binds them (target "cuda": compile
-    the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without `ThreadSync`, as the stage
-    has its barriers, and without `StorageRewrite`, which would merge scratch buffers one pass reads and
-    writes); without, the stage's blocks are left for the caller's schedule.
+    The output has the same layout, with `n//2 + 1` complex elements along `axis` for r2c and `n` real ones for c2r.
+    `kind`, `direction`, `norm`, `codelet_limit` and `radix_limit` are `plan()`'s; `target` is "llvm" or "cuda" (a
+    string: the CUDA plan for the GPU present, sm_80 without one). With `schedule`, the passes are vectorized across the
+    batch and parallel over lane groups (target "llvm"), or bound to CUDA threads as `plan(..., target="cuda")` binds
+    them (target "cuda": compile the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without
+    `ThreadSync`, as the stage has its barriers, and without `StorageRewrite`, which would merge scratch buffers one
+    pass reads and writes); without, the stage's blocks are left for the caller's schedule.
     The stage reads constant placeholders: see `te_fft_constants`. Compile the graph with
     `PassContext(config={"tirx.disable_cse_tir": True})` as `plan()` does: the codelets arrive with their
     common subexpressions eliminated, and TIR's CSE pass is quadratic in the size of a codelet.

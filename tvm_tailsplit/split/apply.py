@@ -143,7 +143,10 @@ def split_function(
     max_mapping_cost: int = 256,
     max_fuzzy_expansion: int = 64,
 ) -> tuple[tirx.PrimFunc, SplitReport]:
-    """Apply TailSplit to ``func``; returns the new function (``func`` itself when nothing changed) and a report."""
+    """Apply TailSplit to ``func``; returns the new function (``func`` itself when nothing changed) and a report.
+
+    ``name`` names the function in the report; ``strategy``, ``max_mapping_cost`` and ``max_fuzzy_expansion`` are
+    ``TailSplit``'s options."""
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
     with loop_invariant_symbols(func):  # (m + 15) // 16 is a symbol like m (conditions.loop_invariant_symbols)
         return _split_function(func, name, strategy, max_mapping_cost, max_fuzzy_expansion)

@@ -110,8 +110,9 @@ class TensorizeRecord:
 
 
 def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IRModule:
-    """Tensorize every condition-free marked region whose shape matches the intrinsic its mark names; tails use
-    a smaller intrinsic by extent or the variable-length form; everything else stays as code without its mark.
+    """Tensorize every condition-free marked region of the PrimFuncs of ``mod`` (an ``IRModule``, after TailSplit;
+    anything else is a ``TypeError``) whose shape matches the intrinsic its mark names; tails use a smaller
+    intrinsic by extent or the variable-length form; everything else stays as code without its mark.
 
     When ``report`` is a list, one ``TensorizeRecord`` per mark is appended to it. Every record also goes to the
     ``tvm_tailsplit`` logger: INFO for a mark left as code (with the reason), DEBUG for the others."""

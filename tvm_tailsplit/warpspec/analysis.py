@@ -97,7 +97,8 @@ def _unrolled(tree: ScheduleTree, max_instances: int) -> Analysis:
 
 
 def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int = 4096) -> Analysis:
-    """Run every analysis stage on a scheduled kernel with `warp_role` blocks (see `warpspec.tree` for the form).
+    """Run every analysis stage on `func`, a scheduled kernel (a PrimFunc) with `warp_role` blocks (see
+    `warpspec.tree` for the form).
 
     `unroll`: None chooses (unrolled when small, see the module doc), True forces the instance graphs (constant
     trip counts, at most `max_instances` instances), False the symbolic analysis.

@@ -427,7 +427,8 @@ def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_state
     """Check the protocol WarpSpecialize generates for `kernel` (or a given, possibly modified, protocol).
 
     A kernel with long or symbolic trip counts is checked at the small window trip counts of its symbolic analysis
-    (`Analysis.small_protocol`).
+    (`Analysis.small_protocol`). `max_instances` is `analyze`'s (a kernel only); `max_states` bounds the
+    interleavings explored: beyond it the report has an "exploration incomplete" issue.
     """
     if isinstance(kernel, Protocol):
         protocol = kernel

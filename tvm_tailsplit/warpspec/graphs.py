@@ -226,8 +226,8 @@ class FlowGraph:
         return "\n".join(lines)
 
     def to_dot(self, name: str = "cdrfg") -> str:
-        """Graphviz text: one cluster per warp role, program order solid grey, data blue, resource red dashed,
-        removed (redundant) edges dotted grey."""
+        """Graphviz text of a digraph called `name`: one cluster per warp role, program order solid grey, data blue,
+        resource red dashed, removed (redundant) edges dotted grey."""
         lines = [f"digraph {name} {{", "  rankdir=TB;", "  node [shape=box, fontsize=10];"]
         for role in sorted({i.role for i in self.instances}):
             lines.append(f"  subgraph cluster_role{role} {{ label=\"warp role {role}\";")

@@ -111,7 +111,7 @@ class Protocol:
         return [op for op in self.ops.get(task, ()) if not op.before_task]
 
     def replace_ops(self, task: str, ops: list[SyncOp]) -> Protocol:
-        """A copy with the operations of `task` replaced (used to plant bugs in tests)."""
+        """A copy with the operations of `task` replaced by `ops` (used to plant bugs in tests)."""
         return dataclasses.replace(self, ops={**self.ops, task: tuple(ops)})
 
     def describe(self) -> str:

@@ -114,8 +114,9 @@ def defer_releases(protocol: Protocol, task: str, depth: int) -> Protocol:
 
 
 def in_flight_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
-    """`protocol` with every wgmma tile task that qualifies kept `WGMMA_IN_FLIGHT` groups in flight (see the module
-    doc); the others are left as they are and the reason is logged."""
+    """`protocol` with every wgmma tile task (of `tiles`, the kernel's `tile_plan`) that qualifies kept
+    `WGMMA_IN_FLIGHT` groups in flight (see the module doc); the others are left as they are and the reason is
+    logged."""
     for task in protocol.tree.tasks():
         if task.name not in tiles.mmas:
             continue

@@ -57,7 +57,8 @@ def _rule(op: SyncOp) -> tuple:
 
 
 def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
-    """`protocol` with every TMA batch's commits turned into one transaction arrive (see the module doc)."""
+    """`protocol` with every TMA batch's commits (the TMA loads of `tiles`, the kernel's `tile_plan`) turned into
+    one transaction arrive (see the module doc)."""
     ops = {task: list(task_ops) for task, task_ops in protocol.ops.items()}
     for batch in _batches(protocol.tree.children, tiles):
         names = [task.name for task in batch]
