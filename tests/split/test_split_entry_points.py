@@ -1,6 +1,7 @@
 """TailSplit's entry points as a TVM user meets them: the registered ``"tailsplit"`` TIR pipeline (composed from
 TVM's default, compiled and run), reports named by GlobalVar, logging, and clear errors for wrong arguments."""
 
+import functools
 import logging
 import os
 
@@ -66,6 +67,21 @@ def test_tailsplit_pipeline_takes_tailsplit_options():
     assert isinstance(pipeline, tvm.transform.Pass) and callable(finalize_host) and callable(finalize_device)
     with pytest.raises(ValueError, match="strategy"):
         tailsplit_pipeline(strategy="everything")
+
+
+def test_tailsplit_pipeline_with_options_registers_as_a_factory():
+    """As the README and the docstring show: tvm.tirx.register_tir_pipeline takes a factory (called when compiling),
+    so options go through functools.partial."""
+    intrinsics.register_intrinsics()
+    reports: list = []
+    tirx.register_tir_pipeline("tailsplit_test_partial",
+                               functools.partial(tailsplit_pipeline, strategy="partial", reports=reports))
+    mod = symbolic_vector_multiply()
+    executable = tvm.compile(mod, target=intrinsics.llvm_target(), tir_pipeline="tailsplit_test_partial")
+    assert [nest.strategy for report in reports for nest in report.nests] == ["partial"]
+    a, b = np.arange(17, dtype="float32"), np.full(17, 2, "float32")
+    _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(17, "float32")], {"n": 17})
+    np.testing.assert_array_equal(c, a * b)
 
 
 def test_reports_are_named_by_the_global_var(caplog):

@@ -21,9 +21,11 @@ TAILSPLIT_PIPELINE = "tailsplit"
 
 
 def tailsplit_pipeline(**tailsplit_options) -> tuple[tvm.transform.Pass, object, object]:
-    """``(pass, finalize_host_passes, finalize_device_passes)``, the triple ``tvm.tirx.register_tir_pipeline``
-    expects: ``TailSplit(**tailsplit_options)``, ``TensorizeMarked()`` and TVM's default pipeline in one
-    ``Sequential``, with the default pipeline's finalization passes."""
+    """``(pass, finalize_host_passes, finalize_device_passes)``, the triple a TIR pipeline factory returns:
+    ``TailSplit(**tailsplit_options)``, ``TensorizeMarked()`` and TVM's default pipeline in one ``Sequential``, with
+    the default pipeline's finalization passes. This function is the factory registered as ``"tailsplit"``; for
+    other options register a factory, not its triple: ``tvm.tirx.register_tir_pipeline(name,
+    functools.partial(tailsplit_pipeline, strategy="partial"))``."""
     default, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
     passes = [TailSplit(**tailsplit_options), TensorizeMarked(), default]
     return tvm.transform.Sequential(passes, name="TailSplitPipeline"), finalize_host, finalize_device
