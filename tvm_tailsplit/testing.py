@@ -50,11 +50,17 @@ _ALIGNMENT = 64
 _EMPTY_GUARD_BYTES = 4096
 
 
+def _values(array: np.ndarray) -> np.ndarray:
+    """`array` as the values its canaries are written and compared in: its bytes for bool (whose canary is a byte
+    that is neither False nor True), else itself."""
+    return array.view(np.uint8) if array.dtype == np.bool_ else array
+
+
 def _check_guards(whole: np.ndarray, guard_elements: int, size: int, canary: float | int, what: str) -> None:
     """Raise `AssertionError` naming `what` if an element of the guards around ``whole``'s middle ``size``
     elements differs from ``canary``."""
     for side, region in (("before", whole[:guard_elements]), ("after", whole[guard_elements + size :])):
-        bad = region != canary
+        bad = _values(region) != canary
         if bad.any():
             raise AssertionError(f"out-of-bounds write {side} {what}: {int(bad.sum())} canary elements changed")
 
@@ -81,8 +87,11 @@ class GuardedArray:
 
 def default_canary(dtype: str) -> float | int:
     """A canary value the dtype can hold and random test data (``random_like``, within ±100) never takes:
-    the largest value of unsigned integers, the smallest of 8-bit signed ones, -12345 otherwise."""
+    the largest value of unsigned integers, the smallest of 8-bit signed ones, -12345 otherwise; for bool the
+    byte 255 (neither False nor True: bool guards are written and compared as bytes)."""
     kind = np.dtype(dtype).kind
+    if kind == "b":
+        return 255
     if kind == "u":
         return int(np.iinfo(dtype).max)
     if kind == "i" and np.iinfo(dtype).max < 12345:
@@ -104,7 +113,7 @@ def guarded_array(
     raw = np.empty(count * item_size + 2 * guard_bytes + _ALIGNMENT, np.uint8)
     start = (-raw.ctypes.data) % _ALIGNMENT + guard_bytes
     whole = raw[start - guard_bytes : start + count * item_size + guard_bytes].view(dtype)
-    whole[:] = canary
+    _values(whole)[:] = canary
     view = raw[start : start + count * item_size].view(dtype).reshape(shape)
     return GuardedArray(whole=whole, array=view, guard_elements=guard_bytes // item_size, canary=canary)
 
@@ -151,7 +160,9 @@ def guarded_device_tensor(shape: tuple[int, ...], dtype: str, device: tvm.runtim
         canary = default_canary(dtype)
     guard = guard_bytes // np.dtype(dtype).itemsize
     count = int(np.prod(shape, dtype=np.int64))
-    whole = tvm.runtime.tensor(np.full(count + 2 * guard, canary, dtype), device)
+    initial = np.empty(count + 2 * guard, dtype)
+    _values(initial)[:] = canary
+    whole = tvm.runtime.tensor(initial, device)
     capsule = whole.__dlpack__()
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
@@ -191,7 +202,9 @@ def _concrete_shape(buffer, scalar_args: dict) -> tuple[int, ...]:
 
 
 def random_like(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Random data of a dtype: floats in [-1, 1), integers in a small range."""
+    """Random data of a dtype: floats in [-1, 1), integers in a small range, bools."""
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
     if np.dtype(dtype).kind == "f":
         return rng.uniform(-1, 1, size=shape).astype(dtype)
     info = np.iinfo(dtype)

@@ -1,0 +1,46 @@
+"""`tvm_tailsplit.testing` on what its docstrings promise: random data and canaries for every buffer dtype a kernel
+may have, bool included (its canary is a byte that is neither False nor True)."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+from tvm_tailsplit.testing import assert_same_results, guarded_array, guarded_device_tensor, random_like, run_guarded
+
+
+@T.prim_func(s_tir=True)
+def masked_copy(A: T.Buffer((8,), "float32"), M: T.Buffer((8,), "bool"), B: T.Buffer((8,), "float32"),
+                N: T.Buffer((8,), "bool")):
+    for i in range(8):
+        with T.sblock("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = T.if_then_else(M[vi], A[vi], T.float32(0))
+            N[vi] = not M[vi]
+
+
+@T.prim_func(s_tir=True)
+def bool_write_past_the_end(M: T.Buffer((8,), "bool"), N: T.Buffer((8,), "bool")):
+    for i in range(8):
+        with T.sblock("N"):
+            vi = T.axis.spatial(8, i)
+            N[vi + 1] = M[vi]
+
+
+def test_assert_same_results_runs_kernels_with_bool_buffers():
+    mod = tvm.IRModule({"main": masked_copy})
+    assert_same_results(mod, mod)
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_a_bool_written_past_its_buffer_is_caught(value):
+    executable = tvm.compile(tvm.IRModule({"main": bool_write_past_the_end}), target="llvm")
+    with pytest.raises(AssertionError, match="out-of-bounds write after buffer N: 1 canary elements changed"):
+        run_guarded(executable, bool_write_past_the_end, [np.full(8, value), np.zeros(8, bool)], {})
+
+
+def test_bool_canaries_are_intact_after_allocation_and_random_bools_take_both_values():
+    guarded_array((5,), "bool").check_canaries()
+    guarded_device_tensor((5,), "bool", tvm.cpu()).numpy()
+    data = random_like("bool", (64,), np.random.default_rng(0))
+    assert data.dtype == bool and data.any() and not data.all()
