@@ -162,7 +162,21 @@ def test_a_mark_over_a_thread_bound_loop_is_an_error(marked):
     sch.bind(thread_x, "threadIdx.x")
     sch.annotate(thread_x if marked == "threadIdx.x" else block_x, MARK_KEY, intr.MUL_16)
     name = "i_1" if marked == "threadIdx.x" else "i_0"
-    with pytest.raises(ValueError, match=rf"mark on loop '{name}' \(block 'C'\).*loop '{name}' .*{marked}"):
+    with pytest.raises(ValueError, match=rf"mark on loop '{name}' \(block 'C'\).*loop '{name}' itself is bound to "
+                                         rf"{marked}"):
+        tensorize_marked(TailSplit()(sch.mod))
+
+
+def test_a_mark_above_a_thread_bound_loop_names_both_loops():
+    a, b = te.placeholder((64,), "float32", name="A"), te.placeholder((64,), "float32", name="B")
+    c = te.compute((64,), lambda i: a[i] * b[i], name="C")
+    sch = s_tir.Schedule(te.create_prim_func([a, b, c]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
+    outer, thread_x = sch.split(loop, [None, 16])
+    sch.bind(thread_x, "threadIdx.x")
+    sch.annotate(outer, MARK_KEY, intr.MUL_16)
+    with pytest.raises(ValueError, match=r"mark on loop 'i_0' \(block 'C'\).*loop 'i_1' under it is bound to "
+                                         r"threadIdx.x"):
         tensorize_marked(TailSplit()(sch.mod))
 
 

@@ -285,9 +285,10 @@ def _check_no_thread_binding(mark: Mark, block_name: str, value: str) -> None:
     and the binding (part of the kernel's launch) would go with it."""
     for loop in loop_vars_in(mark.loop):
         if loop.kind == tirx.ForKind.THREAD_BINDING:
+            where = "itself" if loop.same_as(mark.loop) else "under it"
             raise ValueError(
                 f"the mark on loop {mark.loop.loop_var.name!r} (block {block_name!r}) names {value!r}, but loop "
-                f"{loop.loop_var.name!r} under it is bound to {loop.thread_binding.thread_tag}: an instruction "
+                f"{loop.loop_var.name!r} {where} is bound to {loop.thread_binding.thread_tag}: an instruction "
                 "replaces every loop under its mark, and a thread binding cannot be replaced (mark a loop inside "
                 "the thread-bound ones)"
             )
