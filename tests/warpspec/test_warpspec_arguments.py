@@ -57,6 +57,14 @@ def test_threads_per_role_must_be_whole_warps(threads):
         WarpSpecialize("cuda", threads_per_role={0: 32, 1: threads})
 
 
+def test_a_role_of_more_threads_than_a_block_has_is_refused_when_the_pass_is_created():
+    """A value out of range is a ValueError when the pass is created (the docstring's promise); the total over a
+    kernel's roles can only be checked when the pass meets the kernel."""
+    with pytest.raises(ValueError, match="gives 2048 threads to warp role 1; CUDA runs at most 1024 threads per block"):
+        WarpSpecialize("cuda", threads_per_role={0: 32, 1: 2048})
+    WarpSpecialize("cuda", threads_per_role={0: 32, 1: 1024})
+
+
 @pytest.mark.parametrize("options, error, expected", [
     ({"debug_check": 1}, TypeError, "debug_check must be a bool, got int 1"),
     ({"named_barriers": "yes"}, TypeError, "named_barriers must be a bool, got str 'yes'"),

@@ -14,6 +14,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import SBlock
 
+from ..cuda import MAX_THREADS_PER_BLOCK
 from ..ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation
 from .analysis import analyze
 from .check import check_protocol
@@ -85,6 +86,9 @@ def _check_options(kind: str, threads_per_role: object, debug_check: object, del
             if threads <= 0 or threads % 32:
                 raise ValueError("WarpSpecialize: threads_per_role must give whole warps (positive multiples of "
                                  f"32), got {threads} threads for warp role {role}")
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise ValueError(f"WarpSpecialize: threads_per_role gives {threads} threads to warp role {role}; CUDA "
+                                 f"runs at most {MAX_THREADS_PER_BLOCK} threads per block")
     cuda_only = [name for name, given in (("threads_per_role", threads_per_role is not None),
                                           ("named_barriers", named_barriers), ("hopper", hopper)) if given]
     if kind == "llvm" and cuda_only:
@@ -156,7 +160,8 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
 
     `target` is "llvm" (roles as concurrent CPU threads synchronizing through atomics) or "cuda" (roles as thread
     ranges synchronizing through mbarriers, or named barriers with `named_barriers=True`; `threads_per_role`
-    maps each role to its thread count, a multiple of 32, default 32), or a `tvm.target.Target` of either kind.
+    maps each role to its thread count, a multiple of 32, default 32; the roles of a kernel add up to at most 1024,
+    checked when the pass runs), or a `tvm.target.Target` of either kind.
     On llvm the roles must run at once: set
     `TVM_NUM_THREADS` to at least the number of roles before the first TVM call (TVM's pool has at most one thread
     per core); the generated function raises a RuntimeError saying so, instead of waiting forever, when TVM's pool
