@@ -1,5 +1,6 @@
 """The README's TailSplit example runs as written and its operator computes ``A * B`` for every length; its
-WarpSpecialize examples run (llvm result against numpy, the CUDA and Hopper forms compiled)."""
+WarpSpecialize examples run (llvm result against numpy, the CUDA and Hopper forms compiled); its FFT examples
+(the first plan, the te_fft graph, the convolution) compute what their comments say."""
 
 import pathlib
 import re
@@ -43,3 +44,31 @@ def test_readme_warpspecialize_examples_run():
     np.testing.assert_allclose(c.numpy(), a.astype("float32") @ b.astype("float32"), rtol=1e-3, atol=1e-3)
     assert "wgmma" in namespace["ex"].mod.imports[0].inspect_source()
     assert namespace["ablation"].attrs["global_symbol"] == "gemm"
+
+
+def _section_blocks(heading: str) -> list[str]:
+    section = README.read_text().split(heading, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_readme_fft_examples_compute_what_their_comments_say():
+    """"Using the FFT generator" (numpy.fft.fft to 2e-7 relative L2 error), the te_fft graph (== np.fft.fft) and
+    "FFT convolution" (== scipy.signal.fftconvolve), run as written."""
+    namespace: dict = {}
+    (first,) = _section_blocks("## Using the FFT generator")
+    exec(compile(first, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+    x, y = namespace["x"], namespace["y"]
+    reference = np.fft.fft(x.astype(np.complex128))
+    assert np.linalg.norm(y - reference) / np.linalg.norm(reference) < 2e-7
+    assert namespace["z"].shape == (8, 100)
+    fft_part = README.read_text().split("## Using the FFT generator", 1)[1].split("\n## ", 1)[0]
+    te_block = next(b for b in re.findall(r"```python\n(.*?)```", fft_part, re.S) if "fft.te_fft(" in b)
+    exec(compile(te_block, str(README), "exec"), namespace)  # noqa: S102
+    x, z = namespace["x"], namespace["z"].numpy()
+    reference = np.fft.fft(x[..., 0] + 1j * x[..., 1])
+    np.testing.assert_allclose(z[..., 0] + 1j * z[..., 1], reference, atol=1e-4 * np.abs(reference).max())
+    signal = pytest.importorskip("scipy.signal")
+    (convolution,) = _section_blocks("### FFT convolution")
+    exec(compile(convolution, str(README), "exec"), namespace)  # noqa: S102
+    x, h, y = namespace["x"], namespace["h"], namespace["y"]
+    np.testing.assert_allclose(y, signal.fftconvolve(x, h[None], mode="same", axes=-1), rtol=1e-4, atol=1e-3)
