@@ -1,6 +1,6 @@
 """Tail benchmark: TailSplit + tensorize against what TVM offers for tiles that do not divide the shape.
 
-For every workload of `tvm_tailsplit.workloads` and shape (none a multiple of the tile), five variants of the same
+For every workload of `tvm_tailsplit.split.workloads` and shape (none a multiple of the tile), five variants of the same
 tiling are compiled for this machine's CPU (`llvm_target()`: AVX-512, VNNI) and timed side by side:
 
 - (a) `guarded`: TVM's default — the tiling with its `T.where` guards, inner loop vectorized where

@@ -2,7 +2,9 @@
 function, class, method and property reachable from them has a docstring (what `help()` shows a user)."""
 
 import importlib
+import importlib.util
 import inspect
+import pathlib
 import re
 
 import pytest
@@ -59,3 +61,30 @@ def parameters_not_in_docstring(module_name: str) -> list[str]:
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_public_functions_name_every_parameter_in_their_docstring(module_name):
     assert parameters_not_in_docstring(module_name) == []
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # (a parent that is a module, not a package)
+        return False
+
+
+def test_dotted_names_in_the_readme_and_the_docstrings_exist():
+    """Every ``tvm_tailsplit.a.b`` the README or the package's sources name (a pass's own name aside) resolves, so
+    that a user who types what help() or the README says gets the object."""
+    root = pathlib.Path(__file__).parent.parent
+    unresolved = set()
+    for path in [root / "README.md", *sorted((root / "tvm_tailsplit").rglob("*.py"))]:
+        for match in re.finditer(r"(?<!name=\")tvm_tailsplit(?:\.\w+)+", path.read_text()):
+            obj, module = importlib.import_module("tvm_tailsplit"), "tvm_tailsplit"
+            for part in match.group(0).split(".")[1:]:
+                module = f"{module}.{part}"
+                if hasattr(obj, part):
+                    obj = getattr(obj, part)
+                elif _is_module(module):
+                    obj = importlib.import_module(module)
+                else:
+                    unresolved.add(f"{path.name}: {match.group(0)}")
+                    break
+    assert sorted(unresolved) == []

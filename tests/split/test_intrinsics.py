@@ -1,4 +1,4 @@
-"""The intrinsics of ``tvm_tailsplit.intrinsics`` on llvm against numpy: the 16-lane vector operations, their
+"""The intrinsics of ``tvm_tailsplit.split.intrinsics`` on llvm against numpy: the 16-lane vector operations, their
 masked variable-length tail forms (every extent 0..16, canary-guarded buffers, masked AVX-512 instructions in
 the assembly), the 8x16x16 matmul micro-kernel and its any-depth form (accumulators kept in registers), the
 one-instruction VNNI dot and the register-blocked VNNI dense kernel with their tail forms."""

@@ -1,4 +1,4 @@
-"""The end-to-end workloads (tvm_tailsplit.workloads): after TailSplit + tensorize_marked each one compiles on
+"""The end-to-end workloads (tvm_tailsplit.split.workloads): after TailSplit + tensorize_marked each one compiles on
 llvm, its main tiles carry the intrinsic, and it computes what numpy computes, on canary-guarded buffers;
 the symbolic-M matmul and dense layer run for several M with one compiled kernel each."""
 

@@ -33,7 +33,7 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
         above the mark: less code) or ``"auto"`` (full split when its mapping cost is within
         ``max_mapping_cost``, else partial).
     max_mapping_cost:
-        The largest code length (see ``tvm_tailsplit.analysis.estimate_mapping_cost``) accepted for a full
+        The largest code length (see ``tvm_tailsplit.split.analysis.estimate_mapping_cost``) accepted for a full
         split under ``"auto"``.
     max_fuzzy_expansion:
         The most copies element-by-element expansion makes of one statement: a fuzzy interval is expanded only
