@@ -102,6 +102,12 @@ def test_the_pass_still_composes_with_tvm_passes():
     (lambda: examples.hopper_gemm_kernel(16, 256, 0), "hopper_gemm_kernel: k must be a positive int or None, got 0"),
     (lambda: examples.symbolic_k_gemm_kernel(64, 64, stages=0), "symbolic_k_gemm_kernel: stages must be a positive "
                                                                  "int, got 0"),
+    # compute_roles=3 was refused as "the GEMM sizes must be multiples of the tile sizes" (32 rows do not split in
+    # three), naming neither the argument nor the values; k not a multiple of block_k likewise
+    (lambda: examples.gemm_kernel(compute_roles=3), "symbolic_k_gemm_kernel: compute_roles must be 1 or 2, got 3"),
+    (lambda: examples.gemm_kernel(block_m=33, compute_roles=2),
+     r"symbolic_k_gemm_kernel: block_m \(33\) must split into the rows of the 2 compute roles"),
+    (lambda: examples.gemm_kernel(64, 64, 100), r"gemm_kernel: k must be a multiple of block_k \(16\), got 100"),
 ])
 def test_example_gemm_sizes_are_checked_by_name(build, message):
     """A GEMM example with an empty or fractional size is refused (it built a kernel of no rows, or failed deep in

@@ -65,7 +65,6 @@ __all__ = [
 ]
 
 SEED_RANGES = ((0, 10), (10, 20), (20, 30), (15, 30), (30, 45), (45, 60), (0, 50))
-_GEMM_SIZES_ERROR = "the GEMM sizes must be multiples of the tile sizes (and the tile rows of the roles)"
 
 
 def _copy_block(name: str, role: int, dst: tirx.Buffer, src: tirx.Buffer, row: int, lo: int, hi: int,
@@ -133,8 +132,8 @@ def _with_root_body(func: tirx.PrimFunc, body: tirx.Stmt) -> tirx.PrimFunc:
 
 
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
-    """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring:
-    `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
+    """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring of
+    `stages` tiles: `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
     require_sizes("streaming_kernel", tile=tile, stages=stages)
     if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles < 0:
         raise ValueError(f"streaming_kernel: tiles must be a non-negative int, got {tiles!r}")
@@ -142,7 +141,8 @@ def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.Pr
 
 
 def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
-    """`streaming_kernel` over a symbolic length `n` (a multiple of `tile`): `n // tile` pipeline iterations."""
+    """`streaming_kernel` over a symbolic length `n` (a multiple of `tile`): `n // tile` pipeline iterations, a
+    ring of `stages` tiles."""
     require_sizes("symbolic_streaming_kernel", tile=tile, stages=stages)
 
     @T.prim_func(s_tir=True)
@@ -170,7 +170,8 @@ def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
 
 
 def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
-    """`B = 3 A` scheduled into tiles: a shared-memory copy block (warp role 0) and a compute block (role 1)."""
+    """`B = 3 A` over `n` elements scheduled into tiles of `tile` (a divisor of `n`): a shared-memory copy block
+    (warp role 0) and a compute block (role 1)."""
     require_sizes("scheduled_scale_kernel", n=n, tile=tile)
     if n % tile:
         raise ValueError(f"scheduled_scale_kernel: n must be a multiple of tile, got n={n}, tile={tile}")
@@ -190,11 +191,13 @@ def gemm_kernel(m: int | None = 64, n: int = 64, k: int = 128, block_m: int = 32
                 block_k: int = 16, stages: int = 3, compute_roles: int = 1, b_transposed: bool = False
                 ) -> tirx.PrimFunc:
     """`C = A @ B` (A: m x k, B: k x n, fp16; C fp32; any `m` and `n`; `m=None`: a symbolic `M`) with a copy role
-    (0) and `compute_roles` compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k`."""
+    (0) and `compute_roles` compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k` (a
+    multiple of `block_k`). Tiles of `block_m` x `block_n` x `block_k`, rings of `stages` stages; `b_transposed`
+    as there."""
     require_sizes("gemm_kernel", ("m",), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k,
                    stages=stages)
     if k % block_k:
-        raise ValueError(_GEMM_SIZES_ERROR)
+        raise ValueError(f"gemm_kernel: k must be a multiple of block_k ({block_k}), got {k}")
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles, b_transposed)
     return _specialize_shape(func, 0, (m, k))
 
@@ -286,8 +289,9 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     `ceildiv(M, block_m)` rows of tiles (a symbolic `blockIdx.y` extent), and the loads and stores are always guarded
     by `M` (its stores marked), since any M may be ragged.
 
-    One compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with two, role 1 owns the top
-    half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half (`init_bottom`, ...).
+    `compute_roles` 1 or 2: one compute role (1) owns the whole output tile (blocks `init`, `mma`, `store`); with
+    two, role 1 owns the top half of its rows (`init_top`, `mma_top`, `store_top`) and role 2 the bottom half
+    (`init_bottom`, ...).
 
     `ctas`: the persistent form. The grid is `ctas` CTAs (`blockIdx.x`, at most the number of tiles); CTA `bx`
     runs the tiles `t = bx + tt * ctas` (row-major over the tile grid) in a serial loop
@@ -302,11 +306,12 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     """
     require_sizes("symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
                    stages=stages)
-    band = block_m // compute_roles  # the output rows of one compute role
+    if compute_roles not in (1, 2) or isinstance(compute_roles, bool):
+        raise ValueError(f"symbolic_k_gemm_kernel: compute_roles must be 1 or 2, got {compute_roles!r}")
     if block_m % compute_roles:
-        raise ValueError(_GEMM_SIZES_ERROR)
-    if compute_roles not in (1, 2):
-        raise ValueError(f"compute_roles must be 1 or 2, got {compute_roles}")
+        raise ValueError(f"symbolic_k_gemm_kernel: block_m ({block_m}) must split into the rows of the "
+                         f"{compute_roles} compute roles")
+    band = block_m // compute_roles  # the output rows of one compute role
     two_roles = compute_roles == 2
     top = "_top" if two_roles else ""
     b_rows, b_cols = (block_n, block_k) if b_transposed else (block_k, block_n)
