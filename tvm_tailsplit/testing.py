@@ -102,8 +102,8 @@ def default_canary(dtype: str) -> float | int:
 def guarded_array(
     shape: tuple[int, ...], dtype: str, canary: float | int | None = None, guard_bytes: int = 256
 ) -> GuardedArray:
-    """Allocate an array of `shape` whose surroundings hold `canary` (default: ``default_canary(dtype)``); the
-    view starts 64-byte aligned."""
+    """Allocate an array of `shape` whose surroundings (`guard_bytes` on each side, a multiple of 64) hold `canary`
+    (default: ``default_canary(dtype)``); the view starts 64-byte aligned."""
     if canary is None:
         canary = default_canary(dtype)
     if guard_bytes % _ALIGNMENT:
@@ -202,7 +202,8 @@ def _concrete_shape(buffer, scalar_args: dict) -> tuple[int, ...]:
 
 
 def random_like(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Random data of a dtype: floats in [-1, 1), integers in a small range, bools."""
+    """Random data of a dtype and `shape` from the generator `rng`: floats in [-1, 1), integers in a small range,
+    bools."""
     if np.dtype(dtype).kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     if np.dtype(dtype).kind == "f":
@@ -214,7 +215,8 @@ def random_like(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) ->
 def run_guarded(
     executable, func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], scalar_args: dict, func_name: str = "main"
 ) -> list[np.ndarray]:
-    """Run a compiled function on canary-guarded copies of ``inputs`` and return every buffer afterwards.
+    """Run function ``func_name`` of ``executable`` (``func`` compiled) on canary-guarded copies of ``inputs`` (one
+    per buffer parameter of ``func``, in order) and return every buffer afterwards.
 
     Scalar parameters are taken from ``scalar_args`` by name. Raises ``AssertionError`` naming the buffer
     when the function wrote outside it.
@@ -249,9 +251,11 @@ def assert_same_results(
     target: str = "llvm",
     executables: tuple | None = None,
 ) -> None:
-    """Compile both modules for llvm and check that every buffer ends equal, on random data (outputs start
-    equal too, so an element one version fails to write is caught) and with canaries around every buffer.
-    Marks are removed before compiling (they only name instructions)."""
+    """Compile `before` and `after` for `target` (llvm) and check that every buffer of function `func_name` ends
+    equal, on random data (outputs start equal too, so an element one version fails to write is caught) and with
+    canaries around every buffer, in `trials` runs drawn from `seed`. Marks are removed before compiling (they only
+    name instructions). `scalar_args` gives the scalar parameters (and the symbolic shapes) by name;
+    `executables`: the two modules already compiled, as a pair (then they are not compiled again)."""
     scalar_args = dict(scalar_args or {})
     built_before, built_after = executables or (
         tvm.compile(drop_loop_annotation(before, EMIT_INSN_PRAGMA), target=target),
@@ -270,7 +274,7 @@ def assert_same_results(
 
 
 def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
-    """The same module with every thread-bound loop turned into a serial loop, so that a GPU schedule's
+    """`mod` with every thread-bound loop turned into a serial loop, so that a GPU schedule's
     meaning can be checked on llvm (each thread's work runs one after the other)."""
 
     def unbind(loop: tvm.tirx.For) -> tvm.tirx.For:
@@ -282,7 +286,7 @@ def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def grids_as_launched(mod: tvm.IRModule) -> tvm.IRModule:
-    """The same module with every ``blockIdx`` / ``threadIdx`` loop running at least once, as TVM's CUDA
+    """``mod`` with every ``blockIdx`` / ``threadIdx`` loop running at least once, as TVM's CUDA
     runtime launches a kernel: an extent of 0 (a symbolic one evaluated to 0) launches as 1
     (``ir_utils.launched_extent``).
     Apply before ``threads_as_serial_loops`` / ``cuda_schedule_for_llvm`` to check a kernel at such a size."""
@@ -298,7 +302,7 @@ SHARED_SCOPES = ("shared", "shared.dyn")
 
 
 def cuda_schedule_for_llvm(mod: tvm.IRModule, scopes: tuple[str, ...] = SHARED_SCOPES) -> tvm.IRModule:
-    """A scheduled CUDA module made runnable on llvm with the same meaning: thread-bound loops become serial
+    """A scheduled CUDA module `mod` made runnable on llvm with the same meaning: thread-bound loops become serial
     loops (`threads_as_serial_loops`), shared-memory buffers global ones (one per block, as the block loop is
     serial) and the thread-block barriers (`tvm_storage_sync`) nothing. Exact for kernels whose barriers separate
     phases (every thread's work of a phase runs before the next phase); a barrier inside a thread's loop would
@@ -337,7 +341,8 @@ def cuda_schedule_for_llvm(mod: tvm.IRModule, scopes: tuple[str, ...] = SHARED_S
 
 def run_with_guarded_output(executable, inputs: list[np.ndarray], out_shape: tuple[int, ...],
                             out_dtype: str = "float32") -> np.ndarray:
-    """Call `executable["main"](*inputs, out)` with `out` zeroed inside canaries and return a copy of `out`.
+    """Call `executable["main"](*inputs, out)` with `out` (of `out_shape` and `out_dtype`) zeroed inside canaries
+    and return a copy of `out`.
 
     The inputs are passed zero-copy (64-byte aligned, e.g. from `guarded_array`). Raises `AssertionError` if the
     kernel wrote outside `out`.

@@ -147,7 +147,8 @@ def instruction_count(
     func_name: str = "main",
     symbolic_values: Mapping[str, int] | None = None,
 ) -> InstructionCount:
-    """Instruction sites and issued instructions of one function (see the module docstring).
+    """Instruction sites and issued instructions of one function: ``mod`` itself when it is a PrimFunc, else its
+    function ``func_name`` (see the module docstring).
 
     ``symbolic_values`` gives values to symbolic extents by name (e.g. ``{"n": 100}``).
     """
@@ -160,7 +161,8 @@ def instruction_count(
 
 
 def conditions_under_marks(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None = None) -> int:
-    """The number of guards left at or below marks (in one function, or in every PrimFunc of the module)."""
+    """The number of guards left at or below marks: in ``mod`` itself when it is a PrimFunc, in its function
+    ``func_name`` when one is named, else in every PrimFunc of the module."""
     return sum(len(mark.guards) for func in _functions(mod, func_name) for mark in find_marks(func))
 
 
@@ -170,7 +172,9 @@ def estimate_mapping_cost(
     max_fuzzy_expansion: int = 64,
     func_name: str = "main",
 ) -> list[MappingCost]:
-    """The mapping cost of each loop nest with marks: full and partial code length, features, choice."""
+    """The mapping cost of each loop nest with marks of ``func`` (a PrimFunc, or the function ``func_name`` of a
+    module): full and partial code length, features, choice, with ``TailSplit``'s ``max_mapping_cost`` and
+    ``max_fuzzy_expansion``."""
     validate_options("auto", max_mapping_cost, max_fuzzy_expansion)
     (func,) = _functions(func, func_name)
     costs = []
@@ -188,7 +192,8 @@ def explain_split(
     max_fuzzy_expansion: int = 64,
     func_name: str = "main",
 ) -> SplitReport:
-    """The report of TailSplit on one function (per nest: marks, mapping cost, strategy, what was split and
-    what was kept and why); the function itself is not changed."""
+    """The report of TailSplit on ``func`` (a PrimFunc, or the function ``func_name`` of a module; per nest: marks,
+    mapping cost, strategy, what was split and what was kept and why), with ``TailSplit``'s ``strategy``,
+    ``max_mapping_cost`` and ``max_fuzzy_expansion``; the function itself is not changed."""
     (func,) = _functions(func, func_name)
     return split_function(func, func_name, strategy, max_mapping_cost, max_fuzzy_expansion)[1]

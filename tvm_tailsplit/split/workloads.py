@@ -229,9 +229,9 @@ def dense_int8_vnni(m: int | None = 127, n: int = 1000, k: int = 255) -> tvm.IRM
 
 
 def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
-    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` tiled for the any-depth 8 x 16 micro-kernel (loops ``j_0,
-    i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the block's init kept, the mark on ``i_1``).
-    ``m=None``: ``M`` is symbolic."""
+    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` (``m``, ``n``, ``k``) tiled for the any-depth 8 x 16
+    micro-kernel (loops ``j_0, i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the block's init
+    kept, the mark on ``i_1``). ``m=None``: ``M`` is symbolic."""
     require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
     sch = s_tir.Schedule(_matmul_func(m, n, k))
     _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
@@ -240,8 +240,8 @@ def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule
 
 def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: int = ELEMENTWISE_LANES,
                         h_tile: int = 8) -> tvm.IRModule:
-    """``C = A * B`` over an ``N, C1, H, W, C0`` tensor, ``h`` cut into tiles of ``h_tile`` (30 = 3 x 8 + a
-    tail of 6), the 16-lane vector multiply marked on ``c0``."""
+    """``C = A * B`` over an ``N, C1, H, W, C0`` tensor (sizes ``n``, ``c1``, ``h``, ``w``, ``c0``), ``h`` cut
+    into tiles of ``h_tile`` (30 = 3 x 8 + a tail of 6), the 16-lane vector multiply marked on ``c0``."""
     require_sizes("elementwise_nc1hwc0", n=n, c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
     sch = s_tir.Schedule(_elementwise_func(n, c1, h, w, c0))
     _schedule_elementwise(sch, mark=True, vectorize=False, h_tile=h_tile)
@@ -249,7 +249,8 @@ def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: i
 
 
 def matmul_wmma_cuda(m: int = 1000, n: int = 1000, k: int = 1000) -> tvm.IRModule:
-    """The fp16 matmul (fp32 accumulate) for CUDA tensor cores, scheduled as TVM's own wmma schedules do.
+    """The fp16 matmul ``C[m, n] = A[m, k] @ B[k, n]`` (fp32 accumulate) for CUDA tensor cores, scheduled as TVM's
+    own wmma schedules do.
 
     The iteration space is padded to whole 16 x 16 x 16 wmma tiles (``sch.pad_einsum``, the padding inlined into
     the shared-memory copies, so out-of-range elements load as zeros); ``blockIdx.y/x`` cover 64 x 32 blocks of
@@ -437,8 +438,9 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def reference(workload: str, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
-    """The numpy result of a workload on its inputs (in the order of the function's buffer parameters); also
-    ``matmul_wmma_cuda`` and ``matmul_mma_cuda``, whose result is the fp32 matmul's."""
+    """The numpy result of a workload on its inputs (in the order of the function's buffer parameters), with
+    ``shape`` its sizes by name (e.g. ``{"m": 127, "n": 255, "k": 129}``); also ``matmul_wmma_cuda`` and
+    ``matmul_mma_cuda``, whose result is the fp32 matmul's."""
     if workload in ("matmul_wmma_cuda", "matmul_mma_cuda"):
         return _reference_matmul(inputs, shape)
     if workload not in WORKLOADS:
