@@ -52,6 +52,15 @@ def test_unknown_function_name_is_reported():
         analysis.instruction_count(tvm.IRModule({"main": chain_with_symbolic}), func_name="other")
 
 
+@pytest.mark.parametrize("metric", [analysis.instruction_count, analysis.conditions_under_marks,
+                                    analysis.estimate_mapping_cost, analysis.explain_split])
+def test_something_other_than_a_module_or_a_function_is_a_type_error(metric):
+    """A schedule (``sch`` rather than ``sch.mod``) raised "'Schedule' object has no attribute 'functions'"."""
+    schedule = tvm.s_tir.Schedule(chain_with_symbolic)
+    with pytest.raises(TypeError, match="expected a tvm.IRModule or a tirx.PrimFunc, got Schedule"):
+        metric(schedule)
+
+
 @T.prim_func(s_tir=True)
 def stepped_loops(A: T.Buffer((8, 32), "float32"), B: T.Buffer((8, 32), "float32")):
     for i in T.serial(1, 8, step=3):

@@ -49,6 +49,8 @@ class InstructionCount:
 def _functions(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None) -> list[tirx.PrimFunc]:
     if isinstance(mod, tirx.PrimFunc):
         return [mod]
+    if not isinstance(mod, tvm.IRModule):
+        raise TypeError(f"expected a tvm.IRModule or a tirx.PrimFunc, got {type(mod).__name__}")
     if func_name is not None:
         names = [gv.name_hint for gv in mod.functions]
         if func_name not in names:
