@@ -253,6 +253,8 @@ def test_errors_name_the_argument():
         plan(np.ones((2, 17), np.float32))
     with pytest.raises(ValueError, match="dtype must be float32 or float64"):
         tfft.plan_convolve(16, h, dtype="complex64")
+    with pytest.raises(ValueError, match="dtype must be float32 or float64, got None"):  # (was a float64 plan)
+        tfft.plan_convolve(16, h, dtype=None)
     with pytest.raises(ValueError, match="n must be at least 1"):
         tfft.plan_convolve(0, h)
     with pytest.raises(ValueError, match="h must be real"):

@@ -194,6 +194,8 @@ def test_output_overlapping_the_input_is_refused():
     ({"n": 16, "radix_limit": 1}, ValueError, "radix_limit must be at least 2"),
     ({"n": 16, "istride": 1.5}, TypeError, "istride must be an integer"),
     ({"n": 16, "batch": 2, "odist": 0}, ValueError, "odist must be at least 1"),
+    # numpy's dtype(None) is float64: it was refused as "got 'float64'", a value the caller never gave
+    ({"n": 16, "dtype": None}, TypeError, r"dtype must be 'complex64' or 'complex128' .*got None"),
 ])
 def test_plan_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):

@@ -50,6 +50,8 @@ _COMPLEX = {real: name for name, real in REAL_DTYPES.items()}
 def _real_dtype(name: str, dtype: Any) -> str:
     """`dtype` as "float32" or "float64": ValueError naming the argument otherwise."""
     try:
+        if dtype is None:  # (numpy's dtype(None) is float64)
+            raise TypeError
         dtype = np.dtype(dtype).name
     except TypeError:
         raise ValueError(f"{name} must be float32 or float64, got {dtype!r}") from None

@@ -75,6 +75,8 @@ def _check_dtype(dtype: Any) -> str:
     """The complex dtype's name: a string, numpy dtype or scalar type of complex64 or complex128."""
     if not isinstance(dtype, str):
         try:
+            if dtype is None:  # (numpy's dtype(None) is float64)
+                raise TypeError
             dtype = np.dtype(dtype).name
         except TypeError:
             raise TypeError(f"dtype must be 'complex64' or 'complex128' (a string or numpy dtype), got {dtype!r} "
