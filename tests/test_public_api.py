@@ -6,6 +6,8 @@ import importlib.util
 import inspect
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -89,3 +91,19 @@ def test_dotted_names_in_the_readme_and_the_docstrings_exist():
                     unresolved.add(f"{path.name}: {match.group(0)}")
                     break
     assert sorted(unresolved) == []
+
+
+def test_the_readmes_dotted_names_are_attributes_after_importing_the_package():
+    """``import tvm_tailsplit`` is enough to reach what the README names ``tvm_tailsplit.split.workloads.*`` and
+    the like (the facade's docstring: ``split`` holds ``split.workloads`` and ``split.examples``); a submodule that
+    the wing does not import is an AttributeError there. In a fresh process: this one has imported everything."""
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    names = sorted(set(re.findall(r"tvm_tailsplit(?:\.\w+)+", readme)))
+    script = ("import functools, tvm_tailsplit\n"
+              f"for name in {names!r}:\n"
+              "    try:\n"
+              "        functools.reduce(getattr, name.split('.')[1:], tvm_tailsplit)\n"
+              "    except AttributeError:\n"
+              "        print(name)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    assert result.stdout.split() == []

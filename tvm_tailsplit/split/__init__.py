@@ -10,7 +10,7 @@ full / partial decision) → ``rewrite`` (IR surgery) → ``privatize`` (a buffe
 ``"tailsplit_mma"`` pipeline (``mma_pipeline``: TailSplit, ``merge_cases``, tensorize).
 """
 
-from . import analysis, intrinsics, mma_pipeline
+from . import analysis, examples, intrinsics, mma_pipeline, workloads
 from .apply import NestReport, SplitReport, split_function
 from .conditions import MARK_KEY, find_marks
 from .pass_ import TailSplit
@@ -29,6 +29,7 @@ __all__ = [
     "TensorizeMarked",
     "TensorizeRecord",
     "analysis",
+    "examples",
     "find_marks",
     "intrinsics",
     "mma_pipeline",
@@ -36,4 +37,5 @@ __all__ = [
     "split_function",
     "tailsplit_pipeline",
     "tensorize_marked",
+    "workloads",
 ]

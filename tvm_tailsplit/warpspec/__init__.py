@@ -13,6 +13,7 @@ through one `expect_tx` transaction channel) → `retirement` (wgmma groups kept
 specialization.
 """
 
+from . import examples, tiling
 from .ablation import unspecialized_hopper_kernel
 from .analysis import Analysis, analyze
 from .channels import ChannelGroup, ChannelPlan
@@ -52,6 +53,8 @@ __all__ = [
     "transaction_protocol",
     "unspecialized_hopper_kernel",
     "check",
+    "examples",
     "load_libatomic",
     "require_concurrent_threads",
+    "tiling",
 ]
