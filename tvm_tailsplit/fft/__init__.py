@@ -12,11 +12,12 @@ Every tuning constant is in `tuning` (measurements: bench/results/fft_tuning.md)
 Compiled llvm plans and the searches' wisdom persist on disk (`cache`). n-D transforms are Relax graphs of 1-D
 plans (`ndim.plan_nd`). numpy.fft / scipy.fft functions run on cached plans (`numpy_api`), and this module is a
 scipy.fft backend (`scipy_backend`): `with scipy.fft.set_backend(tvm_tailsplit.fft): scipy.fft.fft(x)`. Dask
-arrays: `dask_array` (fft_wrap with the generated operator per chunk; imported on use). FFT convolution
+arrays: `dask_array` (fft_wrap with the generated operator per chunk; dask imported on use). FFT convolution
 (`convolve`, `plan_convolve`): one pipeline whose product with the filter's spectrum is fused into the pass
 that ends the forward transform and begins the inverse one.
 """
 
+from . import dask_array
 from .convolve import ConvolvePlan, convolve, plan_convolve
 from .ndim import NDPlan, plan_nd
 from .numpy_api import (
@@ -52,7 +53,8 @@ from .variants import Variant
 from .wisdom import export_wisdom, forget_wisdom, import_wisdom
 
 __all__ = [
-    "ConvolvePlan", "NDPlan", "Plan", "Variant", "__ua_domain__", "__ua_function__", "convolve", "export_wisdom",
+    "ConvolvePlan", "NDPlan", "Plan", "Variant", "__ua_domain__", "__ua_function__", "convolve", "dask_array",
+    "export_wisdom",
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "forget_wisdom", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn",
     "ifftshift", "ihfft", "ihfft2", "ihfftn", "import_wisdom", "irfft", "irfft2", "irfftn", "next_fast_len", "plan",
     "plan_convolve", "plan_nd", "prev_fast_len", "rfft", "rfft2", "rfftfreq", "rfftn", "te_fft", "te_fft_constants",

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from . import fft as _fft
-from . import ifft as _ifft
-from . import irfft as _irfft
-from . import rfft as _rfft
 from .numpy_api import _axis, _length, _norm, _precision, _shape_axes, _swap
+from .numpy_api import fft as _fft
+from .numpy_api import ifft as _ifft
+from .numpy_api import irfft as _irfft
+from .numpy_api import rfft as _rfft
 from .spec import REAL_DTYPES
 
 __all__ = ["ChunkKernel", "fft", "fft2", "fftn", "hfft", "ifft", "ifft2", "ifftn", "ihfft", "irfft", "irfft2",
