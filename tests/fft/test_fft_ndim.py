@@ -216,6 +216,27 @@ def test_cuda_graph_compiles_with_nvcc(params, arch):
     assert all(usage.spill_store_bytes == 0 for usage in usages)
 
 
+@pytest.mark.parametrize("params", [*CUDA_GRAPHS, dict(shape=(4096, 64), axes=(0, 1), kind="c2c")], ids=str)
+def test_cuda_graph_kernels_are_compiled_as_their_1d_plans(params):
+    """Each node's kernel keeps its 1-D plan's barriers, one between passes: the graph was compiled with TVM's
+    default pipeline, whose ThreadSync added barriers inside the passes (11 instead of 7 for the first graph; and
+    its StorageRewrite merged scratch buffers of one pass, the race the 1-D plans avoid), and failed outright for
+    4096 x 64 ("Cannot insert syncs inside condition")."""
+    p = plan_nd(target={"kind": "cuda", "arch": "sm_90"}, **params)
+    barriers = sum(node.plan.cuda_source("sm_90").count("__syncthreads") for node in p.nodes)
+    assert p.cuda_source().count("__syncthreads") == barriers
+
+
+@pytest.mark.nvcc
+def test_cuda_graph_kernels_use_their_1d_plans_shared_memory():
+    """StorageRewrite had halved the graph's shared scratch (merged buffers of one pass)."""
+    p = plan_nd(target={"kind": "cuda", "arch": "sm_90"}, **CUDA_GRAPHS[0])
+    graph = {usage.kernel: usage.shared_memory_bytes for usage in compile_cuda_source(p.cuda_source(), "sm_90")}
+    for node in p.nodes:
+        (alone,) = compile_cuda_source(node.plan.cuda_source("sm_90"), "sm_90")
+        assert graph[f"{node.name}_kernel"] == alone.shared_memory_bytes
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", CUDA_GRAPHS, ids=str)
 def test_cuda_graph_runs_against_numpy(params):

@@ -29,7 +29,8 @@ scratch (one lane group's scratch times the plan's parallel tasks on llvm: the b
 runs at once; or a multi-kernel CUDA plan's global scratch), all read from the IR. Out of place, a 3-D c2c
 graph held two intermediate arrays; in place it holds none and ran 10-25% faster (64³, 100³, 16⁴, 1 thread).
 The module is compiled with `relax.build`: the PrimFuncs go through the same TIR pipeline as a 1-D plan (on llvm
-`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; TIR's CSE off), and
+`lowering`'s, the complex-pair buffers of each PrimFunc named by its `PAIR_BUFFERS_ATTR`; on CUDA TVM's default
+without ThreadSync, and without StorageRewrite when a node is one kernel; TIR's CSE off), and
 the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's kernels
 start after the previous node's have finished (stream order). The graph runs as fast as its PrimFuncs called
 one by one (`bench/bench_fft_ndim.py`).
@@ -52,7 +53,16 @@ import tvm_ffi
 from tvm import relax, s_tir, tirx
 
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
-from .planner import Plan, _check_in_place, _resolve_target, _target_argument, _TargetKey, plan
+from .planner import (
+    _CUDA_MULTI_KERNEL_PIPELINE,
+    CUDA_PIPELINE,
+    Plan,
+    _check_in_place,
+    _resolve_target,
+    _target_argument,
+    _TargetKey,
+    plan,
+)
 from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int, requested_direction
 from .tuning import STRIDED_LANES
 
@@ -287,7 +297,11 @@ class NDPlan:
 
     def _compile(self):
         if self.is_cuda:
-            tir_pipeline = "default"
+            # the 1-D plans' pipelines, TVM's default without ThreadSync (the default's ThreadSync put barriers
+            # inside the passes, or failed: "Cannot insert syncs inside condition"), and without StorageRewrite
+            # where a node is one kernel (it merged scratch buffers of one pass: a race)
+            one_kernel = any(node.plan.kernels == 1 for node in self.nodes)
+            tir_pipeline = CUDA_PIPELINE if one_kernel else _CUDA_MULTI_KERNEL_PIPELINE
         else:
             tir_pipeline = register_pipeline(frozenset())
         finalize = tvm.transform.Sequential([
