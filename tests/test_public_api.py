@@ -61,7 +61,8 @@ def parameters_not_in_docstring(module_name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("module_name", [*PUBLIC_MODULES, "tvm_tailsplit.testing", "tvm_tailsplit.split.workloads",
-                                         "tvm_tailsplit.split.analysis", "tvm_tailsplit.warpspec.examples"])
+                                         "tvm_tailsplit.split.analysis", "tvm_tailsplit.warpspec.examples",
+                                         "tvm_tailsplit.cuda", "tvm_tailsplit.ir_utils"])
 def test_public_functions_name_every_parameter_in_their_docstring(module_name):
     assert parameters_not_in_docstring(module_name) == []
 

@@ -243,12 +243,13 @@ def cuda_target(arch: str) -> tvm.target.Target:
 
 
 def cuda_source(mod: tvm.IRModule, arch: str = "sm_80", tir_pipeline: str = "default") -> str:
-    """Compile `mod` for CUDA with TVM and return the generated CUDA C++ source (no nvcc involved)."""
+    """Compile `mod` for CUDA (architecture `arch`) with TVM's TIR pipeline `tir_pipeline` and return the generated
+    CUDA C++ source (no nvcc involved)."""
     return executable_cuda_source(tvm.compile(mod, target=cuda_target(arch), tir_pipeline=tir_pipeline))
 
 
 def executable_cuda_source(executable: tvm.runtime.Executable) -> str:
-    """The CUDA C++ source of a module `tvm.compile` built for a cuda target."""
+    """The CUDA C++ source of `executable`, a module `tvm.compile` built for a cuda target."""
     device_modules = [m for m in executable.mod.imports if m.kind in ("cuda", "fallback", "cuda_fallback")]
     source_module = device_modules[0] if device_modules else executable.mod.imports[0]
     return source_module.inspect_source()
@@ -332,7 +333,8 @@ def cuda_ptx(source: str, arch: str) -> str:
 
 
 def compile_cuda_source(source: str, arch: str, extra_options: tuple[str, ...] = ()) -> list[PtxasUsage]:
-    """Compile CUDA source to a cubin with nvcc for `arch` and return the ptxas usage of every kernel.
+    """Compile CUDA source to a cubin with nvcc for `arch` (plus nvcc's `extra_options`) and return the ptxas usage
+    of every kernel.
 
     Raises `RuntimeError` with nvcc's complete output when compilation fails.
     """

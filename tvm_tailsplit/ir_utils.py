@@ -106,8 +106,9 @@ def launched_extent(loop: tirx.For) -> tvm.ir.PrimExpr:
 
 def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UNCHANGED,  # noqa: A002
               kind=_UNCHANGED, body=_UNCHANGED, thread_binding=_UNCHANGED, annotations=_UNCHANGED) -> tirx.For:
-    """``loop`` rebuilt with the given fields changed; every field not given (annotations and step included) is
-    kept."""
+    """``loop`` rebuilt with the given fields changed (``loop_var``, ``min``, ``extent``, ``kind``, ``body``,
+    ``thread_binding``, ``annotations``, as ``tirx.For`` names them); every field not given (annotations and step
+    included) is kept."""
 
     def pick(value, current):
         return current if value is _UNCHANGED else value
@@ -160,8 +161,8 @@ def require_list(value: object, who: str, argument: str) -> None:
 
 
 def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: int | None) -> None:
-    """A ``ValueError`` naming ``who`` and the argument unless each size is a positive int (or ``None``, a
-    symbolic size, for the names in ``symbolic``)."""
+    """A ``ValueError`` naming ``who`` and the argument unless each of ``sizes`` (by name) is a positive int (or
+    ``None``, a symbolic size, for the names in ``symbolic``)."""
     for name, value in sizes.items():
         if value is None and name in symbolic:
             continue
