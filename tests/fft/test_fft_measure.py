@@ -263,6 +263,31 @@ def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):
     assert not json.loads(fft.export_wisdom())["entries"]  # nothing was timed, nothing is recorded
 
 
+@pytest.mark.parametrize("kind, layout", [
+    ("c2c", {"idist": 16, "odist": 12}),                             # gaps between transforms
+    ("c2c", {"istride": 3, "idist": 1, "ostride": 3, "odist": 1}),   # the columns of a (10, 3) array
+    ("r2c", {"idist": 16, "odist": 8}),
+])
+def test_measure_plans_of_strided_layouts_time_buffers_with_those_strides(fresh, kind, layout):
+    # the search timed compact buffers, which the operator refused ("Invalid input.strides[0]")
+    p = fft.plan(10, 3, kind=kind, effort="measure", rounds=1, **layout)
+    assert p.search.source == "timed" and sum(c.seconds is not None for c in p.search.candidates) >= 2
+    x, expected = (complex_input(3, 10), np.fft.fft) if kind == "c2c" else \
+        (RNG.standard_normal((3, 10)).astype(np.float32), np.fft.rfft)
+    if layout.get("istride", 1) > 1:
+        x = np.ascontiguousarray(x.T).T  # rows of elements 3 apart, transforms 1 apart
+    else:
+        x = np.pad(x, ((0, 0), (0, 6)))[:, :10]  # rows 16 elements apart
+    assert relative_error(p(x), expected(x)) < 1e-5
+
+
+def test_cuda_measure_of_strided_layouts_keeps_the_estimate(fresh, monkeypatch):
+    monkeypatch.setattr(search, "gpu_available", lambda: True)  # no device is touched before the layouts' check
+    p = fft.plan(16, 4, target="cuda", effort="measure", istride=4, idist=1, ostride=4, odist=1)
+    assert p.search.source == "estimate" and "strided device tensors" in p.search.reason
+    assert p.variant == estimate_variant(FFTSpec(16), 4, SM_80, layouts=(p.input_layout, p.output_layout))
+
+
 @pytest.mark.parametrize("n, kind, radices", [(40, "c2c", (8, 5)), (48, "c2c", (2, 4, 6)), (40, "r2c", (4, 5))])
 def test_an_explicit_radix_order_is_correct(n, kind, radices):
     spec = FFTSpec(n, kind)

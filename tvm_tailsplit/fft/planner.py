@@ -398,9 +398,9 @@ class Plan:
                                                     + array.strides[1:])
         return array
 
-    def _allocate_output(self) -> tuple[np.ndarray, np.ndarray]:
-        """(result returned to the caller, float view passed to the operator) of a fresh output."""
-        layout = self.output_layout
+    def _allocate(self, layout: ExternalLayout) -> tuple[np.ndarray, np.ndarray]:
+        """(result returned to the caller, float view passed to the operator) of a fresh, uninitialized buffer in
+        `layout` (the plan's output layout or input layout, strides included)."""
         shape = layout.shape(self.batch)
         strides = layout.strides()
         if layout.kind == "complex":
@@ -443,7 +443,7 @@ class Plan:
         array = np.asarray(x)
         x_view = self._as_float_view("x", array, self.input_layout)
         if out is None:
-            result, out_view = self._allocate_output()
+            result, out_view = self._allocate(self.output_layout)
             result = result[0] if array.ndim == 1 else result  # (batch 1: the vector x's transform as one)
         else:
             if not isinstance(out, np.ndarray):
@@ -742,7 +742,7 @@ def plan(
     group, vectorized inside).
     effort (FFTW's planner flags): "estimate" builds the variant of the rules of `tuning`; "measure" compiles a
     handful of variants (breakdown, lanes, vectors, prefetch, parallel tasks; on CUDA threads per block and
-    kernels) and times them on this machine, side by side on buffers of the plan's shapes (`rounds` rounds,
+    kernels) and times them on this machine, side by side on buffers of the plan's layouts (`rounds` rounds,
     median), keeping the fastest (never the estimate variant's inferior); "patient" searches wider (`search`).
     A searched problem whose winner is in the wisdom (`import_wisdom`) is built from it without timing.
     verbose: show the search's progress (INFO records of the `tvm_tailsplit.fft` logger) on stderr.

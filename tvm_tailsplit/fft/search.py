@@ -19,18 +19,19 @@ skipped) and, for blocks of one transform, whether the input row is staged throu
 
 Timing (`timing_samples`): every candidate is compiled (a candidate that fails to compile is logged and skipped;
 candidates with equal breakdown trees and other fields, or whose scheduled IR is structurally equal, are timed
-once), then run on fresh buffers of the plan's shapes: `rounds` rounds, each timing every candidate in turn
-(the order rotates per round) as the mean call time over calls lasting at least `ROUND_SECONDS`; a candidate's
-time is its median over the rounds (on the process's CPU time with one thread on llvm, else on wall time). A
-candidate replaces the current best only when it is faster by more than `MARGIN` (noise keeps the simpler
-choice). The final winner is confirmed against the estimate variant in paired rounds (the two timed back to back,
-in alternating order, `CONFIRM_ROUNDS` times the rounds): it is kept only when the median over the rounds of its
-time divided by the estimate's is below 1 - `CONFIRM_MARGIN` (a ratio of neighbours cancels the drift that
-independent medians keep: another process, the clock, the memory's state). Wall-time searches (more than one
-thread, CUDA) are noisier than CPU-time ones: there the confirmation has `WALL_CONFIRM_ROUNDS` times the rounds
-and needs `WALL_CONFIRM_MARGIN`. On CUDA the timings need a GPU:
-without one the search returns the estimate plan, saying why. The outcome (`SearchReport`) lists every timed
-variant with its time and why the winner won.
+once), then run on fresh buffers of the plan's layouts (its strides too: the operator checks them): `rounds`
+rounds, each timing every candidate in turn (the order rotates per round) as the mean call time over calls lasting
+at least `ROUND_SECONDS`; a candidate's time is its median over the rounds (on the process's CPU time with one
+thread on llvm, else on wall time). A candidate replaces the current best only when it is faster by more than
+`MARGIN` (noise keeps the simpler choice). The final winner is confirmed against the estimate variant in paired
+rounds (the two timed back to back, in alternating order, `CONFIRM_ROUNDS` times the rounds): it is kept only when
+the median over the rounds of its time divided by the estimate's is below 1 - `CONFIRM_MARGIN` (a ratio of
+neighbours cancels the drift that independent medians keep: another process, the clock, the memory's state).
+Wall-time searches (more than one thread, CUDA) are noisier than CPU-time ones: there the confirmation has
+`WALL_CONFIRM_ROUNDS` times the rounds and needs `WALL_CONFIRM_MARGIN`. On CUDA the timings need a GPU: without one
+the search returns the estimate plan, saying why, and so it does for a CUDA plan with istride/idist/ostride/odist
+(strided device tensors, which it cannot allocate). The outcome (`SearchReport`) lists every timed variant with its
+time and why the winner won.
 """
 
 from __future__ import annotations
@@ -275,9 +276,16 @@ class _Search:
             rng = np.random.default_rng(0)
             device = tvm.cuda(0) if plan.is_cuda else tvm.cpu(0)
             self.inputs["device"] = device
-            self.inputs["x"] = tvm.runtime.tensor(rng.standard_normal(plan.input_shape).astype(plan.real_dtype),
-                                                  device)
-            self.inputs["out"] = tvm.runtime.empty(plan.output_shape, plan.real_dtype, device)
+            if plan.is_cuda:  # compact layouts (`search`)
+                self.inputs["x"] = tvm.runtime.tensor(
+                    rng.standard_normal(plan.input_shape).astype(plan.real_dtype), device)
+                self.inputs["out"] = tvm.runtime.empty(plan.output_shape, plan.real_dtype, device)
+            else:
+                # buffers with the plan's strides (istride/idist/ostride/odist), which the operator checks
+                (_, x), (_, out) = plan._allocate(plan.input_layout), plan._allocate(plan.output_layout)
+                x[...] = rng.standard_normal(x.shape)
+                self.inputs["arrays"] = (x, out)
+                self.inputs["x"], self.inputs["out"] = plan._wrap(x), plan._wrap(out)
         x, out, device = self.inputs["x"], self.inputs["out"], self.inputs["device"]
         if plan.is_cuda:
             def run() -> None:
@@ -336,6 +344,14 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
         report.reason = "no CUDA GPU to time on: the rules' (estimate) variant"
         logger.info("fft search: %s needs a GPU to time CUDA plans and none is present: using the estimate "
                     "variant", effort)
+        return estimate_plan, report
+    if estimate_plan.is_cuda and not (estimate_plan.input_layout.is_compact()
+                                      and estimate_plan.output_layout.is_compact()):
+        report.source = "estimate"
+        report.reason = ("a CUDA plan with istride/idist/ostride/odist runs on strided device tensors, which the "
+                         "search cannot allocate: the rules' (estimate) variant")
+        logger.info("fft search: %s of a CUDA plan with strided layouts is not timed: using the estimate variant",
+                    effort)
         return estimate_plan, report
     # one thread on llvm: this process's CPU time, which other processes on a shared machine do not inflate as
     # they inflate wall time; more threads or a GPU: wall time (CPU time would count the pool's idle spinning)
