@@ -302,6 +302,24 @@ def test_the_directory_follows_the_environment_and_python(cache_dir, tmp_path, m
         cache.set_cache_dir(3)
 
 
+def test_a_process_without_a_home_directory_runs_without_a_cache(cache_dir, monkeypatch, caplog):
+    # a container's arbitrary user id without $HOME or a passwd entry: Path.home() raised RuntimeError from every
+    # plan() (and so from every transform) when neither cache variable was set
+    def no_home(cls):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("TVM_TAILSPLIT_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(pathlib.Path, "home", classmethod(no_home))
+    cache._warn_no_home.cache_clear()
+    assert cache.cache_dir() is None
+    counts = counts_after(lambda: check_c2c(fresh_plan(21, 2)))
+    assert counts == {"loaded": 0, "missing": 0, "rejected": 0, "stored": 0}
+    assert sum("no home directory" in record.getMessage() for record in caplog.records) == 1
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir))  # XDG_CACHE_HOME needs no home directory
+    assert cache.cache_dir() == cache_dir / "tvm_tailsplit" / "fft"
+
+
 def test_an_unwritable_cache_only_costs_the_compile(cache_dir, caplog):
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     cache_dir.write_text("a file where the directory should be")

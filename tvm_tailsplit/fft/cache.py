@@ -24,8 +24,9 @@ request), a truncated or modified library or table file, or a library that does 
 overwritten. A cache directory that cannot be written only costs the compile (logged).
 
 The directory is `$TVM_TAILSPLIT_CACHE_DIR`, else `$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without
-XDG_CACHE_HOME); `TVM_TAILSPLIT_CACHE=0` disables the cache, and `set_cache_dir` / `using_cache_dir` override
-both from Python (None disables). CUDA plans are not cached (see `store`).
+XDG_CACHE_HOME; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the
+cache, and `set_cache_dir` / `using_cache_dir` override both from Python (None disables). CUDA plans are not
+cached (see `store`).
 """
 
 from __future__ import annotations
@@ -89,8 +90,20 @@ def cache_dir() -> Path | None:
         return None
     if os.environ.get("TVM_TAILSPLIT_CACHE_DIR"):
         return Path(os.environ["TVM_TAILSPLIT_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "tvm_tailsplit" / "fft"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "tvm_tailsplit" / "fft"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no $HOME and no passwd entry (a container's arbitrary user id)
+        _warn_no_home()
+        return None
+    return home / ".cache" / "tvm_tailsplit" / "fft"
+
+
+@functools.cache
+def _warn_no_home() -> None:
+    logger.warning("the FFT plan cache is disabled: this process has no home directory ($HOME is unset and the user "
+                   "has no passwd entry); set TVM_TAILSPLIT_CACHE_DIR or XDG_CACHE_HOME to enable it")
 
 
 def set_cache_dir(path: str | os.PathLike | None) -> Any:
