@@ -423,6 +423,15 @@ def test_saving_wisdom_keeps_what_other_processes_saved_since(fresh, tmp_path, m
     assert len(json.loads(path.read_text())["entries"]) == 4
 
 
+def test_forget_saved_wisdom_of_an_unusable_cache_directory_has_nothing_to_delete(fresh, tmp_path, monkeypatch):
+    # a cache "directory" that is a file (or beneath one) holds no wisdom file: forget raised NotADirectoryError
+    (tmp_path / "file").write_text("not a directory")
+    for directory in (tmp_path / "file", tmp_path / "file" / "below"):
+        monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(directory))
+        fft.forget_wisdom(saved=True)
+    assert (tmp_path / "file").read_text() == "not a directory"
+
+
 def test_forget_wisdom_takes_a_bool():
     with pytest.raises(TypeError, match="saved must be a bool, got 'yes'"):
         fft.forget_wisdom("yes")

@@ -21,6 +21,7 @@ skipped (logged at INFO, no warning: it is the user's cache, not their input) an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -227,5 +228,7 @@ def forget_wisdom(saved: bool = False) -> None:
     if directory is not None:
         _read_from.add(directory)  # forgotten wisdom is not read back from the file
         if saved:
-            (directory / WISDOM_FILE).unlink(missing_ok=True)
+            # missing: nothing saved; beneath a file: the cache cannot be written, so nothing was saved there either
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                (directory / WISDOM_FILE).unlink()
 
