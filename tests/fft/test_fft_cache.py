@@ -2,6 +2,7 @@
 every failure mode (truncated, garbage, stale or foreign entries, concurrent writers, a disabled or unwritable
 cache, the directory's environment variables) is detected, reported and rebuilt, results equal to numpy."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -146,6 +147,19 @@ def test_plans_pickle_as_their_arguments(cache_dir, arguments):
         view = np.lib.stride_tricks.as_strided(x, plan.input_shape, tuple(s * real.itemsize for s in
                                                                           plan.input_layout.strides()))
         assert np.array_equal(copy(view), plan(view))
+
+
+def test_a_plan_of_a_variant_with_its_own_breakdown_limits_pickles_as_its_request(cache_dir):
+    # a search's "breakdown" winner (codelet_limit=16, radix_limit=4) pickled the variant's limits as the request's:
+    # the copy had another spec, so it missed its entry in the plan cache and compiled again
+    variant = dataclasses.replace(fresh_plan(48, 4).variant, codelet_limit=16, radix_limit=4)
+    plan = fresh_plan(48, 4, variant=variant)
+    planner._cached_plan.cache_clear()
+    copies = []
+    counts = counts_after(lambda: copies.append(pickle.loads(pickle.dumps(plan))))
+    assert counts["loaded"] == 1 and counts["stored"] == 0
+    assert (copies[0].spec, copies[0].variant) == (plan.spec, plan.variant)
+    check_c2c(copies[0])
 
 
 def corrupt(directory: pathlib.Path, how) -> None:

@@ -285,7 +285,9 @@ class Plan:
                      "norm": self.norm, "dtype": self.dtype, "target": _target_argument(self.target),
                      "istride": self.input_layout.stride, "idist": self.input_layout.distance,
                      "ostride": self.output_layout.stride, "odist": self.output_layout.distance,
-                     "codelet_limit": self.codelet_limit, "radix_limit": self.radix_limit}
+                     # the request's limits: a variant's own (a search's breakdown winner) are in the variant, and the
+                     # request's spec is part of the plan cache's key
+                     "codelet_limit": self.spec.codelet_limit, "radix_limit": self.spec.radix_limit}
         if "rules" in self._chosen:
             arguments["lanes"] = self._chosen["lanes"]
         else:
