@@ -212,6 +212,17 @@ def foreign_target(path, meta):
     path.write_text(json.dumps(meta))
 
 
+def invalid_variant(path, meta):
+    """A damaged variant in metadata of the right key: radices that do not multiply to the size."""
+    meta["variant"]["radices"] = [3, 5]
+    path.write_text(json.dumps(meta))
+
+
+def invalid_variant_field(path, meta):
+    meta["variant"]["lanes"] = "4"
+    path.write_text(json.dumps(meta))
+
+
 def foreign_request(path, meta):
     meta["key"]["request"]["spec"]["n"] += 1
     path.write_text(json.dumps(meta))
@@ -227,6 +238,9 @@ def foreign_request(path, meta):
     (other_generator, "stale: .* with generator 000000000000"),
     (foreign_target, "foreign: built for target .*cortex-a72"),
     (foreign_request, "foreign: built for the request"),
+    # a metadata file of the right key whose variant cannot build the plan raised from every plan() of it
+    (invalid_variant, r"its variant cannot build the plan: ValueError: radices \(3, 5\)"),
+    (invalid_variant_field, "its variant cannot build the plan: TypeError: lanes must be an integer"),
 ])
 def test_unusable_entries_are_reported_and_rebuilt(cache_dir, caplog, how, reason):
     check_c2c(fresh_plan(20, 2))

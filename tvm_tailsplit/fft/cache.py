@@ -17,11 +17,12 @@ hash and the metadata is written last, each through a temporary file in the same
 `os.replace`: a reader sees either the old entry or the new one, and two processes filling the same entry at
 once both leave a complete, valid entry (identical content keeps its name; the metadata names files that exist).
 
-Loading checks the metadata's key against the expected one and the files' sha256 against the metadata: an
-unreadable (truncated, garbage) metadata file, a stale entry (other versions), a foreign one (another target or
-request), a truncated or modified library or table file, or a library that does not load is reported with a
-`PlanCacheWarning` and a logger warning naming the file and the reason, and the plan is rebuilt and its entry
-overwritten. A cache directory that cannot be written only costs the compile (logged).
+Loading checks the metadata's key against the expected one, its variant (the caller's `check_variant`) and the
+files' sha256 against the metadata: an unreadable (truncated, garbage) metadata file, a variant that cannot build
+the plan (an edited or damaged metadata file of the right key), a stale entry (other versions), a foreign one
+(another target or request), a truncated or modified library or table file, or a library that does not load is
+reported with a `PlanCacheWarning` and a logger warning naming the file and the reason, and the plan is rebuilt and
+its entry overwritten. A cache directory that cannot be written only costs the compile (logged).
 
 The directory is `$TVM_TAILSPLIT_CACHE_DIR`, else `$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without
 XDG_CACHE_HOME; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the
@@ -43,7 +44,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,9 +212,11 @@ def _checked_file(directory: Path, meta: dict[str, Any], kind: str) -> tuple[Pat
     return path, None
 
 
-def load(*keys: dict[str, Any]) -> CachedPlan | None:
+def load(*keys: dict[str, Any], check_variant: Callable[[dict[str, Any]], str | None] | None = None
+         ) -> CachedPlan | None:
     """The cached plan of the first of `keys` that has an entry, or None (cache disabled, no entry, or an
-    unusable entry, reported)."""
+    unusable entry, reported). `check_variant(fields)` says why an entry's variant fields cannot build the plan
+    (None: they can); such an entry is unusable too."""
     directory = cache_dir()
     if directory is None:
         return None
@@ -226,12 +229,13 @@ def load(*keys: dict[str, Any]) -> CachedPlan | None:
         except (OSError, UnicodeDecodeError) as error:
             _reject(meta_path, f"unreadable: {error}")
             return None
-        return _load_entry(directory, meta_path, text, key)
+        return _load_entry(directory, meta_path, text, key, check_variant)
     _counts["missing"] += 1
     return None
 
 
-def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]) -> CachedPlan | None:
+def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any],
+                check_variant: Callable[[dict[str, Any]], str | None] | None) -> CachedPlan | None:
     """The plan of the entry whose metadata `meta_path` reads `text`, or None when it is unusable (reported)."""
     try:
         meta = json.loads(text)
@@ -246,6 +250,10 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
         return None
     if any(not isinstance(name, str) or "/" in name or os.sep in name for name, _, _ in files.values()):
         _reject(meta_path, "foreign: its file names point outside the cache directory")
+        return None
+    problem = check_variant(variant) if check_variant is not None else None
+    if problem:
+        _reject(meta_path, f"its variant cannot build the plan: {problem}")
         return None
     for kind in ("library", "constants"):
         path, problem = _checked_file(directory, meta, kind)

@@ -134,7 +134,7 @@ class Plan:
         self._chosen = {"rules": "estimate", "lanes": lanes} if variant is None else variant.to_dict()
         self._cache_keys = [] if self.is_cuda else [cache.plan_key(self._request(symbolic, self._chosen), target)
                                                     for symbolic in ((True, False) if batch > 1 else (False,))]
-        cached = cache.load(*self._cache_keys) if self._cache_keys else None
+        cached = cache.load(*self._cache_keys, check_variant=self._variant_problem) if self._cache_keys else None
         if cached is not None:
             variant = Variant(**cached.variant)
         elif variant is None:
@@ -171,6 +171,14 @@ class Plan:
         self.build_seconds = time.perf_counter() - started
         logger.debug("%r: breakdown %s, %d lanes per group (variant %s), %s in %.3f s", self, self.tree, self.lanes,
                      self.variant, "loaded" if cached else "built", self.build_seconds)
+
+    def _variant_problem(self, fields: dict[str, Any]) -> str | None:
+        """Why the variant `fields` of a plan cache entry cannot build this plan (None: they can)."""
+        try:
+            Variant(**fields).tree(self.spec)
+        except (TypeError, ValueError) as error:
+            return f"{type(error).__name__}: {error}"
+        return None
 
     def store_in_cache(self) -> None:
         """Write the compiled llvm plan to the plan cache (`cache`), once; CUDA plans are not cached."""
