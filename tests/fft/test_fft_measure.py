@@ -423,6 +423,22 @@ def test_saving_wisdom_keeps_what_other_processes_saved_since(fresh, tmp_path, m
     assert len(json.loads(path.read_text())["entries"]) == 4
 
 
+def test_wisdom_whose_variant_cannot_build_its_problem_is_refused_or_skipped(fresh, tmp_path, monkeypatch):
+    # radices that do not multiply to the problem's size: the entry was accepted and every searching plan() of the
+    # problem raised "radices (3, 5) do not multiply to the complex transform size 24"
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    spec = FFTSpec(24)
+    key = wisdom.problem_key(spec, 4, *spec.layouts(4), planner._resolve_target("llvm"), tvm.runtime.num_threads())
+    bad = dataclasses.replace(estimate_variant(spec, 4, cuda_limits=None), radices=(3, 5))
+    text = json.dumps({**json.loads(fft.export_wisdom()),
+                       "entries": [{"problem": json.loads(key), "effort": "measure", "variant": bad.to_dict()}]})
+    with pytest.raises(ValueError, match=r"malformed wisdom entry .*radices \(3, 5\) do not multiply"):
+        fft.import_wisdom(text)
+    (tmp_path / wisdom.WISDOM_FILE).write_text(text)  # the saved file: skipped, so a plan() searches again
+    assert wisdom.lookup(key, "measure") is None
+
+
 def test_forget_saved_wisdom_of_an_unusable_cache_directory_has_nothing_to_delete(fresh, tmp_path, monkeypatch):
     # a cache "directory" that is a file (or beneath one) holds no wisdom file: forget raised NotADirectoryError
     (tmp_path / "file").write_text("not a directory")

@@ -15,8 +15,9 @@ winner is written to `wisdom.json` there: the file's entries as they are at that
 included) with this process's wisdom over them, through a temporary file and an atomic rename (two processes
 recording at once may lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
 a later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved
-file of other versions or another host, or one that is not wisdom (not UTF-8 text, not JSON: a corrupted file), is
-skipped (logged at INFO, no warning: it is the user's cache, not their input) and replaced at the next record.
+file of other versions or another host, or one that is not wisdom (not UTF-8 text, not JSON, an entry whose variant
+cannot build its problem's plan: a corrupted file), is skipped (logged at INFO, no warning: it is the user's cache,
+not their input) and replaced at the next record; `import_wisdom` refuses such text with a ValueError.
 """
 
 from __future__ import annotations
@@ -209,7 +210,12 @@ def _parse(text: str) -> list[tuple[str, str, Variant]]:
             problem = entry["problem"]
             key = json.dumps(problem, sort_keys=True)
             effort = check_choice("effort", entry["effort"], tuple(_ACCEPTS))
-            entries.append((key, effort, Variant(**entry["variant"])))
+            variant = Variant(**entry["variant"])
+            if isinstance(problem, dict) and "spec" in problem:
+                # a variant that cannot build its problem's plan (radices of another size) would raise from every
+                # searching plan() of that problem
+                variant.tree(FFTSpec(**problem["spec"]))
+            entries.append((key, effort, variant))
         except KeyError as error:
             raise ValueError(f"text has a malformed wisdom entry {entry!r}: no {error}") from None
         except (TypeError, ValueError) as error:
