@@ -439,6 +439,20 @@ def test_wisdom_whose_variant_cannot_build_its_problem_is_refused_or_skipped(fre
     assert wisdom.lookup(key, "measure") is None
 
 
+def test_export_includes_the_saved_wisdom_before_any_plan(fresh, tmp_path, monkeypatch):
+    # the saved file was read at a process's first lookup only: exported before any searching plan(), the wisdom was
+    # empty, and after one it held every saved entry
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    variant = estimate_variant(FFTSpec(16), 4, None)
+    wisdom.record(json.dumps({"made": "up"}), "measure", variant)
+    fft.forget_wisdom()
+    monkeypatch.setattr(wisdom, "_read_from", set())  # a new process with the same cache
+    assert [entry["problem"] for entry in json.loads(fft.export_wisdom())["entries"]] == [{"made": "up"}]
+    fft.forget_wisdom()  # forgotten: not read back
+    assert not json.loads(fft.export_wisdom())["entries"]
+
+
 def test_forget_saved_wisdom_of_an_unusable_cache_directory_has_nothing_to_delete(fresh, tmp_path, monkeypatch):
     # a cache "directory" that is a file (or beneath one) holds no wisdom file: forget raised NotADirectoryError
     (tmp_path / "file").write_text("not a directory")

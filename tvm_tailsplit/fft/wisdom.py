@@ -135,7 +135,9 @@ def lookup(key: str, effort: str) -> Variant | None:
 
 
 def export_wisdom(path: str | os.PathLike | None = None) -> str:
-    """Every recorded variant as JSON text (also written to `path` when given)."""
+    """Every recorded variant as JSON text (also written to `path` when given), the plan cache's saved wisdom
+    included (read here if no lookup has read it yet)."""
+    _saved_wisdom()
     with _lock:
         text = _text(_wisdom)
     if path is not None:
