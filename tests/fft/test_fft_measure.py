@@ -462,6 +462,28 @@ def test_forget_saved_wisdom_of_an_unusable_cache_directory_has_nothing_to_delet
     assert (tmp_path / "file").read_text() == "not a directory"
 
 
+def test_saving_wisdom_keeps_a_patient_winner_another_process_saved_over_a_measure_one(fresh, tmp_path,
+                                                                                         monkeypatch):
+    # this process's measure winner of a problem overwrote the patient winner that another process had saved since:
+    # every later patient plan() of the problem searched again
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    measured = estimate_variant(FFTSpec(16), 4, None)
+    patient = dataclasses.replace(measured, lanes=2)
+    path = tmp_path / wisdom.WISDOM_FILE
+    wisdom.record(json.dumps({"made": "P"}), "measure", measured)
+    saved = json.loads(path.read_text())
+    saved["entries"][0].update(effort="patient", variant=patient.to_dict())  # another process's patient search
+    path.write_text(json.dumps(saved))
+    wisdom.record(json.dumps({"made": "Q"}), "measure", measured)
+    entries = {entry["problem"]["made"]: (entry["effort"], entry["variant"]["lanes"])
+               for entry in json.loads(path.read_text())["entries"]}
+    assert entries == {"P": ("patient", 2), "Q": ("measure", measured.lanes)}
+    wisdom.record(json.dumps({"made": "P"}), "patient", measured)  # the same effort: this process's is the newer
+    assert [entry["variant"]["lanes"] for entry in json.loads(path.read_text())["entries"]
+            if entry["problem"] == {"made": "P"}] == [measured.lanes]
+
+
 def test_forget_wisdom_takes_a_bool():
     with pytest.raises(TypeError, match="saved must be a bool, got 'yes'"):
         fft.forget_wisdom("yes")

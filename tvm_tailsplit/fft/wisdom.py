@@ -12,8 +12,9 @@ cached).
 
 Wisdom persists beside the compiled plans: while the plan cache is enabled (`cache.cache_dir()`), every recorded
 winner is written to `wisdom.json` there: the file's entries as they are at that moment (other processes' winners
-included) with this process's wisdom over them, through a temporary file and an atomic rename (two processes
-recording at once may lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
+included) with this process's wisdom over them (but for a patient winner saved over this process's measure one of
+the same problem: `_merged`), through a temporary file and an atomic rename (two processes recording at once may
+lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
 a later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved
 file of other versions or another host, or one that is not wisdom (not UTF-8 text, not JSON, an entry whose variant
 cannot build its problem's plan: a corrupted file), is skipped (logged at INFO, no warning: it is the user's cache,
@@ -110,7 +111,7 @@ def _read_saved(path: Path) -> dict[str, tuple[str, Variant]]:
 def record(key: str, effort: str, variant: Variant) -> None:
     """Remember `variant` as the winner of an `effort` search of the problem `key` (and save it in the plan
     cache's wisdom file, when the cache is enabled: the file's entries as they are now, from other processes
-    too, with this process's wisdom over them)."""
+    too, with this process's wisdom over them, `_merged`)."""
     path = _saved_wisdom()
     with _lock:
         _wisdom[key] = (effort, variant)
@@ -119,11 +120,23 @@ def record(key: str, effort: str, variant: Variant) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = _text({**_read_saved(path), **current})
+        text = _text(_merged(_read_saved(path), current))
         temporary, _, _ = cache.write_atomic(path.parent, ".json", lambda name: Path(name).write_text(text))
         os.replace(temporary, path)
     except OSError as error:
         logger.warning("could not save wisdom in %s: %s", path, error)
+
+
+def _merged(saved: dict[str, tuple[str, Variant]], current: dict[str, tuple[str, Variant]]
+            ) -> dict[str, tuple[str, Variant]]:
+    """`saved` with `current`'s entries over them, except where a saved entry is of a higher effort (a patient
+    winner that another process saved serves this process's measure problem, not back)."""
+    merged = dict(saved)
+    for key, (effort, variant) in current.items():
+        stronger = key in saved and saved[key][0] != effort and saved[key][0] in _ACCEPTS[effort]
+        if not stronger:
+            merged[key] = (effort, variant)
+    return merged
 
 
 def lookup(key: str, effort: str) -> Variant | None:
