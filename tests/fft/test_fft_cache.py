@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
+import warnings
 
 import numpy as np
 import pytest
@@ -354,6 +356,27 @@ def test_an_unwritable_cache_only_costs_the_compile(cache_dir, caplog):
     counts = counts_after(lambda: check_c2c(fresh_plan(18, 2)))
     assert counts["stored"] == 0
     assert any("could not write the FFT plan cache entry" in record.getMessage() for record in caplog.records)
+
+
+def test_a_directory_mounted_noexec_turns_the_cache_off_once(cache_dir, monkeypatch):
+    # a cache on a filesystem mounted noexec ("failed to map segment from shared object"): every plan of every
+    # process was reported unusable with a PlanCacheWarning, compiled and written again
+    statvfs = os.statvfs
+
+    def noexec(path):
+        result = statvfs(path)
+        if str(path).startswith(str(cache_dir)):
+            return types.SimpleNamespace(f_flag=result.f_flag | os.ST_NOEXEC)
+        return result
+
+    monkeypatch.setattr(os, "statvfs", noexec)
+    with pytest.warns(cache.PlanCacheWarning, match="mounted noexec"):
+        check_c2c(fresh_plan(22, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cache.PlanCacheWarning)
+        counts = counts_after(lambda: [check_c2c(fresh_plan(22, 2)), check_c2c(fresh_plan(24, 2))])
+    assert counts == {"loaded": 0, "missing": 0, "rejected": 0, "stored": 0}
+    assert not list(cache_dir.glob("*.so"))
 
 
 def test_one_compiled_plan_serves_every_batch_of_one_transform_groups(cache_dir):

@@ -22,7 +22,8 @@ files' sha256 against the metadata: an unreadable (truncated, garbage) metadata 
 the plan (an edited or damaged metadata file of the right key), a stale entry (other versions), a foreign one
 (another target or request), a truncated or modified library or table file, or a library that does not load is
 reported with a `PlanCacheWarning` and a logger warning naming the file and the reason, and the plan is rebuilt and
-its entry overwritten. A cache directory that cannot be written only costs the compile (logged).
+its entry overwritten. A cache directory that cannot be written only costs the compile (logged); one on a filesystem
+mounted noexec, where no compiled plan loads, is not used, reported once per process (`_noexec`).
 
 The directory is `$TVM_TAILSPLIT_CACHE_DIR`, else `$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without
 XDG_CACHE_HOME; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the
@@ -66,6 +67,10 @@ ENVIRONMENT = "environment"  # `set_cache_dir` value: follow the environment var
 
 _setting: Any = ENVIRONMENT
 _counts: Counter = Counter()
+# directories whose mount flags this process has read (`_noexec`), and those mounted noexec, where no library
+# loads: the cache is off for them in this process
+_probed: set[Path] = set()
+_unloadable: set[Path] = set()
 
 
 class PlanCacheWarning(UserWarning):
@@ -218,7 +223,7 @@ def load(*keys: dict[str, Any], check_variant: Callable[[dict[str, Any]], str | 
     unusable entry, reported). `check_variant(fields)` says why an entry's variant fields cannot build the plan
     (None: they can); such an entry is unusable too."""
     directory = cache_dir()
-    if directory is None:
+    if directory is None or _noexec(directory):
         return None
     for key in keys:
         meta_path = directory / f"{_name(key)}.json"
@@ -290,6 +295,28 @@ def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
     return Path(temporary), len(data), hashlib.sha256(data).hexdigest()
 
 
+def _noexec(directory: Path) -> bool:
+    """Whether `directory` is on a filesystem mounted noexec, where no library loads ("failed to map segment from
+    shared object"): every plan would be reported unusable, compiled and written again, so the cache is off for it
+    in this process, reported once. Checked once per directory that exists, from its mount flags (no library is
+    loaded to find out)."""
+    if directory in _probed:
+        return directory in _unloadable
+    try:
+        flags = os.statvfs(directory).f_flag
+    except OSError:  # not there (yet: `store` creates it) or not a directory: nothing to load or store
+        return False
+    _probed.add(directory)
+    if flags & getattr(os, "ST_NOEXEC", 0):
+        _unloadable.add(directory)
+        message = (f"FFT plan cache directory {directory} is on a filesystem mounted noexec, where the compiled plans "
+                   "it would hold cannot load: the plan cache is off for it in this process; set "
+                   "TVM_TAILSPLIT_CACHE_DIR to a directory that can")
+        logger.warning(message)
+        warnings.warn(message, PlanCacheWarning, stacklevel=4)
+    return directory in _unloadable
+
+
 def store(key: dict[str, Any], executable: Any, variant: dict[str, Any], constants: list[np.ndarray],
           ir_hash: int) -> Path | None:
     """Write the entry of `key` (an llvm executable, its variant's fields, constant tables and IR structural hash);
@@ -304,6 +331,8 @@ def store(key: dict[str, Any], executable: Any, variant: dict[str, Any], constan
     name = _name(key)
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        if _noexec(directory):
+            return None
         meta: dict[str, Any] = {"key": key, "variant": variant, "ir_structural_hash": ir_hash,
                                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         writers = {"library": (".so", executable.export_library),
