@@ -330,6 +330,11 @@ def test_the_directory_follows_the_environment_and_python(cache_dir, tmp_path, m
     assert len(list((tmp_path / "python").glob("*.json"))) == 1
     with pytest.raises(TypeError, match="path must be a directory path"):
         cache.set_cache_dir(3)
+    # a "~" that no shell expanded (a .env file, a service's environment) made a directory named "~" in the cwd
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", "~/fft-plans")
+    assert cache.cache_dir() == tmp_path / "home" / "fft-plans"
+    with cache.using_cache_dir("~/python") as directory:
+        assert directory == tmp_path / "home" / "python"
 
 
 def test_a_process_without_a_home_directory_runs_without_a_cache(cache_dir, monkeypatch, caplog):

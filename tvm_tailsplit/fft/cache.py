@@ -25,10 +25,10 @@ reported with a `PlanCacheWarning` and a logger warning naming the file and the 
 its entry overwritten. A cache directory that cannot be written only costs the compile (logged); one on a filesystem
 mounted noexec, where no compiled plan loads, is not used, reported once per process (`_noexec`).
 
-The directory is `$TVM_TAILSPLIT_CACHE_DIR`, else `$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without
-XDG_CACHE_HOME; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the
-cache, and `set_cache_dir` / `using_cache_dir` override both from Python (None disables). CUDA plans are not
-cached (see `store`).
+The directory is `$TVM_TAILSPLIT_CACHE_DIR` (a leading `~` expanded, as in `set_cache_dir`), else
+`$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without XDG_CACHE_HOME; a process without a home directory has no
+cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the cache, and `set_cache_dir` / `using_cache_dir` override
+both from Python (None disables). CUDA plans are not cached (see `store`).
 """
 
 from __future__ import annotations
@@ -95,15 +95,24 @@ def cache_dir() -> Path | None:
     if os.environ.get("TVM_TAILSPLIT_CACHE", "1").strip().lower() in ("0", "off", "false", "no"):
         return None
     if os.environ.get("TVM_TAILSPLIT_CACHE_DIR"):
-        return Path(os.environ["TVM_TAILSPLIT_CACHE_DIR"])
+        return _expanded(os.environ["TVM_TAILSPLIT_CACHE_DIR"])
     if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "tvm_tailsplit" / "fft"
+        return _expanded(os.environ["XDG_CACHE_HOME"]) / "tvm_tailsplit" / "fft"
     try:
         home = Path.home()
     except (RuntimeError, KeyError):  # no $HOME and no passwd entry (a container's arbitrary user id)
         _warn_no_home()
         return None
     return home / ".cache" / "tvm_tailsplit" / "fft"
+
+
+def _expanded(path: str | os.PathLike) -> Path:
+    """`path` with a leading `~` expanded (a variable set where no shell expands it: a .env file, a service's
+    environment), as it is where no home directory is known."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # "~" without a home directory: the path as written
+        return Path(path)
 
 
 @functools.cache
@@ -120,7 +129,7 @@ def set_cache_dir(path: str | os.PathLike | None) -> Any:
         raise TypeError(f"path must be a directory path, None or cache.ENVIRONMENT, got {path!r} "
                         f"({type(path).__name__})")
     previous = _setting
-    _setting = path if path is None or path == ENVIRONMENT else Path(path)
+    _setting = path if path is None or path == ENVIRONMENT else _expanded(path)
     return previous
 
 
