@@ -175,7 +175,9 @@ class Plan:
     def _variant_problem(self, fields: dict[str, Any]) -> str | None:
         """Why the variant `fields` of a plan cache entry cannot build this plan (None: they can)."""
         try:
-            Variant(**fields).tree(self.spec)
+            variant = Variant(**fields)
+            if variant.radices:  # (without, the breakdown of valid limits always exists: not derived twice)
+                variant.tree(self.spec)
         except (TypeError, ValueError) as error:
             return f"{type(error).__name__}: {error}"
         return None

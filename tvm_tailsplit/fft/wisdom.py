@@ -226,7 +226,7 @@ def _parse(text: str) -> list[tuple[str, str, Variant]]:
             key = json.dumps(problem, sort_keys=True)
             effort = check_choice("effort", entry["effort"], tuple(_ACCEPTS))
             variant = Variant(**entry["variant"])
-            if isinstance(problem, dict) and "spec" in problem:
+            if variant.radices and isinstance(problem, dict) and "spec" in problem:
                 # a variant that cannot build its problem's plan (radices of another size) would raise from every
                 # searching plan() of that problem
                 variant.tree(FFTSpec(**problem["spec"]))
