@@ -136,6 +136,8 @@ def test_plans_pickle_as_their_arguments(cache_dir, arguments):
     assert counts["loaded"] == 1 and counts["stored"] == 0
     copy = copies[0]
     assert copy is not plan and repr(copy) == repr(plan)
+    # the repr of a plan of other strides names them (it read like the compact plan's)
+    assert ("istride=2, idist=30, ostride=1, odist=13" in repr(plan)) == ("istride" in arguments)
     assert (copy.input_layout, copy.output_layout, copy.spec, copy.target.export()) == (
         plan.input_layout, plan.output_layout, plan.spec, plan.target.export())
     real = np.dtype(plan.real_dtype)

@@ -581,8 +581,12 @@ class Plan:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
+        # the layouts' steps where they are not compact (plans of other strides are other plans)
+        steps = "".join(f", {prefix}stride={layout.stride}, {prefix}dist={layout.distance}"
+                        for prefix, layout in (("i", self.input_layout), ("o", self.output_layout))
+                        if not layout.is_compact())
         return (f"Plan(n={self.n}, batch={self.batch}, kind={self.kind!r}, direction={self.direction!r}, "
-                f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r})")
+                f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r}{steps})")
 
 
 def _check_tensor(name: str, tensor: tvm.runtime.Tensor, shape: tuple[int, ...], dtype: str) -> None:
