@@ -193,11 +193,15 @@ def test_foreign_wisdom_is_ignored_with_a_warning(fresh, field, value):
     assert wisdom.lookup(key, "measure") is None
 
 
-def test_bad_wisdom_and_bad_arguments_name_them(fresh):
+def test_bad_wisdom_and_bad_arguments_name_them(fresh, tmp_path):
     with pytest.raises(ValueError, match="not wisdom"):
         fft.import_wisdom("{")
     with pytest.raises(TypeError, match="text must be a str"):
         fft.import_wisdom(b"{}")
+    binary = tmp_path / "wisdom.bin"  # a file that is not text: the codec's error did not say what was wrong
+    binary.write_bytes(b"\xff\xfe\x00wisdom")
+    with pytest.raises(ValueError, match=r"path '.*wisdom\.bin' is not wisdom \(not UTF-8 text"):
+        fft.import_wisdom(path=binary)
     exported = json.loads(fft.export_wisdom())
     for entries, message in [("n", r"'entries' is a str, not a list"),
                              ([{"key": "k"}], r"\{'key': 'k'\}: no 'problem'"),

@@ -179,8 +179,12 @@ def import_wisdom(text: str | None = None, *, path: str | os.PathLike | None = N
     if (text is None) == (path is None):
         raise TypeError("import_wisdom needs exactly one of text or path")
     if path is not None:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except UnicodeDecodeError as error:
+            raise ValueError(f"path {os.fspath(path)!r} is not wisdom (not UTF-8 text: {error}): pass a file that "
+                             "export_wisdom wrote") from None
     if not isinstance(text, str):
         raise TypeError(f"text must be a str (wisdom from export_wisdom), got {type(text).__name__}")
     try:
