@@ -366,7 +366,7 @@ def test_saved_wisdom_serves_a_later_process_without_timing_or_compiling(tmp_pat
     code = MEASURE_PROCESS.replace(timing, never_confirmed if estimate_wins else timing)
     first = run_process(code, tmp_path)
     assert first["source"] == "timed" and first["compiles"] >= 2 and first["error"] < 1e-5
-    assert (tmp_path / wisdom.WISDOM_FILE).exists()
+    assert (tmp_path / wisdom.wisdom_file()).exists()
     assert (first["variant"] == repr(estimate_variant(FFTSpec(24), 4, None))) or not estimate_wins
     second = run_process(code, tmp_path)
     # the earlier search's winner, loaded from the plan cache: nothing timed, nothing compiled
@@ -380,7 +380,7 @@ def test_saved_wisdom_of_other_versions_is_skipped_quietly_and_forget_deletes_it
     saved = json.loads(fft.export_wisdom())
     saved["entries"] = [{"problem": {"made": "up"}, "effort": "measure",
                          "variant": dataclasses.asdict(estimate_variant(FFTSpec(16), 4, None))}]
-    path = tmp_path / wisdom.WISDOM_FILE
+    path = tmp_path / wisdom.wisdom_file()
     path.write_text(json.dumps({**saved, "tvm": "0.1.0"}))
     assert wisdom.lookup(json.dumps({"made": "up"}, sort_keys=True), "measure") is None
     assert not [w for w in recwarn if "wisdom" in str(w.message)]  # the user's cache, not their input: no warning
@@ -397,7 +397,7 @@ def test_saved_wisdom_that_is_not_text_is_skipped_and_replaced(fresh, tmp_path, 
     # from every record, which could not replace it
     monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(wisdom, "_read_from", set())
-    path = tmp_path / wisdom.WISDOM_FILE
+    path = tmp_path / wisdom.wisdom_file()
     path.write_bytes(b'\xff\xfe{"entries": \x00')
     key = json.dumps({"made": "up"}, sort_keys=True)
     assert wisdom.lookup(key, "measure") is None
@@ -412,7 +412,7 @@ def test_saving_wisdom_keeps_what_other_processes_saved_since(fresh, tmp_path, m
     monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(wisdom, "_read_from", set())
     variant = estimate_variant(FFTSpec(16), 4, None)
-    path = tmp_path / wisdom.WISDOM_FILE
+    path = tmp_path / wisdom.wisdom_file()
     wisdom.record(json.dumps({"made": "first"}), "measure", variant)
     saved = json.loads(path.read_text())
     saved["entries"].append({"problem": {"made": "elsewhere"}, "effort": "patient",
@@ -439,7 +439,7 @@ def test_wisdom_whose_variant_cannot_build_its_problem_is_refused_or_skipped(fre
                        "entries": [{"problem": json.loads(key), "effort": "measure", "variant": bad.to_dict()}]})
     with pytest.raises(ValueError, match=r"malformed wisdom entry .*radices \(3, 5\) do not multiply"):
         fft.import_wisdom(text)
-    (tmp_path / wisdom.WISDOM_FILE).write_text(text)  # the saved file: skipped, so a plan() searches again
+    (tmp_path / wisdom.wisdom_file()).write_text(text)  # the saved file: skipped, so a plan() searches again
     assert wisdom.lookup(key, "measure") is None
 
 
@@ -474,7 +474,7 @@ def test_saving_wisdom_keeps_a_patient_winner_another_process_saved_over_a_measu
     monkeypatch.setattr(wisdom, "_read_from", set())
     measured = estimate_variant(FFTSpec(16), 4, None)
     patient = dataclasses.replace(measured, lanes=2)
-    path = tmp_path / wisdom.WISDOM_FILE
+    path = tmp_path / wisdom.wisdom_file()
     wisdom.record(json.dumps({"made": "P"}), "measure", measured)
     saved = json.loads(path.read_text())
     saved["entries"][0].update(effort="patient", variant=patient.to_dict())  # another process's patient search
@@ -486,6 +486,25 @@ def test_saving_wisdom_keeps_a_patient_winner_another_process_saved_over_a_measu
     wisdom.record(json.dumps({"made": "P"}), "patient", measured)  # the same effort: this process's is the newer
     assert [entry["variant"]["lanes"] for entry in json.loads(path.read_text())["entries"]
             if entry["problem"] == {"made": "P"}] == [measured.lanes]
+
+
+def test_hosts_sharing_a_cache_keep_their_own_saved_wisdom(fresh, tmp_path, monkeypatch):
+    # one wisdom.json for every host: a machine of another CPU sharing the cache (a home directory on NFS) skipped
+    # the file as foreign and replaced it at its next record, so the hosts searched again in turn
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))
+    variant = estimate_variant(FFTSpec(16), 4, None)
+    this_host = wisdom.host()
+    for name, machine in (("here", this_host), ("there", {"cpu": "neoverse-v2", "features": "0" * 16})):
+        monkeypatch.setattr(wisdom, "host", lambda machine=machine: machine)
+        monkeypatch.setattr(wisdom, "_read_from", set())
+        fft.forget_wisdom()
+        wisdom.record(json.dumps({"made": name}), "measure", variant)
+    monkeypatch.setattr(wisdom, "host", lambda: this_host)  # back on this host, in a new process
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    fft.forget_wisdom()
+    monkeypatch.setattr(wisdom, "_read_from", set())
+    assert wisdom.lookup(json.dumps({"made": "here"}), "measure") == variant
+    assert len(list(tmp_path.glob("wisdom-*.json"))) == 2
 
 
 def test_forget_wisdom_takes_a_bool():

@@ -11,14 +11,16 @@ other code or on another machine. `forget_wisdom()` empties it. Plans already bu
 cached).
 
 Wisdom persists beside the compiled plans: while the plan cache is enabled (`cache.cache_dir()`), every recorded
-winner is written to `wisdom.json` there: the file's entries as they are at that moment (other processes' winners
+winner is written there to the file of this environment, `wisdom-<digest>.json` (`wisdom_file`: the digest of the
+format, the versions and the host, so that machines of other CPUs and environments of other versions sharing a cache
+keep their own wisdom side by side): the file's entries as they are at that moment (other processes' winners
 included) with this process's wisdom over them (but for a patient winner saved over this process's measure one of
 the same problem: `_merged`), through a temporary file and an atomic rename (two processes recording at once may
-lose one entry, never corrupt the file), and the first lookup of a process reads that file, so
-a later process's measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved
-file of other versions or another host, or one that is not wisdom (not UTF-8 text, not JSON, an entry whose variant
-cannot build its problem's plan: a corrupted file), is skipped (logged at INFO, no warning: it is the user's cache,
-not their input) and replaced at the next record; `import_wisdom` refuses such text with a ValueError.
+lose one entry, never corrupt the file), and the first lookup of a process reads that file, so a later process's
+measure plan is the earlier search's winner, loaded from the plan cache without timing. A saved file of other
+versions or another host, or one that is not wisdom (not UTF-8 text, not JSON, an entry whose variant cannot build
+its problem's plan: a corrupted file), is skipped (logged at INFO, no warning: it is the user's cache, not their
+input) and replaced at the next record; `import_wisdom` refuses such text with a ValueError.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from .spec import FFTSpec, check_choice
 from .template import ExternalLayout
 from .variants import Variant
 
-__all__ = ["FORMAT", "export_wisdom", "forget_wisdom", "host", "import_wisdom", "lookup", "problem_key", "record"]
+__all__ = ["FORMAT", "export_wisdom", "forget_wisdom", "host", "import_wisdom", "lookup", "problem_key", "record",
+           "wisdom_file"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -54,7 +57,6 @@ _lock = threading.Lock()
 _wisdom: dict[str, tuple[str, Variant]] = {}
 # the cache directories whose saved wisdom this process has read
 _read_from: set[Path] = set()
-WISDOM_FILE = "wisdom.json"
 
 
 @functools.cache
@@ -64,6 +66,14 @@ def host() -> dict[str, str]:
     features = tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": cpu}))
     digest = hashlib.sha256(",".join(sorted(features)).encode()).hexdigest()[:16]
     return {"cpu": cpu, "features": digest}
+
+
+def wisdom_file() -> str:
+    """The name of this environment's wisdom file in a plan cache directory: `wisdom-<digest>.json`, the digest of
+    the header of `export_wisdom` (format, versions, host), so that hosts (a home directory shared by machines of
+    other CPUs) and environments (other package versions) sharing a cache keep their own wisdom side by side."""
+    header = json.dumps({"format": FORMAT, **cache.versions(), "host": host()}, sort_keys=True)
+    return f"wisdom-{hashlib.sha256(header.encode()).hexdigest()[:16]}.json"
 
 
 def problem_key(spec: FFTSpec, batch: int, input_layout: ExternalLayout, output_layout: ExternalLayout,
@@ -79,7 +89,7 @@ def _saved_wisdom() -> Path | None:
     directory = cache.cache_dir()
     if directory is None:
         return None
-    path = directory / WISDOM_FILE
+    path = directory / wisdom_file()
     if directory not in _read_from:
         _read_from.add(directory)
         entries = _read_saved(path)
@@ -255,5 +265,5 @@ def forget_wisdom(saved: bool = False) -> None:
         if saved:
             # missing: nothing saved; beneath a file: the cache cannot be written, so nothing was saved there either
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                (directory / WISDOM_FILE).unlink()
+                (directory / wisdom_file()).unlink()
 
