@@ -97,12 +97,34 @@ def test_te_fft_constants_lists_tables_of_every_fft_stage_round_trip():
     ((4, 8, 2), {"axis": 2}, "out of range"),
     ((4, 8, 2), {"kind": "r2c", "direction": "backward"}, "direction must be 'forward'"),
     ((4, 8, 2), {"norm": "none"}, "norm must be one of"),
-    ((4, 8, 2), {"target": "rocm"}, "target must be one of"),
+    ((4, 8, 2), {"target": "rocm"}, "target must be 'llvm', 'cuda', a target dict or a tvm.target.Target"),
+    ((4, 8, 2), {"target": {"kind": "rocm"}}, "target must be of kind 'llvm' or 'cuda'"),
     ((4, 8), {"kind": "conv"}, "kind must be one of"),
 ])
 def test_te_fft_rejects_bad_requests(shape, kwargs, message):
     with pytest.raises(ValueError, match=message):
         te_fft(te.placeholder(shape, "float32", name="X"), **kwargs)
+
+
+def _kernel_launches(target) -> int:
+    """The kernels (`blockIdx.x` loops) of te_fft's CUDA stage for 2 transforms of 12000 points (187.5 KiB of
+    scratch: one kernel within sm_90's 227 KiB of shared memory, two kernels over columns within sm_80's 163)."""
+    X = te.placeholder((2, 12000, 2), "float32", name="X")
+    Y = te_fft(X, target=target)
+    func = te.create_prim_func([X, *[c for c, _ in te_fft_constants(Y)], Y])
+    launches = []
+    tvm_ffi.structural_walk(func.body, (tvm.tirx.For, lambda loop: launches.append(loop) if (
+        loop.thread_binding is not None and loop.thread_binding.thread_tag == "blockIdx.x") else None))
+    return len(launches)
+
+
+def test_te_fft_plans_for_the_cuda_architecture_it_is_given():
+    """`target` takes what plan() takes: a target dict or Target with an `arch` gives that architecture's plan (the
+    string "cuda" was the only CUDA form, planned for the GPU present or sm_80, so no graph could have sm_90's)."""
+    assert _kernel_launches({"kind": "cuda", "arch": "sm_90"}) == 1
+    assert _kernel_launches(tvm.target.Target({"kind": "cuda", "arch": "sm_80"})) == 2
+    with pytest.raises(TypeError, match="target must be 'llvm', 'cuda', a target dict or a tvm.target.Target"):
+        te_fft(te.placeholder((4, 8, 2), "float32", name="X"), target=80)
 
 
 def test_te_fft_rejects_integer_tensors():

@@ -3,7 +3,7 @@
 Algorithm: the request is the same validated `spec.FFTSpec` as `plan()`'s, from which the same machinery
 derives the operator (layouts, breakdown →
 passes over memory with derived codelets → the TIR template of `template.build_primfunc`, scheduled for llvm
-by `schedule.schedule_llvm` unless `schedule=False`; for `target="cuda"`, the module of `plan(..., target="cuda")`:
+by `schedule.schedule_llvm` unless `schedule=False`; for a CUDA target, the module of `plan(..., target=target)`:
 one kernel with shared scratch and a barrier between passes, or one kernel per pass). The template's body becomes
 the body of one `te.extern` stage, its parameter buffers substituted by the stage's input and output buffers: the
 stage holds one block per pass over memory, and `te.create_prim_func` puts it between the caller's stages.
@@ -29,6 +29,7 @@ caller passes to the compiled function after its own inputs.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import tvm
@@ -36,7 +37,7 @@ import tvm_ffi
 from tvm import te
 
 from .passes import PassList
-from .planner import TARGET_KINDS, plan
+from .planner import _resolve_target, plan
 from .schedule import choose_lanes, schedule_llvm
 from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, requested_direction
 from .template import build_primfunc
@@ -106,7 +107,7 @@ def te_fft(
     schedule: bool = True,
     codelet_limit: int = CODELET_LIMIT,
     radix_limit: int = RADIX_LIMIT,
-    target: str = "llvm",
+    target: Any = "llvm",
 ) -> te.Tensor:
     """The FFT of `x` along `axis` as a TE tensor (numpy's fft/ifft/rfft/irfft semantics and `norm`).
 
@@ -114,8 +115,9 @@ def te_fft(
     of 2, which `axis` does not count. `n` is the logical transform size: by default the length of `axis`
     (c2c, r2c) or `2·(length - 1)` (c2r); the length of `axis` must be `n` (c2c, r2c) or `n//2 + 1` (c2r).
     The output has the same layout, with `n//2 + 1` complex elements along `axis` for r2c and `n` real ones for c2r.
-    `kind`, `direction`, `norm`, `codelet_limit` and `radix_limit` are `plan()`'s; `target` is "llvm" or "cuda" (a
-    string: the CUDA plan for the GPU present, sm_80 without one). With `schedule`, the passes are vectorized across the
+    `kind`, `direction`, `norm`, `codelet_limit` and `radix_limit` are `plan()`'s; `target` too: "llvm", "cuda" (the
+    CUDA plan for the GPU present, sm_80 without one), a target dict or a Target (a CUDA one's `arch`, e.g. "sm_90",
+    sets the launch limits the plan derives its kernels from). With `schedule`, the passes are vectorized across the
     batch and parallel over lane groups (target "llvm"), or bound to CUDA threads as `plan(..., target="cuda")` binds
     them (target "cuda": compile the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without
     `ThreadSync`, as the stage has its barriers, and without `StorageRewrite`, which would merge scratch buffers one
@@ -131,7 +133,7 @@ def te_fft(
     axis = check_int("axis", axis)
     if not isinstance(schedule, bool):
         raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
-    target = check_choice("target", target, TARGET_KINDS)
+    target = _resolve_target(target)
     dtype = str(x.dtype)
     if dtype not in VECTOR_LANES:
         raise ValueError(f"x must be float32 or float64 (complex data with a trailing 2), got {dtype}")
@@ -160,8 +162,8 @@ def te_fft(
         raise ValueError(f"x has shape {shape}: an axis other than axis {axis} has length 0, so there are no "
                          f"transforms to compute")
     input_layout, output_layout = spec.layouts(batch)
-    if schedule and target == "cuda":
-        func = plan(n, batch, kind, spec.direction, norm, complex_dtype, "cuda", codelet_limit=codelet_limit,
+    if schedule and target.kind.name == "cuda":
+        func = plan(n, batch, kind, spec.direction, norm, complex_dtype, target, codelet_limit=codelet_limit,
                     radix_limit=radix_limit).module["main"]
     else:
         func = build_primfunc(passes, dtype, batch, choose_lanes(passes, dtype, batch), input_layout, output_layout)
