@@ -515,6 +515,49 @@ def test_a_symbolic_loop_in_a_loop_is_a_persistent_nest_deeper_ones_are_rejected
         analyze(_doubly_nested_symbolic)
 
 
+@T.prim_func(s_tir=True)
+def _triangular(X: T.Buffer((4, 8), "float32"), Y: T.Buffer((4, 8), "float32")):
+    ring = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+    acc = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+    for o in range(4):
+        with T.sblock("init"):
+            T.reads()
+            T.writes(acc[0:8])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(8):
+                acc[i] = T.float32(0)
+        for t in range(o):
+            with T.sblock("load"):
+                T.reads(X[t, 0:8])
+                T.writes(ring[0:8])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(8):
+                    ring[i] = X[t, i]
+            with T.sblock("accumulate"):
+                T.reads(ring[0:8], acc[0:8])
+                T.writes(acc[0:8])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(8):
+                    acc[i] = acc[i] + ring[i]
+        with T.sblock("store"):
+            T.reads(acc[0:8])
+            T.writes(Y[o, 0:8])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(8):
+                Y[o, i] = acc[i]
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda"])
+def test_a_trip_count_of_an_enclosing_pipeline_loop_variable_is_rejected_naming_both_loops(target):
+    # before, the triangular nest was taken as a persistent nest of o * 4 running steps: the generated kernel used
+    # `o` outside its loop and TVM failed with an internal error ("variables (o,) are used, but are not passed in")
+    match = "the extent o of loop 't' uses the variable of the pipeline loop 'o' around it"
+    with pytest.raises(WarpSpecializeInputError, match=match):
+        analyze(_triangular)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=match):
+        WarpSpecialize(target)(tvm.IRModule({"main": _triangular}))
+
+
 def test_fallback_to_unrolling_is_logged(caplog):
     func = examples.scheduled_scale_kernel(n=32 * 300, tile=32)
     with caplog.at_level(logging.INFO, logger="tvm_tailsplit.warpspec"):

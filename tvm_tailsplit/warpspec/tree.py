@@ -344,20 +344,29 @@ def _statements(stmt) -> list:
     return [stmt]
 
 
-def _require_kernel_scalars(extent: tirx.Expr, name: str, outer: tuple[tirx.Var, ...]) -> None:
+def _require_kernel_scalars(extent: tirx.Expr, name: str, outer: tuple[tirx.Var, ...],
+                            loops: tuple[tirx.For, ...]) -> None:
     """The symbolic extent of a nested loop may use the kernel's scalar parameters and buffer dimensions, not the
-    grid loops."""
+    grid loops nor the pipeline loops around it (a triangular nest)."""
 
-    def grid_var(v):
-        if any(v.same_as(g) for g in outer):
-            return tvm_ffi.VisitInterrupt(v.name)
-        return None
+    def find(candidates: tuple[tirx.Var, ...]) -> str | None:
+        def hit(v):
+            return tvm_ffi.VisitInterrupt(v.name) if any(v.same_as(c) for c in candidates) else None
 
-    hit = tvm_ffi.structural_walk(extent, (tirx.Var, grid_var))
-    if hit is not None:
+        found = tvm_ffi.structural_walk(extent, (tirx.Var, hit))
+        return None if found is None else found.value
+
+    grid = find(outer)
+    if grid is not None:
         raise WarpSpecializeInputError(f"the extent {extent} of loop '{name}' uses the grid loop variable "
-                                       f"'{hit.value}'; only a loop at the top of the pipeline may have a trip "
+                                       f"'{grid}'; only a loop at the top of the pipeline may have a trip "
                                        "count per CTA")
+    pipeline = find(tuple(loop.loop_var for loop in loops))
+    if pipeline is not None:
+        raise WarpSpecializeInputError(f"the extent {extent} of loop '{name}' uses the variable of the pipeline "
+                                       f"loop '{pipeline}' around it; the trip count of a loop in the pipeline may "
+                                       "not change with the iterations of an enclosing loop (a triangular nest): "
+                                       "give it a constant or an expression of the kernel's parameters")
 
 
 def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: str,
@@ -386,7 +395,7 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
                         f"loop '{name}' {where} has the symbolic extent {s.extent}; only loops at the top of the "
                         "pipeline or directly in one may have a symbolic trip count")
                 if loops:
-                    _require_kernel_scalars(s.extent, name, outer)
+                    _require_kernel_scalars(s.extent, name, outer, loops)
             if name in loop_names:
                 raise WarpSpecializeInputError(f"loop variable name '{name}' {where} is used twice; rename it")
             loop_names.add(name)
