@@ -558,6 +558,45 @@ def test_a_trip_count_of_an_enclosing_pipeline_loop_variable_is_rejected_naming_
         WarpSpecialize(target)(tvm.IRModule({"main": _triangular}))
 
 
+@T.prim_func(s_tir=True)
+def _ring_by_inner_step(x: T.handle, y: T.handle):
+    n = T.int32()
+    X = T.match_buffer(x, (4, n, 8), "float32")
+    Y = T.match_buffer(y, (4, 8), "float32")
+    ring = T.sblock_alloc_buffer((2, 8), "float32", scope="shared")
+    acc = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+    for o in range(4):
+        for t in range(n):
+            with T.sblock("load"):
+                T.reads(X[o, t, 0:8])
+                T.writes(ring[t % 2, 0:8])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(8):
+                    ring[t % 2, i] = X[o, t, i]
+            with T.sblock("accumulate"):
+                T.reads(ring[t % 2, 0:8], acc[0:8])
+                T.writes(acc[0:8])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(8):
+                    acc[i] = acc[i] + ring[t % 2, i]
+        with T.sblock("store"):
+            T.reads(acc[0:8])
+            T.writes(Y[o, 0:8])
+            T.sblock_attr({"warp_role": 1})
+            for i in range(8):
+                Y[o, i] = acc[i]
+
+
+def test_a_persistent_nest_ring_indexed_by_the_inner_step_is_rejected_naming_the_users_loops_and_region():
+    # before: "loop 'o_t': block 'load' indexes ring with 'n'", naming a loop the kernel does not have and an
+    # index it does not write
+    with pytest.raises(WarpSpecializeInputError,
+                       match=r"loop 'o': the persistent nest o x t is one pipeline over the running step o \* n \+ "
+                             r"t, but block 'load' accesses ring\[t % 2:t % 2 \+ 1, 0:8\].*index a ring by the "
+                             r"running step, e.g. \[\(o \* n \+ t\) % stages\]"):
+        analyze(_ring_by_inner_step)
+
+
 def test_fallback_to_unrolling_is_logged(caplog):
     func = examples.scheduled_scale_kernel(n=32 * 300, tile=32)
     with caplog.at_level(logging.INFO, logger="tvm_tailsplit.warpspec"):

@@ -80,7 +80,7 @@ from .graphs import (
     eliminate_redundant,
     unroll_instances,
 )
-from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError
+from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError, _region_text
 
 __all__ = [
     "NEST_WINDOW_TILES",
@@ -619,9 +619,37 @@ def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
                         "its inner loop")
 
 
+def _require_running_step_regions(nest: PersistentNest) -> None:
+    """Step b needs the inner tasks' regions to be functions of the running step once the nest's variables are
+    replaced by it: one that keeps a variable of a symbolic trip count (a ring indexed by `ko % S` with a symbolic
+    `N_k`) is refused naming the user's loops and region, not the synthesized flat loop."""
+    if nest.flat.constant:
+        return
+    variables: list[tirx.Var] = []
+    tvm_ffi.structural_walk(nest.flat.extent, (tirx.Var, variables.append))
+    outer, inner = nest.outer, nest.inner
+    for task, flat in zip(inner.children, nest.flat.children, strict=True):
+        for region in _regions(flat):
+            used = next((v.name for v in variables for lo, ext in region.bounds if uses_var(lo, v) or uses_var(ext, v)),
+                        None)
+            if used is None:
+                continue
+            declared = next(r for r in _regions(task) if r.buffer.same_as(region.buffer))
+            raise SymbolicAnalysisError(
+                f"loop '{outer.var.name}': the persistent nest {outer.var.name} x {inner.var.name} is one pipeline "
+                f"over the running step {outer.var.name} * {inner.extent} + {inner.var.name}, but block "
+                f"'{task.name}' accesses {_region_text(declared)}, which is no function of the running step (with "
+                f"{outer.var.name} = step // {inner.extent} and {inner.var.name} = step % {inner.extent} it still "
+                f"uses '{used}'); index a ring by the running step, e.g. "
+                f"[({outer.var.name} * {inner.extent} + {inner.var.name}) % stages], and a per-tile buffer by "
+                f"neither (accumulate into one tile and store it after loop '{inner.var.name}', as the example "
+                "GEMMs do)")
+
+
 def _persistent_plan(tree: ScheduleTree, nest: PersistentNest) -> SymbolicPlan:
     """Steps a-c for a persistent nest."""
     _prove_private_tile_tasks(tree, nest)
+    _require_running_step_regions(nest)
     flat_tree = ScheduleTree(tree.func, tree.root_block, tree.grid_loops, (nest.flat,), tree.asserts)
     flat = _loop_plan(flat_tree)
     if any(loop.min_trip_count for loop in flat.loops):
