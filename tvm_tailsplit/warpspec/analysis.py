@@ -32,6 +32,7 @@ from .graphs import (
     control_data_flow_graph,
     control_data_resource_flow_graph,
     eliminate_redundant,
+    require_grid_invariance,
 )
 from .protocol import Protocol, build_protocol
 from .symbolic import SymbolicAnalysisError, SymbolicPlan, count_instances, symbolic_plan
@@ -104,6 +105,7 @@ def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int 
     trip counts, at most `max_instances` instances), False the symbolic analysis.
     """
     tree = build_schedule_tree(func)
+    require_grid_invariance(tree)
     instances = count_instances(tree)
     if unroll is None:
         unroll = instances is not None and instances <= min(SMALL_INSTANCES, max_instances)

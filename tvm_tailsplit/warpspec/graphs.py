@@ -16,8 +16,12 @@ synchronization:
   stage `s` at iteration `k + 3` depends on the consumer of iteration `k`.
 
 This module works on explicit instances: the loops are unrolled (constant trip counts, at most `max_instances`
-instances); the grid loops are fixed at 0 (CTAs are independent). The CDFG holds the data dependences; the CDRFG
-adds the resource dependences. It serves small kernels (the seed example, tests, `check`, `to_dot`) and the
+instances); the grid loops are fixed at 0 (CTAs are independent). The synchronization of the first CTA orders
+the instances that conflict in every CTA when these conflict in the first too: the regions of a buffer that tasks
+of two warp roles share move together with the grid loop variables, or lie apart in every CTA but the first;
+`require_grid_invariance` proves this with `tvm.sym` and rejects the kernel otherwise (e.g. a consumer reading
+`S[b * 8:b * 8 + 8]` of a shared buffer its producers fill at fixed offsets). The CDFG holds the data dependences;
+the CDRFG adds the resource dependences. It serves small kernels (the seed example, tests, `check`, `to_dot`) and the
 bounded windows from which `warpspec.symbolic` derives the dependences of long or symbolic pipeline loops as
 rules (producer task, consumer task, iteration distance) without unrolling them.
 
@@ -33,9 +37,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from tvm import tirx
+import tvm
+from tvm import sym, tirx
 
-from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
+from ..ir_utils import substitute, uses_var
+from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError, region_text
 
 __all__ = [
     "DATA",
@@ -49,6 +55,8 @@ __all__ = [
     "control_data_resource_flow_graph",
     "eliminate_redundant",
     "evaluate_index",
+    "regions_disjoint",
+    "require_grid_invariance",
     "unroll_instances",
 ]
 
@@ -146,6 +154,94 @@ def _subtract(a: Box, b: Box) -> list[Box]:
             pieces.append(tuple(rest[:dim]) + ((bhi, hi),) + tuple(rest[dim + 1:]))
         rest[dim] = (max(lo, blo), min(hi, bhi))
     return pieces
+
+
+def regions_disjoint(a: Region, b: Region, analyzer: sym.Analyzer) -> bool:
+    """True when `tvm.sym` proves the two ranges of one buffer disjoint: in one dimension one range ends before the
+    other begins, or both lie in aligned blocks of `e1 + e2` elements (their constant extents) at disjoint
+    offsets."""
+    for (alo, aext), (blo, bext) in zip(a.bounds, b.bounds, strict=True):
+        if analyzer.can_prove(alo + aext <= blo) or analyzer.can_prove(blo + bext <= alo):
+            return True
+        if isinstance(aext, tirx.IntImm) and isinstance(bext, tirx.IntImm):
+            block = int(aext) + int(bext)
+            aoff, boff = tirx.floormod(alo, block), tirx.floormod(blo, block)
+            if (analyzer.can_prove(aoff + aext <= boff) and analyzer.can_prove(boff + bext <= block)) or (
+                    analyzer.can_prove(boff + bext <= aoff) and analyzer.can_prove(aoff + aext <= block)):
+                return True
+    return False
+
+
+def _moves_together(a: Region, b: Region, zero: dict, analyzer: sym.Analyzer) -> bool:
+    """True when `tvm.sym` proves that the grid loop variables (`zero` maps them to 0) shift the two ranges by one
+    vector and change no extent: then they overlap in a CTA as they do in the first."""
+    for (alo, aext), (blo, bext) in zip(a.bounds, b.bounds, strict=True):
+        if not all(analyzer.can_prove(ext == substitute(ext, zero)) for ext in (aext, bext)):
+            return False
+        if not analyzer.can_prove(alo - substitute(alo, zero) == blo - substitute(blo, zero)):
+            return False
+    return True
+
+
+def require_grid_invariance(tree: ScheduleTree) -> None:
+    """Raise `WarpSpecializeInputError` unless the instances that conflict in a CTA conflict in the first too (then
+    the synchronization derived for the first orders them in every CTA; module doc): for each pair of tasks of
+    different warp roles and each pair of their regions of one buffer, one of them written, that uses a grid loop
+    variable, `tvm.sym` proves, for any iterations of the tasks' loops, that the grid loop variables move both by
+    one vector (extents unchanged), or that they are disjoint in every CTA, or in every CTA but the first (a grid
+    loop variable at least 1)."""
+    grid = [loop.loop_var for loop in tree.grid_loops]
+    if not grid:
+        return
+    zero = {var: tirx.IntImm(var.ty.dtype, 0) for var in grid}
+    fresh: dict[str, dict] = {side: {loop.var: tirx.Var(f"{loop.var.name}_{side}", loop.var.ty)
+                                     for loop in tree.loops()} for side in ("a", "b")}
+
+    def analyzer_with(later: tirx.Var | None) -> sym.Analyzer:
+        """The grid loop variables in their ranges (`later` from 1 on) and the loop variables unbounded."""
+        analyzer = sym.Analyzer()
+        for loop in tree.grid_loops:
+            low = 1 if later is not None and loop.loop_var.same_as(later) else loop.min
+            analyzer.bind(loop.loop_var, tvm.ir.Range(low, loop.min + loop.extent))
+        for mapping in fresh.values():
+            for var in mapping.values():
+                analyzer.bind(var, tvm.ir.Range(0, 1 << 30))
+        return analyzer
+
+    whole = analyzer_with(None)
+    later_ctas = [analyzer_with(loop.loop_var) for loop in tree.grid_loops
+                  if not (isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 1)]
+
+    def renamed(region: Region, side: str) -> Region:
+        return Region(region.buffer, tuple((substitute(lo, fresh[side]), substitute(ext, fresh[side]))
+                                           for lo, ext in region.bounds))
+
+    def on_grid(region: Region) -> bool:
+        return any(uses_var(e, var) for bound in region.bounds for e in bound for var in grid)
+
+    tasks = tree.tasks()
+    for n, task in enumerate(tasks):
+        for other in tasks[n + 1:]:
+            if other.role == task.role:
+                continue
+            pairs = [(w, r, "writes", "reads") for w in task.writes for r in other.reads]
+            pairs += [(w, r, "writes", "writes") for w in task.writes for r in other.writes]
+            pairs += [(r, w, "reads", "writes") for r in task.reads for w in other.writes]
+            for x, y, x_verb, y_verb in pairs:
+                if not x.buffer.same_as(y.buffer) or not (on_grid(x) or on_grid(y)):
+                    continue
+                x_any, y_any = renamed(x, "a"), renamed(y, "b")
+                if (_moves_together(x_any, y_any, zero, whole) or regions_disjoint(x_any, y_any, whole)
+                        or all(regions_disjoint(x_any, y_any, analyzer) for analyzer in later_ctas)):
+                    continue
+                raise WarpSpecializeInputError(
+                    f"block '{task.name}' (warp role {task.role}) {x_verb} {region_text(x)} and block "
+                    f"'{other.name}' (warp role {other.role}) {y_verb} {region_text(y)}: the grid loop variables "
+                    f"({', '.join(var.name for var in grid)}) move these ranges of {x.buffer.name} relative to each "
+                    "other, so they may overlap in a CTA where they do not in the first; WarpSpecialize derives "
+                    "one synchronization for every CTA from the first (grid loop variables at 0), so the regions "
+                    "of a buffer that several warp roles share must move together with the grid loop variables "
+                    "(by one offset, extents unchanged), or be disjoint in every CTA (but the first)")
 
 
 def unroll_instances(tree: ScheduleTree, max_instances: int = 4096) -> list[Instance]:

@@ -78,9 +78,10 @@ from .graphs import (
     control_data_flow_graph,
     control_data_resource_flow_graph,
     eliminate_redundant,
+    regions_disjoint,
     unroll_instances,
 )
-from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError, _region_text
+from .tree import LoopNode, Region, ScheduleTree, TaskNode, WarpSpecializeInputError, region_text
 
 __all__ = [
     "NEST_WINDOW_TILES",
@@ -572,20 +573,6 @@ def _persistent_nest(tree: ScheduleTree) -> PersistentNest | None:
     return PersistentNest(outer, inner, LoopNode(loop, extent, tasks))
 
 
-def _disjoint(a: Region, b: Region, analyzer: sym.Analyzer) -> bool:
-    """True when `tvm.sym` proves the two ranges of one buffer disjoint (step a of persistent nests)."""
-    for (alo, aext), (blo, bext) in zip(a.bounds, b.bounds, strict=True):
-        if analyzer.can_prove(alo + aext <= blo) or analyzer.can_prove(blo + bext <= alo):
-            return True
-        if isinstance(aext, tirx.IntImm) and isinstance(bext, tirx.IntImm):
-            block = int(aext) + int(bext)
-            aoff, boff = tirx.floormod(alo, block), tirx.floormod(blo, block)
-            if (analyzer.can_prove(aoff + aext <= boff) and analyzer.can_prove(boff + bext <= block)) or (
-                    analyzer.can_prove(boff + bext <= aoff) and analyzer.can_prove(aoff + aext <= block)):
-                return True
-    return False
-
-
 def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
     """Step a: the prologue and epilogue tasks of the nest conflict with no task of another warp role."""
     analyzer = sym.Analyzer()
@@ -611,7 +598,7 @@ def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
                                                for lo, ext in x.bounds))
                 y_any = Region(y.buffer, tuple((substitute(lo, loops["b"]), substitute(ext, loops["b"]))
                                                for lo, ext in y.bounds))
-                if not _disjoint(x_any, y_any, analyzer):
+                if not regions_disjoint(x_any, y_any, analyzer):
                     raise SymbolicAnalysisError(
                         f"loop '{nest.outer.var.name}': cannot prove that block '{task.name}' (outside the loop "
                         f"'{nest.inner.var.name}') touches {x.buffer.name} apart from block '{other.name}' of warp "
@@ -638,7 +625,7 @@ def _require_running_step_regions(nest: PersistentNest) -> None:
             raise SymbolicAnalysisError(
                 f"loop '{outer.var.name}': the persistent nest {outer.var.name} x {inner.var.name} is one pipeline "
                 f"over the running step {outer.var.name} * {inner.extent} + {inner.var.name}, but block "
-                f"'{task.name}' accesses {_region_text(declared)}, which is no function of the running step (with "
+                f"'{task.name}' accesses {region_text(declared)}, which is no function of the running step (with "
                 f"{outer.var.name} = step // {inner.extent} and {inner.var.name} = step % {inner.extent} it still "
                 f"uses '{used}'); index a ring by the running step, e.g. "
                 f"[({outer.var.name} * {inner.extent} + {inner.var.name}) % stages], and a per-tile buffer by "

@@ -27,7 +27,10 @@ Accepted input form (anything else is rejected with `WarpSpecializeInputError` n
   write regions bound everything it touches (the analysis derives the synchronization from them; each access
   region that TVM's block access analysis detects in the body must provably lie within them, see
   `check_declared_regions`);
-* the names of the pipeline loop variables are distinct, and so are the names of the task blocks.
+* the names of the pipeline loop variables are distinct, and so are the names of the task blocks;
+* the regions of a buffer that tasks of two warp roles share move together with the grid loop variables, or lie
+  apart in every CTA but the first (the synchronization is derived for the first CTA; checked by
+  `graphs.require_grid_invariance` when `analyze` runs).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ __all__ = [
     "WarpSpecializeInputError",
     "build_schedule_tree",
     "check_declared_regions",
+    "region_text",
 ]
 
 
@@ -83,8 +87,8 @@ class TaskNode:
     """The enclosing pipeline loops, outermost first."""
 
     def describe(self, indent: str = "") -> str:
-        reads = ", ".join(_region_text(r) for r in self.reads)
-        writes = ", ".join(_region_text(r) for r in self.writes)
+        reads = ", ".join(region_text(r) for r in self.reads)
+        writes = ", ".join(region_text(r) for r in self.writes)
         return f"{indent}task {self.name} (warp role {self.role}) reads [{reads}] writes [{writes}]"
 
 
@@ -210,7 +214,8 @@ def _with_extents(task: TaskNode, replaced: list[tuple[tirx.Expr, int]]) -> Task
                     tuple(region(w) for w in task.writes), task.loops)
 
 
-def _region_text(region: Region) -> str:
+def region_text(region: Region) -> str:
+    """`region` as `buffer[lo:hi, ...]` (the ends simplified), for messages and descriptions."""
     analyzer = sym.Analyzer()
     dims = ", ".join(f"{lo}:{analyzer.simplify(lo + ext)}" for lo, ext in region.bounds)
     return f"{region.buffer.name}[{dims}]"
