@@ -58,6 +58,7 @@ __all__ = [
     "MAX_THREADS_PER_BLOCK",
     "MERGE_SHARED_MEMORY_PASS",
     "SHARED_MEMORY_PER_BLOCK",
+    "STATIC_SHARED_MEMORY_PER_BLOCK",
     "SYMBOLIC_M",
     "THREAD_SYNC_DISABLED_PASSES",
     "CudaLimits",
@@ -347,6 +348,9 @@ DEFAULT_ARCH = "sm_80"
 `SHARED_MEMORY_PER_BLOCK` lacks (or that names none, logged): the oldest the package's kernels are built for."""
 MAX_THREADS_PER_BLOCK = 1024
 """Threads of one thread block on every architecture since sm_20."""
+STATIC_SHARED_MEMORY_PER_BLOCK = 48 * 1024
+"""Bytes of `__shared__` arrays declared in one kernel (static shared memory) on every architecture: ptxas refuses
+more ("uses too much shared data"); beyond it only dynamic shared memory."""
 MAX_REGISTERS_PER_THREAD = 255
 """32-bit registers of one thread on every architecture since sm_35 (more live values spill to local memory)."""
 SHARED_MEMORY_PER_BLOCK = {

@@ -229,6 +229,18 @@ def test_threads_per_role_must_fit_in_one_thread_block():
     WarpSpecialize("cuda", threads_per_role={0: 512, 1: 512, 7: 1024})(tvm.IRModule({"main": func}))
 
 
+def test_shared_buffers_beyond_a_blocks_static_shared_memory_are_rejected_naming_them():
+    # The scheduled copy indexes its shared buffer by the element, not by a ring stage: WarpSpecialize keeps it
+    # whole (256 KiB at n = 65536) and, before, nvcc failed at compile time ("uses too much shared data").
+    func = examples.scheduled_scale_kernel(n=65536, tile=256)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match=r"the shared buffers of the CUDA kernel take 264192 bytes \(A_shared 262144, channels "
+                             r"2048\), more than the 49152 bytes of static shared memory"):
+        WarpSpecialize("cuda", threads_per_role={0: 32, 1: 64})(tvm.IRModule({"main": func}))
+    WarpSpecialize("cuda", threads_per_role={0: 32, 1: 64})(tvm.IRModule({"main": examples.scheduled_scale_kernel(
+        n=8192, tile=256)}))  # 32 KiB fit
+
+
 def _staged_reversal_kernel(tiles: int = 3, tile: int = 64, stages: int = 2) -> tvm.tirx.PrimFunc:
     """Role 1 copies each tile into a scratch buffer (task `stage`), then reads it reversed (task `reverse`): a
     thread of `reverse` reads what other threads of `stage` wrote, and the next `stage` overwrites what other

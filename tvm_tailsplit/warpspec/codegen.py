@@ -73,7 +73,7 @@ from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
-from ..cuda import MAX_THREADS_PER_BLOCK
+from ..cuda import MAX_THREADS_PER_BLOCK, STATIC_SHARED_MEMORY_PER_BLOCK
 from ..ir_utils import has_unit_step, host_if, substitute, suffix_block_names, uses_var, with_loop
 from .graphs import evaluate_index
 from .protocol import WAIT, Protocol, SyncOp
@@ -400,6 +400,27 @@ def _require_thread_private_in_one_role(protocol: Protocol) -> None:
                 "in 'shared' scope")
 
 
+def _require_static_shared_fits(buffers: list[tirx.Buffer]) -> None:
+    """Reject `shared` buffers (each aligned to 64 bytes, as TVM declares them) beyond the static shared memory of
+    a block: ptxas would refuse the kernel. Buffers of a symbolic shape are left to the compiler."""
+    sizes = {}
+    for buffer in buffers:
+        if buffer.scope() != "shared" or not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
+            continue
+        size = tvm.DataType(buffer.dtype).bits // 8
+        for dim in buffer.shape:
+            size *= int(dim)
+        sizes[buffer.name] = -(-size // 64) * 64
+    total = sum(sizes.values())
+    if total > STATIC_SHARED_MEMORY_PER_BLOCK:
+        listed = ", ".join(f"{name} {size}" for name, size in sorted(sizes.items(), key=lambda item: -item[1]))
+        raise WarpSpecializeInputError(
+            f"the shared buffers of the CUDA kernel take {total} bytes ({listed}), more than the "
+            f"{STATIC_SHARED_MEMORY_PER_BLOCK} bytes of static shared memory a thread block may declare (ptxas would "
+            "refuse it); the generated kernel keeps every shared buffer of the root block whole, so index a buffer "
+            "that each pipeline iteration refills by a ring stage (`t % stages`) rather than by the iteration")
+
+
 def _distribute(stmt: tirx.Stmt, lane: tirx.PrimExpr, threads: int) -> tirx.Stmt:
     """Stride the independent outer loops of `stmt` over `threads` lanes (see module doc)."""
     if isinstance(stmt, tirx.SeqStmt):
@@ -532,6 +553,7 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
             + (f" + {plan.channel_count} channels" if named_barriers else "")
             + f"); CUDA has {MAX_NAMED_BARRIER} (ids 1..15)" + ("; use mbarrier channels" if named_barriers else ""))
     bars = tirx.decl_buffer((max(1, plan.channel_count),), "uint64", "channels", scope="shared")
+    _require_static_shared_fits([*tree.root_block.alloc_buffers, bars])
     done = tirx.decl_buffer((1,), "uint32", "wait_done", scope="local")
     thread = tirx.Var("tx", "int32")
     offsets, total = {}, 0
