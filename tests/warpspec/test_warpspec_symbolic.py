@@ -296,6 +296,83 @@ def test_a_minimum_trip_count_per_cta_is_tested_per_cta(threads):
         np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
 
 
+def _rows_per_cta(stages: int) -> tvm.tirx.PrimFunc:
+    """CTA b sums its own first b rows `X[b, 0:b]` into `Y[b]`: a trip count per CTA (0 in CTA 0) with the CTA's
+    rows of an input and its row of the output (one warp role stores it) indexed by the CTA."""
+
+    @T.prim_func(s_tir=True)
+    def kernel(X: T.Buffer((4, 4, 8), "float32"), Y: T.Buffer((4, 8), "float32")):
+        ring = T.sblock_alloc_buffer((stages, 8), "float32", scope="shared")
+        acc = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+        for b in T.thread_binding(4, thread="blockIdx.x"):
+            with T.sblock("init"):
+                T.reads()
+                T.writes(acc[0:8])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(8):
+                    acc[i] = T.float32(0)
+            for t in range(b):
+                with T.sblock("load"):
+                    T.reads(X[b, t, 0:8])
+                    T.writes(ring[t % stages, 0:8])
+                    T.sblock_attr({"warp_role": 0})
+                    for i in range(8):
+                        ring[t % stages, i] = X[b, t, i]
+                with T.sblock("accumulate"):
+                    T.reads(ring[t % stages, 0:8], acc[0:8])
+                    T.writes(acc[0:8])
+                    T.sblock_attr({"warp_role": 1})
+                    for i in range(8):
+                        acc[i] = acc[i] + ring[t % stages, i]
+            with T.sblock("store"):
+                T.reads(acc[0:8])
+                T.writes(Y[b, 0:8])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(8):
+                    Y[b, i] = acc[i]
+
+    return kernel
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_a_trip_count_per_cta_with_the_ctas_own_rows_runs_in_every_cta(threads, stages):
+    # before: "loop 't': block 'load' indexes X with 'b', a variable of the loop's symbolic trip count b", though
+    # X is read-only and Y written by one warp role: neither takes part in a dependence between the roles
+    func = _rows_per_cta(stages)
+    assert analyze(func).plan.min_trip_counts == (("t", 1),)  # CTA 0 (no row) runs the pipeline sequentially
+    mod = WarpSpecialize("llvm", debug_check=True, delay_us=5)(tvm.IRModule({"main": func}))
+    executable = tvm.compile(mod, target="llvm")
+    rng = np.random.default_rng(stages)
+    for _ in range(3):
+        x = rng.standard_normal((4, 4, 8)).astype("float32")
+        y = run_guarded(executable, mod["main"], [x, np.full((4, 8), 9, "float32")], {})[-1]
+        np.testing.assert_allclose(y, np.stack([x[b, :b].sum(axis=0) for b in range(4)]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_trip_count_per_cta_still_refuses_a_shared_ring_indexed_by_the_cta():
+    # (each CTA its own stages of the ring: they move with the grid, but the windows replace the trip count b)
+    @T.prim_func(s_tir=True)
+    def kernel(X: T.Buffer((4, 4, 8), "float32"), Y: T.Buffer((4, 4, 8), "float32")):
+        ring = T.sblock_alloc_buffer((8, 8), "float32", scope="shared")
+        for b in T.thread_binding(4, thread="blockIdx.x"):
+            for t in range(b):
+                with T.sblock("load"):
+                    T.reads(X[b, t, 0:8])
+                    T.writes(ring[b * 2 + t % 2, 0:8])
+                    T.sblock_attr({"warp_role": 0})
+                    for i in range(8):
+                        ring[b * 2 + t % 2, i] = X[b, t, i]
+                with T.sblock("copy"):
+                    T.reads(ring[b * 2 + t % 2, 0:8])
+                    T.writes(Y[b, t, 0:8])
+                    T.sblock_attr({"warp_role": 1})
+                    for i in range(8):
+                        Y[b, t, i] = ring[b * 2 + t % 2, i]
+
+    with pytest.raises(WarpSpecializeInputError, match="loop 't': block 'load' indexes ring with 'b'"):
+        analyze(kernel)
+
+
 @T.prim_func(s_tir=True)
 def _prologue_loop_then_symbolic_loop(x: T.handle, y: T.handle, w: T.handle, z: T.handle):
     n = T.int32()

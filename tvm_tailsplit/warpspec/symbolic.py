@@ -347,20 +347,37 @@ def _prove_period(loop: LoopNode, period: int, written: set[str]) -> None:
                     f"every {period} iteration(s); the dependence pattern is not periodic")
 
 
+def _shared_between_roles(tree: ScheduleTree) -> set[str]:
+    """The names of the buffers that some task writes and tasks of two warp roles touch: only their regions give
+    dependences between warp roles (those of one role's buffers are program order)."""
+    roles: dict[str, set[int]] = {}
+    for task in tree.tasks():
+        for region in _regions(task):
+            roles.setdefault(region.buffer.name, set()).add(task.role)
+    return {name for name in _written(tree) if len(roles[name]) > 1}
+
+
 def _require_free_regions(tree: ScheduleTree, loop: LoopNode) -> None:
-    """The windows change a symbolic trip count alone: no region may use the variables of its expression."""
+    """The windows change a symbolic trip count alone: no region may use the variables of its expression, except
+    a grid loop variable in a region that takes part in no dependence between warp roles (a buffer that no task
+    writes or one warp role alone touches, e.g. a CTA's own rows `X[b, t]` of an input with the trip count `b`):
+    the instance analysis evaluates the grid loop variables at 0."""
     if loop.constant:
         return
     variables: list[tirx.Var] = []
     tvm_ffi.structural_walk(loop.extent, (tirx.Var, variables.append))
+    grid = [grid_loop.loop_var for grid_loop in tree.grid_loops]
+    shared = _shared_between_roles(tree)
     for task in tree.tasks():
         for region in _regions(task):
             for lo, extent in region.bounds:
-                used = [v.name for v in variables if uses_var(lo, v) or uses_var(extent, v)]
-                if used:
-                    raise SymbolicAnalysisError(
-                        f"loop '{loop.var.name}': block '{task.name}' indexes {region.buffer.name} with '{used[0]}', "
-                        f"a variable of the loop's symbolic trip count {loop.extent}; index by the loop variables")
+                used = [v for v in variables if uses_var(lo, v) or uses_var(extent, v)]
+                if not used or (region.buffer.name not in shared
+                                and all(any(v.same_as(g) for g in grid) for v in used)):
+                    continue
+                raise SymbolicAnalysisError(
+                    f"loop '{loop.var.name}': block '{task.name}' indexes {region.buffer.name} with '{used[0].name}', "
+                    f"a variable of the loop's symbolic trip count {loop.extent}; index by the loop variables")
 
 
 def _long_loops(tree: ScheduleTree) -> list[LongLoop]:
