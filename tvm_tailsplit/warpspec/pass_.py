@@ -161,7 +161,8 @@ def WarpSpecialize(  # noqa: N802 - TVM pass constructors are CamelCase
     `target` is "llvm" (roles as concurrent CPU threads synchronizing through atomics) or "cuda" (roles as thread
     ranges synchronizing through mbarriers, or named barriers with `named_barriers=True`; `threads_per_role`
     maps every role of the kernel to its thread count, a multiple of 32; without it every role gets 32; a role
-    missing from it, or roles adding up to more than 1024, are refused when the pass runs), or a
+    missing from it, or roles adding up to more than 1024, are refused when the pass runs; entries of roles a
+    kernel does not have are not used, so that one dict serves every kernel of a module), or a
     `tvm.target.Target` of either kind.
     On llvm the roles must run at once: set
     `TVM_NUM_THREADS` to at least the number of roles before the first TVM call (TVM's pool has at most one thread
