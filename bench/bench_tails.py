@@ -8,7 +8,8 @@ tiling are compiled for this machine's CPU (`llvm_target()`: AVX-512, VNNI) and 
 - (b) `pad_einsum`: `sch.pad_einsum` to whole tiles (padded copies in and out), then tensorize;
 - (c) `loop_partition`: (a) with `pragma_loop_partition_hint` on the tile loops (TVM's LoopPartition);
 - (d) `tailsplit`: TailSplit + `tensorize_marked` (main tiles: the intrinsic; tails: its tail forms); for the fp32
-  matmul the kernel packs each 16-column panel of B into whole 64-byte rows first (GEMM panel packing);
+  matmul the kernel packs each 16-column panel of B into whole 64-byte rows first (GEMM panel packing) where the
+  rule `workloads.MATMUL_PACK_MIN_ROW_TILES` says so (M > 16), and reads B in place for a thinner M;
 - (e) `divisible`: the tensorized kernel on the nearest shape divisible by the tile, its time multiplied by
   `useful_work` (points of the shape / points of the divisible shape); the same kernel as (d), panel packing
   included.
@@ -24,7 +25,9 @@ Also per variant: compile time (`tvm.compile` + JIT), TIR lines (the scheduled m
 (`analysis.instruction_count`). A second table compares the full split, the partial split and full unrolling
 (prior art: the marked region's loops unrolled completely, TVM's LoopPartition on the tile loops) by lowered
 TIR lines, object bytes and compile time. A last table times the fp32 matmul's (d) against numpy's matmul (its
-BLAS, one thread, in a worker process: `bench/blas_worker.py`) on the benchmark's shapes and larger ones.
+BLAS, one thread, in a worker process: `bench/blas_worker.py`) on the benchmark's shapes and larger ones; another
+times the matmul's (d) with B packed and with B read in place on thin and less thin M (what the packing rule
+rests on).
 
 Run: `make bench` (all benchmarks), `python -m bench.bench_tails` or `python -m bench.bench_tails --quick`
 (fewer shapes and rounds, for development, written under bench/results/quick/); results: bench/results/tails.json
@@ -325,9 +328,9 @@ def measure_tail_breakdown(rounds: int, target) -> dict:
     return result
 
 
-# the fp32 matmul's (d) against numpy's matmul (its BLAS): the benchmark's shapes, larger ones and a thin M
+# the fp32 matmul's (d) against numpy's matmul (its BLAS): the benchmark's shapes, larger ones and thin M
 BLAS_SHAPES = [dict(m=127, n=255, k=129), dict(m=255, n=127, k=63), dict(m=127, n=1000, k=1000),
-               dict(m=1000, n=1000, k=1000), dict(m=16, n=4096, k=1024)]
+               dict(m=1000, n=1000, k=1000), dict(m=16, n=4096, k=1024), dict(m=4, n=4096, k=1024)]
 QUICK_BLAS_SHAPES = BLAS_SHAPES[:1]
 # what numpy's BLAS libraries read for their thread count when they load
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
@@ -377,6 +380,35 @@ def measure_against_blas(shapes: list[dict], rounds: int, target) -> dict:
     return {"blas": numpy_matmul.blas, "rows": rows}
 
 
+# the fp32 matmul's panel packing against reading B in place, for thin and less thin M (MATMUL_PACK_MIN_ROW_TILES)
+PACKING_SHAPES = [*(dict(m=m, n=4096, k=1024) for m in (1, 4, 8, 16, 17, 24, 32, 64)),
+                  *(dict(m=m, n=1000, k=1000) for m in (1, 8, 16, 24, 32, 64))]
+QUICK_PACKING_SHAPES = PACKING_SHAPES[3:5]  # M = 16 and 17: either side of the rule
+
+
+def measure_packing(shapes: list[dict], rounds: int, target) -> dict:
+    """The fp32 matmul's (d) with ``B`` packed per panel and read in place (``workloads.matmul_fp32(pack=...)``),
+    side by side in each round, and which of the two the rule ``workloads.matmul_packs_panels`` picks."""
+    from tvm_tailsplit import TailSplit, tensorize_marked
+    from tvm_tailsplit.split import workloads as wl
+
+    forms = {"packed": True, "in place": False}
+    built = {}
+    for index, shape in enumerate(shapes):
+        for form, pack in forms.items():
+            mod = tensorize_marked(TailSplit()(wl.matmul_fp32(**shape, pack=pack)))
+            executable, _ = compile_module(mod, target)
+            built[(index, form)] = (executable, arguments(mod))
+    times: dict = {key: [] for key in built}
+    for _ in range(rounds):
+        for key, (executable, args) in built.items():
+            times[key].append(seconds_per_call(executable, args))
+    return {"min_row_tiles": wl.MATMUL_PACK_MIN_ROW_TILES,
+            "rows": [{"shape": shape, "rule_packs": wl.matmul_packs_panels(shape["m"]),
+                      **{form: {"seconds": statistics.median(times[(index, form)])} for form in forms}}
+                     for index, shape in enumerate(shapes)]}
+
+
 def run(quick: bool = False) -> dict:
     from bench import tail_variants as tv
     from tvm_tailsplit.split import workloads as wl
@@ -397,8 +429,9 @@ def run(quick: bool = False) -> dict:
             strategies.append({"workload": name, "shape": shape, **measure_strategies(name, shape, target)})
     breakdown = measure_tail_breakdown(rounds, target)
     blas = measure_against_blas(QUICK_BLAS_SHAPES if quick else BLAS_SHAPES, rounds, target)
+    packing = measure_packing(QUICK_PACKING_SHAPES if quick else PACKING_SHAPES, rounds, target)
     return {"machine": info, "rounds": rounds, "quick": quick, "targets": TARGETS, "rows": rows,
-            "strategies": strategies, "tail_breakdown": breakdown, "against_blas": blas,
+            "strategies": strategies, "tail_breakdown": breakdown, "against_blas": blas, "packing": packing,
             "command": "make bench (python -m bench.run_all) or python -m bench.bench_tails"}
 
 
@@ -493,6 +526,17 @@ def markdown(report: dict) -> str:
         d, b = entry["tailsplit"], entry["pad_einsum"]
         lines.append(f"| {label} | {shape_text(entry['shape'])} | {d['seconds'] * 1e6:.1f} | {b['seconds'] * 1e6:.1f} "
                      f"| {d['vmovaps']} / {d['vmovups']} | {b['vmovaps']} / {b['vmovups']} |")
+    packing = report["packing"]
+    lines += ["", f"The fp32 matmul's panel packing: (d) with `B` packed per 16-column panel and read in place, side "
+              f"by side (the rule `workloads.matmul_packs_panels`: pack when at least {packing['min_row_tiles']} "
+              "8-row tiles read each panel):", "", "| shape | packed us | in place us | packed / in place | "
+              "rule | rule's choice is the faster |", "|---|---|---|---|---|---|"]
+    for row in packing["rows"]:
+        packed, in_place = row["packed"]["seconds"], row["in place"]["seconds"]
+        faster = (packed <= in_place) == row["rule_packs"]
+        lines.append(f"| {shape_text(row['shape'])} | {packed * 1e6:.1f} | {in_place * 1e6:.1f} | "
+                     f"{packed / in_place:.2f} | {'packed' if row['rule_packs'] else 'in place'} | "
+                     f"{'yes' if faster else 'no'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -60,7 +60,7 @@ def allocated_extents(mod, name_prefix: str) -> dict[str, list[int]]:
 def test_packed_panel_gets_one_buffer_per_copy_and_shrinks_to_one_panel(shape, copies):
     """``N`` = 40 or 33: ``j_0`` is cut into full panels and the tail panel, each with its own panel buffer.
     ``N`` = 15 (only a tail panel) or 32 (no tail): one copy, nothing to privatize."""
-    before = wl.matmul_fp32(**shape)
+    before = wl.matmul_fp32(**shape, pack=True)
     after, report = split_with_report(before)
     assert verdicts(before["main"]) == {"B_global": ("j_0", True, "")}
     notes = buffer_notes(report)
@@ -75,7 +75,7 @@ def test_packed_panel_gets_one_buffer_per_copy_and_shrinks_to_one_panel(shape, c
 
 def test_without_the_split_the_panel_buffer_is_already_one_panel():
     """What privatizing restores: in the unsplit schedule TVM places the panel inside ``j_0`` and shrinks it."""
-    shapes = allocated_extents(wl.matmul_fp32(16, 32, 5), "B_global")
+    shapes = allocated_extents(wl.matmul_fp32(16, 32, 5, pack=True), "B_global")
     assert shapes == {"B_global": [1, 5, 16]}
 
 

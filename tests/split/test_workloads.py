@@ -2,6 +2,8 @@
 llvm, its main tiles carry the intrinsic, and it computes what numpy computes, on canary-guarded buffers;
 the symbolic-M matmul and dense layer run for several M with one compiled kernel each."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -10,7 +12,7 @@ from tvm_tailsplit import TailSplit, tensorize_marked
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split import workloads as wl
-from tvm_tailsplit.testing import random_like, run_guarded
+from tvm_tailsplit.testing import dispatched_labels, random_like, run_guarded
 
 SHAPES = {
     "dense_int8_vnni": [dict(m=13, n=40, k=11), dict(m=16, n=32, k=16), dict(m=4, n=17, k=7)],
@@ -182,7 +184,7 @@ def test_matmul_reads_b_from_a_packed_panel(target):
     """(d) and (e) share the kernel: ``B`` is copied per 16-column panel into ``[N/16, K, 16]`` (whole 64-byte
     rows; the last panel padded with zeros by the copy only) and the micro-kernel and its tails read the panel.
     The full panels and the tail panel each have their own panel buffer (TVM shrinks each to one panel)."""
-    mod = tensorize_marked(TailSplit()(wl.matmul_fp32(13, 40, 21)))
+    mod = tensorize_marked(TailSplit()(wl.matmul_fp32(13, 40, 21, pack=True)))
     script = mod.script()
     assert "B_global = T.sblock_alloc_buffer((3, 21, 16))" in script
     assert "B_global_1 = T.sblock_alloc_buffer((3, 21, 16))" in script
@@ -192,6 +194,36 @@ def test_matmul_reads_b_from_a_packed_panel(target):
     copies = ("T.reads(B[", "B_global[", "B_global_1[")
     assert reads_of_b and all(any(c in line for c in copies) for line in reads_of_b)  # only the copies read B
     assert "masked.load\", T.address_of(B_global" not in script  # a panel row is read whole, even in the N tail
+
+
+def _packs(mod: tvm.IRModule) -> list[bool]:
+    """For each kernel of ``mod`` (the cases of a dispatched function, in order): whether it reads a packed panel."""
+    script = mod.script()
+    labels = re.findall(r'T\.sblock\("C_(in_place|packed)"\)', script) or [None]
+    return ["B_global" in script] if labels == [None] else [label == "packed" for label in labels]
+
+
+def test_matmul_packs_b_by_the_rule_of_its_row_tiles(target):
+    """``MATMUL_PACK_MIN_ROW_TILES``: a thin M (at most 16 rows: one or two 8-row tiles read each panel) reads ``B``
+    in place; from 17 rows on ``B`` is packed. A symbolic M holds both kernels, dispatched on M: each M runs the
+    kernel its rows get (the blocks of each case carry its label), equal to numpy for M = 0 to 40."""
+    assert [wl.matmul_packs_panels(m) for m in (1, 8, 16, 17, 24, 127)] == [False] * 3 + [True] * 3
+    for m, packed in ((1, False), (16, False), (17, True), (127, True)):
+        assert _packs(wl.matmul_fp32(m, 40, 21)) == [packed], m
+        assert _packs(wl.matmul_fp32(m, 40, 21, pack=not packed)) == [not packed], m
+    symbolic = wl.matmul_fp32(None, 40, 21)
+    assert _packs(symbolic) == [False, True]
+    (m_var,) = {dim for dim in symbolic["main"].params[0].shape if isinstance(dim, tvm.tirx.Var)}
+    for m, label in ((0, "in_place"), (16, "in_place"), (17, "packed"), (1000, "packed")):
+        assert dispatched_labels(symbolic["main"], m_var, m, ("in_place", "packed")) == [label], m
+    tensorized = tensorize_marked(TailSplit()(symbolic))
+    executable = tvm.compile(tensorized, target=target)
+    for m in range(41):
+        arrays = random_inputs(wl._matmul_func(m, 40, 21), np.random.default_rng(m))
+        got = run_guarded(executable, tensorized["main"], arrays, {})[-1]
+        np.testing.assert_allclose(got, arrays[0] @ arrays[1], rtol=1e-5, atol=1e-5, err_msg=f"m={m}")
+    with pytest.raises(TypeError, match="matmul_fp32: pack must be True, False or None"):
+        wl.matmul_fp32(16, 40, 21, pack=1)
 
 
 @pytest.mark.parametrize(("build", "message"), [

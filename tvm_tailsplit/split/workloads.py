@@ -10,7 +10,8 @@ Each workload builds a scheduled TensorIR module whose instruction-sized loop ca
   symbolic ``M``;
 - ``matmul_fp32``: an fp32 matmul tiled in 8 x 16 tiles of ``C`` for the any-depth micro-kernel
   (``intrinsics.MATMUL_8x16_ANY_DEPTH``: accumulators in registers over the whole reduction), ``B`` packed per
-  16-column panel, with a static or a symbolic ``M``;
+  16-column panel where enough row tiles read each panel (``MATMUL_PACK_MIN_ROW_TILES``), with a static or a
+  symbolic ``M`` (a symbolic one holds both kernels, dispatched on ``M``);
 - ``elementwise_nc1hwc0``: a 5-D ``C = A * B`` over ``N, C1, H, W, C0`` with an irregular ``h`` tiling and
   the 16-lane vector multiply on ``c0``;
 - ``matmul_wmma_cuda``: the fp16 matmul (fp32 accumulate) scheduled for CUDA tensor cores (wmma 16x16x16:
@@ -37,7 +38,7 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 from tvm.s_tir import SBlock
 
-from ..ir_utils import require_sizes
+from ..ir_utils import DispatchCase, dispatch_by_intervals, require_sizes
 from . import intrinsics
 from .conditions import MARK_KEY
 from .intrinsics import MATMUL_PANEL_TILE, llvm_target
@@ -48,6 +49,7 @@ __all__ = [
     "DENSE_TILE",
     "ELEMENTWISE_LANES",
     "MATMUL_INTRINSIC",
+    "MATMUL_PACK_MIN_ROW_TILES",
     "VECTOR_MUL_INTRINSIC",
     "VNNI_INTRINSIC",
     "WMMA_INTRINSIC",
@@ -61,6 +63,7 @@ __all__ = [
     "llvm_target",
     "matmul_fp32",
     "matmul_mma_cuda",
+    "matmul_packs_panels",
     "matmul_wmma_cuda",
     "reference",
     "register_workload_intrinsics",
@@ -228,14 +231,43 @@ def dense_int8_vnni(m: int | None = 127, n: int = 1000, k: int = 255) -> tvm.IRM
     return sch.mod
 
 
-def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129) -> tvm.IRModule:
-    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` (``m``, ``n``, ``k``) tiled for the any-depth 8 x 16
-    micro-kernel (loops ``j_0, i_0, i_1, j_1, r``, ``B`` packed per 16-column panel at ``j_0``, the block's init
-    kept, the mark on ``i_1``). ``m=None``: ``M`` is symbolic."""
-    require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
+MATMUL_PACK_MIN_ROW_TILES = 3
+"""Rule: ``matmul_fp32`` packs ``B``'s 16-column panels when at least this many 8-row tiles of ``C`` read each
+panel (``M > 16``). The copy reads ``B`` once and writes one panel that stays in cache, and it pays where the row
+tiles then read their panel from cache instead of ``B``'s rows (at a power-of-two pitch such as N = 4096 those
+rows fall in a few cache sets); a thin ``M`` (decode-like rows: one or two row tiles) reads ``B`` in place.
+Measured side by side in ``bench/results/tails.md`` (the packing table: in place 1.4-2.3x faster at M <= 8, even
+at M = 16 and N = 4096, packed 1.2-1.6x faster from M = 17 to 64 at N = 4096; at N = 1000 the two meet at M = 32)."""
+
+
+def matmul_packs_panels(m: int) -> bool:
+    """Whether ``matmul_fp32`` packs ``B`` for ``m`` rows (``MATMUL_PACK_MIN_ROW_TILES``)."""
+    return -(-m // MATMUL_PANEL_TILE[0]) >= MATMUL_PACK_MIN_ROW_TILES
+
+
+def _marked_matmul(m: int | None, n: int, k: int, pack: bool) -> tirx.PrimFunc:
     sch = s_tir.Schedule(_matmul_func(m, n, k))
-    _schedule_matmul(sch, mark=True, vectorize=False, pack=True)
-    return sch.mod
+    _schedule_matmul(sch, mark=True, vectorize=False, pack=pack)
+    return sch.mod["main"]
+
+
+def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129, pack: bool | None = None) -> tvm.IRModule:
+    """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` (``m``, ``n``, ``k``) tiled for the any-depth 8 x 16
+    micro-kernel (loops ``j_0, i_0, i_1, j_1, r``, the block's init kept, the mark on ``i_1``), ``B`` packed per
+    16-column panel at ``j_0`` (``pack=True``) or read in place (``False``); ``pack=None`` applies the rule
+    ``matmul_packs_panels``. ``m=None``: ``M`` is symbolic; with ``pack=None`` the function then holds both
+    kernels, each run for the rows the rule gives it (``ir_utils.dispatch_by_intervals`` on ``M``; block names
+    suffixed ``_in_place`` and ``_packed``)."""
+    require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
+    if pack is not None and not isinstance(pack, bool):
+        raise TypeError(f"matmul_fp32: pack must be True, False or None (the rule), got {pack!r}")
+    if m is not None or pack is not None:
+        return tvm.IRModule({"main": _marked_matmul(m, n, k, matmul_packs_panels(m) if pack is None else pack)})
+    in_place_rows = MATMUL_PANEL_TILE[0] * (MATMUL_PACK_MIN_ROW_TILES - 1)
+    in_place, packed = _marked_matmul(None, n, k, False), _marked_matmul(None, n, k, True)
+    cases = [DispatchCase(0, in_place_rows, "in_place", in_place),
+             DispatchCase(in_place_rows + 1, None, "packed", packed)]
+    return tvm.IRModule({"main": dispatch_by_intervals(in_place.params[0].shape[0], cases)})
 
 
 def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: int = ELEMENTWISE_LANES,
