@@ -499,12 +499,61 @@ def test_fewer_slices_than_stages_compile(tiling, shape):
     assert "cp.async.wait_group" in source and "mma.sync" in source
 
 
+# the kernel's cp.async copies (calls of TVM's cp.async helpers), commits and waits, in source order
+CP_ASYNC_EVENT = re.compile(r"tvm_builtin_ptx_cp_async_(?:\w*_shared_global_\d+\(|commit_group\w*\(\);|"
+                            r"wait_group\w*\(\);)")
+
+
+def waits_before_commit(source: str) -> list[int]:
+    """The source lines of the ``cp.async.wait_group`` calls that follow copies no ``commit_group`` has closed (in
+    source order: the prologue, one iteration of the pipelined loop, the epilogue). A wait covers committed groups
+    only, so what such a copy writes to shared memory may still be in flight after the wait and the barrier."""
+    found, open_copies = [], False
+    kernel = source[source.index("__global__"):]
+    for number, line in enumerate(kernel.splitlines()):
+        for event in CP_ASYNC_EVENT.findall(line):
+            if "commit_group" in event:
+                open_copies = False
+            elif "wait_group" in event:
+                if open_copies:
+                    found.append(number)
+            else:
+                open_copies = True
+    return found
+
+
 @pytest.mark.parametrize(("tiling", "shape"), [
-    (ms.tile_tiling(16, 32, 4096), (5, 45, 200)),  # 4 stages over 7 slices of 32
+    (ms.DEFAULT_TILING, (33, 24, 24)),  # one slice: the pipeline cut to 2 stages
+    (ms.MmaTiling(stages=2), (40, 40, 104)),  # 2 stages asked for, 4 slices
+    (ms.tile_tiling(16, 32, 4096), (5, 48, 1000)),  # 4 stages over 8 slices of 128
+    (ms.DEFAULT_TILING, (127, 256, 136)),  # 3 stages over 5 slices
+], ids=["default-1-slice", "2-stages", "16x32-s4", "default-s3"])
+def test_every_wait_covers_the_copies_before_it(tiling, shape):
+    """A pipeline of 2 stages (asked for, or cut to 2 for one slice: every K <= block_k) had k1's first fragment
+    loads in stage 0 beside the asynchronous copies they read, and TVM's InjectSoftwarePipeline then waited
+    (``cp.async.wait_group 0``) before committing those copies: the first ldmatrix raced the copies of the first
+    slice. The consumers now sit in stage 1 (``mma_schedule.k0_pipeline``): each wait follows the commit of the
+    copies before it."""
+    source = cuda_source(ms.matmul_mma_cuda(*shape, tiling=tiling), "sm_80", tir_pipeline=MMA_PIPELINE)
+    assert "cp.async.cg.shared.global" in source and "cp.async.wait_group" in source
+    assert waits_before_commit(source) == []
+
+
+def test_waits_before_commit_finds_an_uncommitted_copy():
+    copy = "tvm_builtin_ptx_cp_async_cg_src_size_async_cg_shared_global_16(dst, src, 16);"
+    commit = "tvm_builtin_ptx_cp_async_commit_group_async_commit_group();"
+    wait = "tvm_builtin_ptx_cp_async_wait_group_async_wait_group_0();"
+    kernel = "\n".join(["__global__ void k() {", copy, wait, commit, copy, commit, wait, "}"])
+    assert waits_before_commit(kernel) == [2]
+
+
+@pytest.mark.parametrize(("tiling", "shape"), [
+    (ms.tile_tiling(16, 32, 4096), (5, 45, 200)),  # 2 slices of 128: 3 stages
     (ms.MmaTiling((1, 2), (1, 1), 3, 4), (40, 33, 100)),  # 4 stages over 3 slices of 48 (all of them in flight)
     (ms.MmaTiling((1, 1), (1, 1), 2, 3), (17, 24, 40)),  # 3 stages over 2 slices
     (ms.DEFAULT_TILING, (33, 9, 15)),  # one slice: cut to 2 stages
-], ids=["16x32-s4", "w1x2-k3-s4", "16x16-s3", "default-1-slice"])
+    (ms.MmaTiling((1, 1), (1, 1), 2, 2), (17, 24, 100)),  # 2 stages over 4 slices (k0_pipeline's stage-1 consumers)
+], ids=["16x32-s3", "w1x2-k3-s4", "16x16-s3", "default-1-slice", "16x16-s2"])
 def test_pipelined_schedule_means_the_matmul(tiling, shape):
     """The software-pipelined schedule (TVM's InjectSoftwarePipeline runs on llvm too: its shared buffers and
     fragments multi-versioned, prologue and epilogue) with the copies synchronous (no

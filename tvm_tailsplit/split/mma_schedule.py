@@ -30,7 +30,9 @@ Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instea
    ``stages`` deep (the copies in stage 0, asynchronous; the pipelined ``k1`` in the last two), the
    annotations of TVM's ``MultiLevelTilingTensorCore`` for mma with asynchronous copies; at most one stage more
    than there are slices (``pipeline_stages``: a deeper pipeline over fewer slices leaves TVM 0.27's
-   ``cp.async.wait_group`` count an expression, which CUDA code generation refuses).
+   ``cp.async.wait_group`` count an expression, which CUDA code generation refuses). Two stages (asked for, or
+   one slice) put all of ``k1`` in stage 1 (``k0_pipeline``): its first loads in stage 0 would read the copies
+   before their ``cp.async`` group is committed.
 5. Marks (``MARK_KEY``, on the outer loop of each 16 x 16 tile): ``MMA_MARKS`` names the TVM intrinsic of the
    fill, the two ``ldmatrix`` loads, the ``mma.sync`` and the accumulator store.
 
@@ -99,6 +101,7 @@ __all__ = [
     "matmul_fp16_func",
     "matmul_mma_cuda",
     "matmul_mma_cuda_dispatch",
+    "k0_pipeline",
     "pipeline_stages",
     "tile_tiling",
     "tiling_intervals",
@@ -227,6 +230,20 @@ def pipeline_stages(tiling: MmaTiling, k: int) -> int:
     """The pipeline depth of ``tiling`` for a reduction of ``k``: its ``stages``, at most one more than the number
     of ``block_k`` slices (see the module docstring)."""
     return min(tiling.stages, -(-k // tiling.block_k) + 1)
+
+
+def k0_pipeline(stages: int) -> tuple[list[int], list[int]]:
+    """The ``software_pipeline_stage`` and ``software_pipeline_order`` of ``k0``'s five children (the ``A`` copy, the
+    ``B`` copy, ``k1``'s prologue, steady loop and epilogue) in a pipeline ``stages`` deep: the copies in stage 0
+    (asynchronous) and the consumers in the last two, the first loads one stage ahead of the mma. Two stages have
+    no stage between the copies and the mma: every consumer then goes to stage 1, in program order. (With
+    ``k1``'s prologue in stage 0, beside the asynchronous copies it reads, TVM 0.27's ``InjectSoftwarePipeline``
+    emits ``cp.async.wait_group`` before the ``cp.async.commit_group`` of those copies, and a wait does not cover
+    uncommitted copies: the first ``ldmatrix`` raced the copies of the first slice.)"""
+    last = stages - 1
+    if last >= 2:
+        return [0, 0, last - 1, last, last], [0, 1, 3, 2, 4]
+    return [0, 0, 1, 1, 1], [0, 1, 2, 3, 4]
 
 
 def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
@@ -452,9 +469,9 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
         # mma): the annotations of TVM's MultiLevelTilingTensorCore for mma with async copies.
         sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
         sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
-        last = pipeline_stages(tiling, k) - 1
-        sch.annotate(k0, "software_pipeline_stage", [0, 0, last - 1, last, last])
-        sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
+        stage, order = k0_pipeline(pipeline_stages(tiling, k))
+        sch.annotate(k0, "software_pipeline_stage", stage)
+        sch.annotate(k0, "software_pipeline_order", order)
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
     if not _has_block(sch, "C_pad"):  # M and N whole tiles (only K padded): the store writes C itself
