@@ -300,6 +300,41 @@ def test_tiling_checks_name_the_field(fields, message):
         ms.MmaTiling(**fields)
 
 
+def launched_shared_bytes(mod):
+    """The dynamic shared memory the host code launches ``mod``'s one kernel with (no GPU needed)."""
+    host, _ = host_after_packed_api(mod, cuda_target("sm_80"), MMA_PIPELINE)
+    sizes = [int(call.args[-1]) for call in host_calls(host, "tirx.call_ffi_kernel")]
+    assert len(sizes) == 1
+    return sizes[0]
+
+
+def host_calls(host, name):
+    calls = []
+    tvm_ffi.structural_walk(host.body, (tvm.ir.expr.Call, lambda call: calls.append(call)
+                                        if isinstance(call.op, tvm.ir.Op) and call.op.name == name else None))
+    return calls
+
+
+@pytest.mark.parametrize("tiling", [ms.DEFAULT_TILING, ms.MmaTiling((2, 1), (1, 3), 2, 3),
+                                    ms.MmaTiling((1, 2), (1, 1), 3, 2), ms.MmaTiling((2, 2), (4, 3), 3, 5)],
+                         ids=lambda tiling: tiling.name())
+def test_shared_bytes_are_the_launched_shared_memory(tiling):
+    """``MmaTiling.shared_bytes`` (what the shared-memory check reads) is what the kernel is launched with: rows
+    padded as storage_align pads them (``shared_row``). It counted ``SHARED_ROW_PAD`` halves per row, short by
+    24 halves per row where the slice depth or the block's columns are not multiples of 32 (48 -> 72, not 56),
+    so that the check passed tilings whose kernels need more than an sm_80 thread block has."""
+    rows, cols = tiling.block_tile  # whole blocks (a smaller C compacts the slices) and every stage used
+    mod = ms.matmul_mma_cuda(2 * rows, 2 * cols, tiling.block_k * tiling.stages, tiling=tiling)
+    assert launched_shared_bytes(mod) == tiling.shared_bytes
+
+
+def test_shared_memory_check_counts_the_row_alignment():
+    # 128 x 96 x 48, 6 stages: 6 x 28416 bytes (rows of 72 halves) = 170496 > 166912; counted as 56 halves: 145920
+    with pytest.raises(ValueError, match=r"MmaTiling.stages 6: 170496 bytes of shared memory, more than 166912"):
+        ms.MmaTiling((2, 2), (4, 3), 3, 6)
+    assert [ms.shared_row(length) for length in (16, 32, 48, 64, 96, 112, 128)] == [40, 40, 72, 72, 104, 136, 136]
+
+
 @pytest.mark.parametrize(("args", "message"), [((8, 32, 64), "rows must be a positive multiple of 16, got 8"),
                                                ((16, 40, 64), "cols must be a positive multiple of 16, got 40"),
                                                ((16, 32, 0), "k must be a positive int, got 0")])

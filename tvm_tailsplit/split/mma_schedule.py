@@ -90,6 +90,7 @@ __all__ = [
     "MMA_MARKS",
     "MMA_PASS_CONFIG",
     "MMA_TILE",
+    "SHARED_ROW_ALIGN",
     "SHARED_ROW_PAD",
     "SHARED_SCOPE",
     "TAILSPLIT_STRATEGY",
@@ -98,11 +99,12 @@ __all__ = [
     "candidate_tiles",
     "choose_tiling",
     "copy_lanes",
+    "k0_pipeline",
     "matmul_fp16_func",
     "matmul_mma_cuda",
     "matmul_mma_cuda_dispatch",
-    "k0_pipeline",
     "pipeline_stages",
+    "shared_row",
     "tile_tiling",
     "tiling_intervals",
 ]
@@ -124,6 +126,7 @@ THIN_ROWS = 64  # tiles of at most this many rows stream B for few rows (memory-
 THIN_STAGES = 4
 SHARED_SCOPE = "shared.dyn"  # over 48 KB: dynamic shared memory (TVM's runtime raises the kernel's limit)
 SHARED_ROW_PAD = 8  # halves added to every shared row (16 bytes: ldmatrix rows fall in different banks)
+SHARED_ROW_ALIGN = 32  # storage_align's factor: a shared row is SHARED_ROW_PAD halves past a multiple of this
 COPY_LANES = (8, 4, 2, 1)  # candidate vector widths of a global -> shared copy, widest first (8 halves = 16 B)
 TAILSPLIT_STRATEGY = "partial"  # see the module docstring
 STORE_BLOCK = "C_pad_warp"  # the accumulator store (cache_write of the padded einsum)
@@ -147,6 +150,13 @@ def copy_lanes(row_length: int, per_thread: int = COPY_LANES[0]) -> int:
     aligned to its own size and lies wholly inside or wholly outside the matrix, and the threads split the slice
     without a remainder (cp.async moves 4, 8 or 16 bytes; a width of 1 stays a synchronous copy)."""
     return next(lanes for lanes in COPY_LANES if row_length % lanes == 0 and per_thread % lanes == 0)
+
+
+def shared_row(length: int) -> int:
+    """Halves per shared-memory row of a slice whose rows hold ``length`` halves: ``storage_align`` rounds the row up
+    to ``SHARED_ROW_PAD`` past a multiple of ``SHARED_ROW_ALIGN`` (``length + SHARED_ROW_PAD`` only where ``length``
+    is a multiple of ``SHARED_ROW_ALIGN``: a 48-deep slice's rows take 72 halves, not 56)."""
+    return length + (SHARED_ROW_PAD - length) % SHARED_ROW_ALIGN
 
 
 @dataclass(frozen=True)
@@ -213,9 +223,9 @@ class MmaTiling:
 
     @property
     def shared_bytes(self) -> int:
-        """Shared memory of the pipeline: ``stages`` slices of ``A`` and ``B``, rows padded by ``SHARED_ROW_PAD``."""
+        """Shared memory of the pipeline: ``stages`` slices of ``A`` and ``B``, rows as ``shared_row`` lays them out."""
         rows, cols = self.block_tile
-        return self.stages * 2 * (rows * (self.block_k + SHARED_ROW_PAD) + self.block_k * (cols + SHARED_ROW_PAD))
+        return self.stages * 2 * (rows * shared_row(self.block_k) + self.block_k * shared_row(cols))
 
     def name(self) -> str:
         """``BMxBNxBK/s`` with the warps and warp tiles, e.g. ``128x128x32/3 w2x2 t4x4``."""
@@ -440,7 +450,7 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
         sch.bind(t_x, "threadIdx.x")
         if lanes > 1:
             sch.vectorize(vector)
-        sch.storage_align(stage, 0, axis=-2, factor=32, offset=SHARED_ROW_PAD)
+        sch.storage_align(stage, 0, axis=-2, factor=SHARED_ROW_ALIGN, offset=SHARED_ROW_PAD)
 
     def tile(stage: s_tir.SBlockRV) -> tuple[s_tir.LoopRV, s_tir.LoopRV, s_tir.LoopRV]:
         rows, cols = sch.get_loops(stage)[-2:]
