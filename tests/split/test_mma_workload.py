@@ -343,6 +343,36 @@ def test_tile_tiling_names_a_bad_argument(args, message):
         ms.tile_tiling(*args)
 
 
+def test_tile_tiling_takes_every_block_tile_of_whole_16_x_16_tiles():
+    """Every ``rows x cols`` of whole 16 x 16 tiles up to 128 x 128 gets a tiling of that block tile, or, where its
+    warp tiles would not fit a thread's registers, a ValueError of tile_tiling naming the tile. The warps were 2 in
+    M and up to 4 in N whatever the tile counts, so 16 x 48 took 3 warps (96 threads, which split no 16 x 64 slice:
+    "MmaTiling.warps (1, 3): ...", a field the caller never set) and 48 x 16 was refused as "not whole 16 x 16
+    tiles per warp"; the warps now divide the tile counts (powers of two)."""
+    refused = []
+    for rows in range(16, 129, 16):
+        for cols in range(16, 129, 16):
+            try:
+                tiling = ms.tile_tiling(rows, cols, 64)
+            except ValueError as error:
+                assert re.match(rf"tile_tiling: no tiling of a {rows} x {cols} block tile: MmaTiling.warp_tiles .* "
+                                "more than the 255 registers", str(error)), str(error)
+                refused.append((rows, cols))
+                continue
+            assert tiling.block_tile == (rows, cols) and tiling.threads <= ms.BLOCK_WARPS * 32
+    # an odd tile count (5 or 7 tiles) is one warp's: 5 x 7, 7 x 5, 7 x 7, 4 x 7 warp tiles (224 accumulators or more)
+    assert refused == [(80, 112), (112, 80), (112, 112), (128, 112)]
+    with pytest.raises(ValueError, match=r"tile_tiling: no tiling of a 256 x 256 block tile: MmaTiling.warp_tiles"):
+        ms.tile_tiling(256, 256, 64)
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(16, 48), (48, 16), (96, 80)])
+def test_block_tiles_of_odd_tile_counts_mean_the_matmul(rows, cols):
+    tiling = ms.tile_tiling(rows, cols, 64)
+    shape = (rows + 9, 2 * cols - 5, 70)
+    run_on_llvm(stores_mapped(ms.matmul_mma_cuda(*shape, pipeline=False, tiling=tiling)), *shape)
+
+
 @pytest.mark.parametrize(("args", "message"), [((0, 64, 64), "m must be a positive int or None, got 0"),
                                                ((None, 0, 64), "n must be a positive int, got 0"),
                                                ((None, 64.5, 64), "n must be a positive int, got 64.5"),

@@ -120,7 +120,7 @@ SHARED_BYTES_LIMIT = shared_memory_per_block(DEFAULT_ARCH)
 # ``cuda.DEFAULT_MULTIPROCESSORS`` by default; the benchmark passes the GPU's own (``cuda.multiprocessor_count``)
 M_TILES = (16, 32, 64, 128)  # block tile rows: at most the smallest of these that covers M
 N_TILES = (32, 64, 128)  # block tile columns (a warp's N tile stays a whole 16-column mma tile)
-BLOCK_WARPS = 4  # warps per thread block where the tile has room: 2 in M (1 for a 16-row tile), the rest in N
+BLOCK_WARPS = 4  # warps per thread block where the tile has room: 2 in M (1 for odd 16-row tile counts), rest in N
 STAGE_HALVES = 8192  # one pipeline stage copies about this many halves of A and B (the default's 128x32 + 32x128)
 THIN_ROWS = 64  # tiles of at most this many rows stream B for few rows (memory-bound): THIN_STAGES deep
 THIN_STAGES = 4
@@ -258,25 +258,35 @@ def k0_pipeline(stages: int) -> tuple[list[int], list[int]]:
 
 def tile_tiling(rows: int, cols: int, k: int) -> MmaTiling:
     """The ``MmaTiling`` of a ``rows x cols`` block tile (multiples of 16) for a reduction of ``k``, by the rules:
-    ``BLOCK_WARPS`` warps (2 in M where the tile has 32 rows or more, else 1; the rest in N, at most one per
-    16 columns); the slice depth ``STAGE_HALVES / (rows + cols)`` rounded down to a power-of-two number of 16-deep
+    ``BLOCK_WARPS`` warps where the tile has room (2 in M where its 16-row tiles are even in number, else 1; in N
+    the most, up to the rest, that splits its 16-column tiles evenly: a power of two, so the threads split every
+    slice evenly); the slice depth ``STAGE_HALVES / (rows + cols)`` rounded down to a power-of-two number of 16-deep
     steps, at least 2, at most what divides ``k`` rounded up to whole 32-deep slices (a deeper slice then adds no
-    padding); ``THIN_STAGES`` stages for a tile of at most ``THIN_ROWS`` rows, else the default's."""
+    padding); ``THIN_STAGES`` stages for a tile of at most ``THIN_ROWS`` rows, else the default's. A tile no tiling
+    can run (warp tiles beyond a thread's registers) raises a ``ValueError`` naming it and the reason."""
     for name, value, unit in (("rows", rows, MMA_TILE), ("cols", cols, MMA_TILE), ("k", k, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < unit or value % unit:
             what = "a positive int" if unit == 1 else f"a positive multiple of {unit}"
             raise ValueError(f"tile_tiling: {name} must be {what}, got {value!r}")
-    warps_m = min(2, rows // MMA_TILE)
-    warps_n = min(BLOCK_WARPS // warps_m, cols // MMA_TILE)
-    if rows % (warps_m * MMA_TILE) or cols % (warps_n * MMA_TILE):
-        raise ValueError(f"tile_tiling: a {rows} x {cols} block tile is not whole 16 x 16 tiles per warp "
-                         f"({warps_m} x {warps_n} warps)")
+
+    def warps(tiles: int, most: int) -> int:  # the most warps, a power of two up to ``most``, dividing ``tiles``
+        count = 1
+        while 2 * count <= most and tiles % (2 * count) == 0:
+            count *= 2
+        return count
+
+    warps_m = warps(rows // MMA_TILE, 2)
+    warps_n = warps(cols // MMA_TILE, BLOCK_WARPS // warps_m)
     padded_k = -(-k // (2 * MMA_TILE)) * 2 * MMA_TILE
     steps = 2
     while 2 * steps * MMA_TILE * (rows + cols) <= STAGE_HALVES and padded_k % (2 * steps * MMA_TILE) == 0:
         steps *= 2
-    return MmaTiling(warps=(warps_m, warps_n), warp_tiles=(rows // (warps_m * MMA_TILE), cols // (warps_n * MMA_TILE)),
-                     block_k_steps=steps, stages=THIN_STAGES if rows <= THIN_ROWS else DEFAULT_TILING.stages)
+    try:
+        return MmaTiling(warps=(warps_m, warps_n),
+                         warp_tiles=(rows // (warps_m * MMA_TILE), cols // (warps_n * MMA_TILE)),
+                         block_k_steps=steps, stages=THIN_STAGES if rows <= THIN_ROWS else DEFAULT_TILING.stages)
+    except ValueError as error:
+        raise ValueError(f"tile_tiling: no tiling of a {rows} x {cols} block tile: {error}") from None
 
 
 def candidate_tiles(m: int | None) -> list[tuple[int, int]]:
