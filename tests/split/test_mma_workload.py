@@ -760,6 +760,28 @@ def test_matmul_mma_cuda_names_a_tiling_that_is_not_an_mma_tiling(tiling):
         ms.matmul_mma_cuda(16, 32, 32, tiling=tiling)
 
 
+def test_sizes_past_32_bit_indices_are_refused():
+    """The kernel computes A's, B's and C's element indices in 32-bit ints (``blockIdx.y * 524288`` at K = 4096):
+    M = 600000 x K = 4096 wrapped around (a wrong result or a fault, without a word). A static size past the
+    limit is refused by name; a symbolic M is checked by the host before the launch (``max_rows``)."""
+    assert ms.max_rows(4096, 4096, ms.DEFAULT_TILING) == 524288  # (524288 - 1) * 4096 + 4096 = 2 ** 31
+    ms.matmul_mma_cuda(524288, 4096, 4096, pipeline=False)
+    with pytest.raises(ValueError, match=r"matmul_mma_cuda: m = 524289 with n = 4096, k = 4096: .* 32-bit element "
+                                         r"indices .* \(the largest m is 524288\)"):
+        ms.matmul_mma_cuda(524289, 4096, 4096)
+    with pytest.raises(ValueError, match=r"matmul_mma_cuda_dispatch: n = 50000, k = 50000: .* indices of B pass"):
+        ms.matmul_mma_cuda_dispatch(50000, 50000)
+    tiling = ms.choose_tiling(None, 24, 40)
+    limit = ms.max_rows(24, 40, tiling)
+    host, _ = host_after_packed_api(ms.matmul_mma_cuda(None, 24, 40, tiling=tiling), cuda_target("sm_90"),
+                                    MMA_PIPELINE)
+    checks = []
+    tvm_ffi.structural_walk(host.body, (tvm.tirx.AssertStmt, lambda node: checks.append(node)
+                                        if "m must be at most" in str(node.message_parts) else None))
+    (check,) = checks
+    assert [evaluate(check.condition, {"m": m}) for m in (0, limit, limit + 1)] == [1, 1, 0]
+
+
 def test_the_mma_pipeline_refuses_a_module_for_another_target():
     # its intrinsics are CUDA's (mma.sync, ldmatrix, cp.async): on llvm TVM failed deep inside with "IntImm can
     # only take scalar"; the llvm pipeline is "tailsplit"

@@ -87,6 +87,7 @@ from .conditions import MARK_KEY
 
 __all__ = [
     "DEFAULT_TILING",
+    "INDEX_LIMIT",
     "MMA_MARKS",
     "MMA_PASS_CONFIG",
     "MMA_TILE",
@@ -103,6 +104,7 @@ __all__ = [
     "matmul_fp16_func",
     "matmul_mma_cuda",
     "matmul_mma_cuda_dispatch",
+    "max_rows",
     "pipeline_stages",
     "shared_row",
     "tile_tiling",
@@ -240,6 +242,25 @@ def pipeline_stages(tiling: MmaTiling, k: int) -> int:
     """The pipeline depth of ``tiling`` for a reduction of ``k``: its ``stages``, at most one more than the number
     of ``block_k`` slices (see the module docstring)."""
     return min(tiling.stages, -(-k // tiling.block_k) + 1)
+
+
+INDEX_LIMIT = 2**31  # the kernel indexes A, B and C with 32-bit ints: every element index stays below this
+
+
+def max_rows(n: int, k: int, tiling: MmaTiling) -> int:
+    """The largest ``M`` whose kernel tiled by ``tiling`` keeps every element index it computes below
+    ``INDEX_LIMIT`` (0 if none does): the copies and stores address whole thread-block tiles of ``A``, ``B`` and
+    ``C`` (rows up to ``M`` rounded up to ``block_tile[0]``, the last slice up to ``K`` rounded up to ``block_k``,
+    columns up to ``N`` rounded up to ``block_tile[1]``), beyond the matrices where predicated, and TVM's index
+    arithmetic is 32-bit (``blockIdx.y * rows * K`` in ``int``), so a larger ``M`` wraps around."""
+    rows, cols = tiling.block_tile
+    depth = -(-k // tiling.block_k) * tiling.block_k
+    width = -(-n // cols) * cols
+    if (depth - 1) * n + width > INDEX_LIMIT - 1:  # B alone
+        return 0
+    row_length, tail = max(k, n), max(depth, width)  # A's and C's rows
+    padded_rows = (INDEX_LIMIT - tail) // row_length + 1  # (padded_rows - 1) * row_length + tail <= INDEX_LIMIT - 1
+    return padded_rows // rows * rows
 
 
 def k0_pipeline(stages: int) -> tuple[list[int], list[int]]:
@@ -381,9 +402,22 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     if not isinstance(tiling, MmaTiling):
         raise TypeError(f"matmul_mma_cuda: tiling must be an MmaTiling (e.g. choose_tiling(m, n, k)), got "
                         f"{tiling!r}")
+    limit = _rows_within_index_limit("matmul_mma_cuda", m, n, k, [tiling])
     func = matmul_fp16_func(m, n, k)
     mod = _schedule(func, m, n, k, pipeline, pad_to_blocks, padded_output, tiling)
-    return mod if m is not None else _launched_for_rows(mod, func.params[0].shape[0])
+    return mod if m is not None else _launched_for_rows(mod, func.params[0].shape[0], limit)
+
+
+def _rows_within_index_limit(caller: str, m: int | None, n: int, k: int, tilings: list[MmaTiling]) -> int:
+    """The largest ``M`` every one of ``tilings`` indexes within ``INDEX_LIMIT`` (``max_rows``); a ``ValueError``
+    naming ``caller`` and the sizes where no ``M`` (or the static ``m``) is within it."""
+    limit = min(max_rows(n, k, tiling) for tiling in tilings)
+    if limit == 0:
+        raise ValueError(f"{caller}: n = {n}, k = {k}: the kernel's 32-bit element indices of B pass {INDEX_LIMIT}")
+    if m is not None and m > limit:
+        raise ValueError(f"{caller}: m = {m} with n = {n}, k = {k}: the kernel's 32-bit element indices of A, B and "
+                         f"C would pass {INDEX_LIMIT} (the largest m is {limit})")
+    return limit
 
 
 def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True, pad_to_blocks: bool = False,
@@ -395,15 +429,18 @@ def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True
     other arguments are ``matmul_mma_cuda``'s; ``TailSplit`` and the ``"tailsplit_mma"`` pipeline treat the
     cases' marks as they treat one kernel's. ``M = 0`` runs no kernel."""
     require_sizes("matmul_mma_cuda_dispatch", n=n, k=k, sm_count=sm_count)
+    intervals = tiling_intervals(n, k, sm_count)
+    limit = _rows_within_index_limit("matmul_mma_cuda_dispatch", None, n, k, [tiling for _, _, tiling in intervals])
     func = matmul_fp16_func(None, n, k)
     m = func.params[0].shape[0]
     scheduled: dict[MmaTiling, tirx.PrimFunc] = {}
     cases = []
-    for first, last, tiling in tiling_intervals(n, k, sm_count):
+    for first, last, tiling in intervals:
         if tiling not in scheduled:
             scheduled[tiling] = _schedule(func, None, n, k, pipeline, pad_to_blocks, padded_output, tiling)["main"]
         cases.append(DispatchCase(first, last, "t{}x{}".format(*tiling.block_tile), scheduled[tiling]))
-    return tvm.IRModule({"main": dispatch_by_intervals(m, cases)})
+    dispatched = dispatch_by_intervals(m, cases)
+    return tvm.IRModule({"main": _with_host_body(dispatched, lambda body: tirx.SeqStmt([_row_check(m, limit), body]))})
 
 
 def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool, pad_to_blocks: bool,
@@ -503,18 +540,31 @@ def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool
     return _bindings_inside_domains(sch.mod, STORE_BLOCK)
 
 
-def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var) -> tvm.IRModule:
+def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var, limit: int) -> tvm.IRModule:
     """``mod`` (a symbolic ``M``) with its root block's body under ``if tvm_thread_invariant(m > 0)``: host code,
     so ``M = 0`` launches no kernel. Without it TVM's CUDA runtime would launch the grid extent 0 as one block
     (``ir_utils.launched_extent``), which TailSplit's guard chains keep from storing anything, but which still
-    costs a launch (``ir_utils.host_if``, as ``dispatch_by_intervals`` wraps its cases)."""
-    func = mod["main"]
+    costs a launch (``ir_utils.host_if``, as ``dispatch_by_intervals`` wraps its cases). Before it, a run-time
+    check that ``m <= limit`` (``max_rows``: a larger ``M`` would wrap the kernel's 32-bit indices around)."""
+    def launched(body: tirx.Stmt) -> tirx.Stmt:
+        return tirx.SeqStmt([_row_check(m, limit), host_if(m > 0, body)])
+
+    return tvm.IRModule({"main": _with_host_body(mod["main"], launched)}, attrs=mod.attrs)
+
+
+def _row_check(m: tirx.Var, limit: int) -> tirx.Stmt:
+    """A host-side run-time check ``m <= limit`` (``RuntimeError`` naming the limit)."""
+    message = (f"matmul_mma_cuda: m must be at most {limit}: a larger M would pass {INDEX_LIMIT} in the kernel's "
+               "32-bit element indices of A, B or C")
+    return tirx.AssertStmt(m <= limit, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
+
+
+def _with_host_body(func: tirx.PrimFunc, wrap) -> tirx.PrimFunc:
+    """``func`` with its root block's body replaced by ``wrap(body)``."""
     root = func.body.block
-    body = host_if(m > 0, root.body)
-    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
-                   root.match_buffers, root.annotations)
-    realize = SBlockRealize(func.body.iter_values, func.body.predicate, block)
-    return tvm.IRModule({"main": func.with_body(realize)}, attrs=mod.attrs)
+    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, wrap(root.body), root.init,
+                   root.alloc_buffers, root.match_buffers, root.annotations)
+    return func.with_body(SBlockRealize(func.body.iter_values, func.body.predicate, block))
 
 
 def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:
