@@ -44,10 +44,12 @@ __all__ = [
     "require_list",
     "require_module",
     "require_sizes",
+    "runtime_assert",
     "substitute",
     "suffix_block_names",
     "uses_var",
     "with_loop",
+    "with_root_body",
 ]
 
 # The loop annotation that maps the loop nest below it to one instruction (TVM's emit_insn pragma; TailSplit's mark).
@@ -76,6 +78,22 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
     for expr in exprs[1:]:
         result = tirx.And(result, expr)
     return result
+
+
+def runtime_assert(condition: tvm.ir.PrimExpr, message: str) -> tirx.AssertStmt:
+    """A run-time check in host code: raises ``RuntimeError`` with ``message`` where ``condition`` fails."""
+    # The FFI constructor takes (condition, error kind, message parts), whatever the Python parameter names say.
+    return tirx.AssertStmt(condition, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
+
+
+def with_root_body(func: tirx.PrimFunc, body: tirx.Stmt) -> tirx.PrimFunc:
+    """``func`` (in block form: a root ``SBlockRealize``) with ``body`` as the body of its root block, the block's
+    other fields kept."""
+    realize = func.body
+    root = realize.block
+    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
+                   root.match_buffers, root.annotations)
+    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
 
 
 def host_if(condition: tvm.ir.PrimExpr, body: tirx.Stmt) -> tirx.IfThenElse:

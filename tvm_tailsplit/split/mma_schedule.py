@@ -82,7 +82,7 @@ from ..cuda import (
     rule_intervals,
     shared_memory_per_block,
 )
-from ..ir_utils import DispatchCase, dispatch_by_intervals, host_if, require_sizes
+from ..ir_utils import DispatchCase, dispatch_by_intervals, host_if, require_sizes, runtime_assert, with_root_body
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -440,7 +440,8 @@ def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True
             scheduled[tiling] = _schedule(func, None, n, k, pipeline, pad_to_blocks, padded_output, tiling)["main"]
         cases.append(DispatchCase(first, last, "t{}x{}".format(*tiling.block_tile), scheduled[tiling]))
     dispatched = dispatch_by_intervals(m, cases)
-    return tvm.IRModule({"main": _with_host_body(dispatched, lambda body: tirx.SeqStmt([_row_check(m, limit), body]))})
+    checked = tirx.SeqStmt([_row_check(m, limit), dispatched.body.block.body])
+    return tvm.IRModule({"main": with_root_body(dispatched, checked)})
 
 
 def _schedule(func: tirx.PrimFunc, m: int | None, n: int, k: int, pipeline: bool, pad_to_blocks: bool,
@@ -549,22 +550,14 @@ def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var, limit: int) -> tvm.IRModu
     def launched(body: tirx.Stmt) -> tirx.Stmt:
         return tirx.SeqStmt([_row_check(m, limit), host_if(m > 0, body)])
 
-    return tvm.IRModule({"main": _with_host_body(mod["main"], launched)}, attrs=mod.attrs)
+    func = mod["main"]
+    return tvm.IRModule({"main": with_root_body(func, launched(func.body.block.body))}, attrs=mod.attrs)
 
 
 def _row_check(m: tirx.Var, limit: int) -> tirx.Stmt:
     """A host-side run-time check ``m <= limit`` (``RuntimeError`` naming the limit)."""
-    message = (f"matmul_mma_cuda: m must be at most {limit}: a larger M would pass {INDEX_LIMIT} in the kernel's "
-               "32-bit element indices of A, B or C")
-    return tirx.AssertStmt(m <= limit, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
-
-
-def _with_host_body(func: tirx.PrimFunc, wrap) -> tirx.PrimFunc:
-    """``func`` with its root block's body replaced by ``wrap(body)``."""
-    root = func.body.block
-    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, wrap(root.body), root.init,
-                   root.alloc_buffers, root.match_buffers, root.annotations)
-    return func.with_body(SBlockRealize(func.body.iter_values, func.body.predicate, block))
+    return runtime_assert(m <= limit, f"matmul_mma_cuda: m must be at most {limit}: a larger M would pass "
+                                      f"{INDEX_LIMIT} in the kernel's 32-bit element indices of A, B or C")
 
 
 def _bindings_inside_domains(mod: tvm.IRModule, block_name: str) -> tvm.IRModule:

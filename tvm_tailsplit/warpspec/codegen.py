@@ -74,7 +74,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK, STATIC_SHARED_MEMORY_PER_BLOCK
-from ..ir_utils import has_unit_step, host_if, substitute, suffix_block_names, uses_var, with_loop
+from ..ir_utils import has_unit_step, host_if, runtime_assert, substitute, suffix_block_names, uses_var, with_loop
 from .graphs import evaluate_index
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
@@ -119,12 +119,6 @@ def require_concurrent_threads(roles: int) -> None:
     if threads < roles:
         raise RuntimeError(f"{_thread_requirement(roles)}. TVM's pool runs {threads} thread(s); this machine has "
                            f"{os.cpu_count()} logical cores.")
-
-
-def _assert(condition: tirx.PrimExpr, message: str) -> tirx.Stmt:
-    """A run-time check raising RuntimeError with `message`."""
-    # The FFI constructor takes (condition, error kind, message parts), whatever the Python parameter names say.
-    return tirx.AssertStmt(condition, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
 
 
 def _seq(stmts: list) -> tirx.Stmt | None:
@@ -296,7 +290,7 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     roles = len(tree.roles)
     if roles > 1:
         threads = tirx.call_packed("runtime.NumThreads")
-        body = tirx.SeqStmt([_assert(threads >= roles, _thread_requirement(roles)), body])
+        body = tirx.SeqStmt([runtime_assert(threads >= roles, _thread_requirement(roles)), body])
     return _with_root(protocol, body, [channels])
 
 

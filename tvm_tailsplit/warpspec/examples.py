@@ -46,7 +46,15 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import DEFAULT_MULTIPROCESSORS
-from ..ir_utils import EMIT_INSN_PRAGMA, DispatchCase, conjunction, dispatch_by_intervals, require_sizes
+from ..ir_utils import (
+    EMIT_INSN_PRAGMA,
+    DispatchCase,
+    conjunction,
+    dispatch_by_intervals,
+    require_sizes,
+    runtime_assert,
+    with_root_body,
+)
 from .tiles import FRAGMENT_STORE_MARK, TMA_MAX_BOX_ROWS, TMA_ROW_BYTES, WGMMA_M, WGMMA_MAX_N
 from .tiling import hopper_block_n_intervals
 from .tree import WARP_ROLE
@@ -118,17 +126,8 @@ def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int | None, 
     if (isinstance(body, tirx.SeqStmt) and isinstance(body.seq[0], tirx.AssertStmt)
             and isinstance(body.seq[0].condition, tirx.IntImm) and int(body.seq[0].condition)):
         rest = list(body.seq[1:])  # the size check of `_require_k_steps`, which the sizes given meet
-        func = _with_root_body(func, rest[0] if len(rest) == 1 else tirx.SeqStmt(rest))
+        func = with_root_body(func, rest[0] if len(rest) == 1 else tirx.SeqStmt(rest))
     return func
-
-
-def _with_root_body(func: tirx.PrimFunc, body: tirx.Stmt) -> tirx.PrimFunc:
-    """`func` with `body` as the body of its root block."""
-    realize = func.body
-    root = realize.block
-    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, root.alloc_buffers,
-                   root.match_buffers, root.annotations)
-    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
 
 
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
@@ -454,7 +453,6 @@ def _require_k_steps(func: tirx.PrimFunc, block_k: int) -> tirx.PrimFunc:
     """`func` (a GEMM whose K loop runs `K // block_k` steps) checking first that `K` is a multiple of `block_k`:
     the columns past the last whole step would be dropped from the sum, a wrong result without a word."""
     k = func.params[0].shape[1]
-    check = tirx.AssertStmt(tirx.floormod(k, block_k) == 0, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(
-        f"gemm: K must be a multiple of block_k = {block_k} (the kernel's K loop runs K // {block_k} steps; build "
-        "it with zero_fill_k=True for any K)")])
-    return _with_root_body(func, tirx.SeqStmt([check, func.body.block.body]))
+    check = runtime_assert(tirx.floormod(k, block_k) == 0, f"gemm: K must be a multiple of block_k = {block_k} (the "
+                           f"kernel's K loop runs K // {block_k} steps; build it with zero_fill_k=True for any K)")
+    return with_root_body(func, tirx.SeqStmt([check, func.body.block.body]))

@@ -76,9 +76,8 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import shared_memory_per_block
-from ..ir_utils import conjunction, substitute, uses_var, with_loop
+from ..ir_utils import conjunction, runtime_assert, substitute, uses_var, with_loop
 from .codegen import (
-    _assert,
     _distribute,
     _launched_when_nonempty,
     _require_thread_private_in_one_role,
@@ -305,7 +304,7 @@ class _Hopper:
             return []
         if isinstance(analyzer.simplify(pitch), tirx.IntImm):
             raise WarpSpecializeInputError(f"WarpSpecialize(hopper=True): {message}")
-        return [_assert(aligned, f"WarpSpecialize: {message}")]
+        return [runtime_assert(aligned, f"WarpSpecialize: {message}")]
 
     def skipped_when_empty(self, source: tirx.Buffer) -> list[tirx.Var]:
         """The symbolic dimensions of `source` at 0 of which no TMA load of it runs: each load lies in a pipeline
@@ -550,7 +549,7 @@ def _trip_count_asserts(protocol: Protocol) -> list[tirx.Stmt]:
             raise WarpSpecializeInputError(
                 f"loop '{name}': the rules hold only from {minimum} iterations on, but its trip count {extents[name]} "
                 f"uses the grid loop variables {grid}, so the Hopper kernel cannot assert it before the grid loops")
-        asserts.append(_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least "
+        asserts.append(runtime_assert(extents[name] >= minimum, f"WarpSpecialize: loop '{name}' must run at least "
                                                          f"{minimum} iterations (its synchronization was derived "
                                                          "for those)"))
     return asserts
