@@ -138,6 +138,16 @@ def seconds_per_call(executable, args) -> float:
     return min(timer(*args).results)
 
 
+def timed_in_rounds(built: dict, rounds: int) -> dict:
+    """Every ``(executable, args)`` of ``built`` timed once per round, in turn (side by side): its seconds per call
+    in each round, by key."""
+    times: dict = {key: [] for key in built}
+    for _ in range(rounds):
+        for key, (executable, args) in built.items():
+            times[key].append(seconds_per_call(executable, args))
+    return times
+
+
 def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
     """Every variant of one workload and shape: medians of side-by-side timings, code size, compile time."""
     import tvm
@@ -180,10 +190,7 @@ def measure_case(name: str, shape: dict, rounds: int, target) -> dict:
         executable, args = add("flat", lambda: FLAT[name](shape))
         executable["main"](*args)
         np.testing.assert_array_equal(args[2].numpy(), args[0].numpy() * args[1].numpy())
-    times: dict = {variant: [] for variant in built}
-    for _ in range(rounds):
-        for variant, (executable, args) in built.items():
-            times[variant].append(seconds_per_call(executable, args))
+    times = timed_in_rounds(built, rounds)
     for variant in built:
         seconds = statistics.median(times[variant])
         if variant == "divisible":
@@ -314,10 +321,7 @@ def measure_tail_breakdown(rounds: int, target) -> dict:
             mod = tv.build_variant("matmul_fp32", variant, shape)
             executable, _ = compile_module(mod, target)
             built[(label, variant)] = (executable, arguments(mod))
-    times: dict = {key: [] for key in built}
-    for _ in range(rounds):
-        for key, (executable, args) in built.items():
-            times[key].append(seconds_per_call(executable, args))
+    times = timed_in_rounds(built, rounds)
     result = {}
     for (label, variant), (executable, _) in built.items():
         asm = executable.mod.inspect_source("asm")
@@ -399,10 +403,7 @@ def measure_packing(shapes: list[dict], rounds: int, target) -> dict:
             mod = tensorize_marked(TailSplit()(wl.matmul_fp32(**shape, pack=pack)))
             executable, _ = compile_module(mod, target)
             built[(index, form)] = (executable, arguments(mod))
-    times: dict = {key: [] for key in built}
-    for _ in range(rounds):
-        for key, (executable, args) in built.items():
-            times[key].append(seconds_per_call(executable, args))
+    times = timed_in_rounds(built, rounds)
     return {"min_row_tiles": wl.MATMUL_PACK_MIN_ROW_TILES,
             "rows": [{"shape": shape, "rule_packs": wl.matmul_packs_panels(shape["m"]),
                       **{form: {"seconds": statistics.median(times[(index, form)])} for form in forms}}
@@ -453,7 +454,8 @@ def markdown(report: dict) -> str:
         "",
         "(a) guarded: TVM's default tiling with guards, inner loop vectorized where TVM accepts it; (b) pad_einsum + "
         "tensorize; (c) (a) + LoopPartition hints; (d) TailSplit + tensorize_marked (fp32 matmul: B packed per "
-        "16-column panel); (e) the same tensorized kernel on the nearest divisible shape, time x useful work. "
+        "16-column panel where M > 16, read in place below: the packing table); (e) the same tensorized kernel on "
+        "the nearest divisible shape, time x useful work. "
         "Ratios: d/a = time(a)/time(d) (target >= "
         f"{report['targets']['d/a']}), d/b = time(b)/time(d) (target >= {report['targets']['d/b']}), "
         f"d/e = time(d)/time(e) (target <= {report['targets']['d/e']}).",
@@ -468,7 +470,8 @@ def markdown(report: dict) -> str:
         lines.append(f"| {row['workload']} | {shape_text(row['shape'])} | {times} | {ratios} | {met} |")
     symbolic = [row for row in report["rows"] if "tailsplit, symbolic M" in row["variants"]]
     if symbolic:
-        lines += ["", "(d) with M symbolic (one kernel for every M, run with the shape's M) against (d) with static M:",
+        lines += ["", "(d) with M symbolic (one compiled function for every M, run with the shape's M) against (d) "
+                  "with static M:",
                   "", "| workload | shape | tailsplit us | tailsplit, symbolic M us | symbolic / static |",
                   "|---|---|---|---|---|"]
         for row in symbolic:

@@ -16,7 +16,7 @@ EXPECTED_OUTPUT = {
         "guards under marks after TailSplit: 0",
         "instantiated with tailsplit_llvm_fp32_matmul_8x16xk",
         "variable_length with tailsplit_llvm_fp32_matmul_8x16xk",
-        "symbolic M: one kernel, equal to numpy",
+        "symbolic M: one function, equal to numpy",
         "instantiated with tailsplit_avx512_vnni_dense_8x16xk",
         "variable_length with tailsplit_avx512_vnni_dense_8x16xk",
         "speedup of tailsplit over guarded",

@@ -236,8 +236,8 @@ MATMUL_PACK_MIN_ROW_TILES = 3
 panel (``M > 16``). The copy reads ``B`` once and writes one panel that stays in cache, and it pays where the row
 tiles then read their panel from cache instead of ``B``'s rows (at a power-of-two pitch such as N = 4096 those
 rows fall in a few cache sets); a thin ``M`` (decode-like rows: one or two row tiles) reads ``B`` in place.
-Measured side by side in ``bench/results/tails.md`` (the packing table: in place 1.4-2.3x faster at M <= 8, even
-at M = 16 and N = 4096, packed 1.2-1.6x faster from M = 17 to 64 at N = 4096; at N = 1000 the two meet at M = 32)."""
+Measured side by side in ``bench/results/tails.md`` (the packing table: in place 1.3-2.3x faster at M <= 8 and
+1.07-1.24x at M = 16; packed 1.2-1.6x faster from M = 17 to 64 at N = 4096; at N = 1000 the two meet at M = 24-32)."""
 
 
 def matmul_packs_panels(m: int) -> bool:
@@ -431,7 +431,7 @@ class Workload:
     padding), or ``None`` for a block that is not an einsum, padded by ``pad_by_hand(**shape)`` instead;
     ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters);
     ``marked_block`` is the block under the mark in ``build``'s module; ``symbolic_axis`` names the shape
-    parameter ``build`` also takes as ``None`` (symbolic: one compiled kernel for every extent)."""
+    parameter ``build`` also takes as ``None`` (symbolic: one compiled function for every extent)."""
 
     name: str
     tiled: tuple[str, ...]
