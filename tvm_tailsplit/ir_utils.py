@@ -32,6 +32,7 @@ __all__ = [
     "EMIT_INSN_PRAGMA",
     "DispatchCase",
     "checked_module_pass",
+    "buffer_bytes",
     "conjunction",
     "default_passes",
     "default_passes_with",
@@ -78,6 +79,14 @@ def conjunction(exprs: list) -> tvm.ir.PrimExpr:
     for expr in exprs[1:]:
         result = tirx.And(result, expr)
     return result
+
+
+def buffer_bytes(buffer: tirx.Buffer) -> int:
+    """The bytes of ``buffer`` (a constant shape)."""
+    elements = 1
+    for extent in buffer.shape:
+        elements *= int(extent)
+    return elements * tvm.DataType(buffer.dtype).bits // 8
 
 
 def runtime_assert(condition: tvm.ir.PrimExpr, message: str) -> tirx.AssertStmt:

@@ -547,11 +547,9 @@ def _launched_for_rows(mod: tvm.IRModule, m: tirx.Var, limit: int) -> tvm.IRModu
     (``ir_utils.launched_extent``), which TailSplit's guard chains keep from storing anything, but which still
     costs a launch (``ir_utils.host_if``, as ``dispatch_by_intervals`` wraps its cases). Before it, a run-time
     check that ``m <= limit`` (``max_rows``: a larger ``M`` would wrap the kernel's 32-bit indices around)."""
-    def launched(body: tirx.Stmt) -> tirx.Stmt:
-        return tirx.SeqStmt([_row_check(m, limit), host_if(m > 0, body)])
-
     func = mod["main"]
-    return tvm.IRModule({"main": with_root_body(func, launched(func.body.block.body))}, attrs=mod.attrs)
+    body = tirx.SeqStmt([_row_check(m, limit), host_if(m > 0, func.body.block.body)])
+    return tvm.IRModule({"main": with_root_body(func, body)}, attrs=mod.attrs)
 
 
 def _row_check(m: tirx.Var, limit: int) -> tirx.Stmt:

@@ -74,7 +74,16 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import MAX_THREADS_PER_BLOCK, STATIC_SHARED_MEMORY_PER_BLOCK
-from ..ir_utils import has_unit_step, host_if, runtime_assert, substitute, suffix_block_names, uses_var, with_loop
+from ..ir_utils import (
+    buffer_bytes,
+    has_unit_step,
+    host_if,
+    runtime_assert,
+    substitute,
+    suffix_block_names,
+    uses_var,
+    with_loop,
+)
 from .graphs import evaluate_index
 from .protocol import WAIT, Protocol, SyncOp
 from .tree import LoopNode, TaskNode, WarpSpecializeInputError
@@ -401,10 +410,7 @@ def _require_static_shared_fits(buffers: list[tirx.Buffer]) -> None:
     for buffer in buffers:
         if buffer.scope() != "shared" or not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
             continue
-        size = tvm.DataType(buffer.dtype).bits // 8
-        for dim in buffer.shape:
-            size *= int(dim)
-        sizes[buffer.name] = -(-size // 64) * 64
+        sizes[buffer.name] = -(-buffer_bytes(buffer) // 64) * 64
     total = sum(sizes.values())
     if total > STATIC_SHARED_MEMORY_PER_BLOCK:
         listed = ", ".join(f"{name} {size}" for name, size in sorted(sizes.items(), key=lambda item: -item[1]))

@@ -212,10 +212,6 @@ def require_grid_invariance(tree: ScheduleTree) -> None:
     later_ctas = [analyzer_with(loop.loop_var) for loop in tree.grid_loops
                   if not (isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= 1)]
 
-    def renamed(region: Region, side: str) -> Region:
-        return Region(region.buffer, tuple((substitute(lo, fresh[side]), substitute(ext, fresh[side]))
-                                           for lo, ext in region.bounds))
-
     def on_grid(region: Region) -> bool:
         return any(uses_var(e, var) for bound in region.bounds for e in bound for var in grid)
 
@@ -230,7 +226,7 @@ def require_grid_invariance(tree: ScheduleTree) -> None:
             for x, y, x_verb, y_verb in pairs:
                 if not x.buffer.same_as(y.buffer) or not (on_grid(x) or on_grid(y)):
                     continue
-                x_any, y_any = renamed(x, "a"), renamed(y, "b")
+                x_any, y_any = x.substituted(fresh["a"]), y.substituted(fresh["b"])
                 if (_moves_together(x_any, y_any, zero, whole) or regions_disjoint(x_any, y_any, whole)
                         or all(regions_disjoint(x_any, y_any, analyzer) for analyzer in later_ctas)):
                     continue

@@ -76,7 +76,7 @@ from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from ..cuda import shared_memory_per_block
-from ..ir_utils import conjunction, runtime_assert, substitute, uses_var, with_loop
+from ..ir_utils import buffer_bytes, conjunction, runtime_assert, substitute, uses_var, with_loop
 from .codegen import (
     _distribute,
     _launched_when_nonempty,
@@ -335,17 +335,11 @@ class _Hopper:
     def check_shared_memory(self, others: list[tirx.Buffer]) -> None:
         """Raise `WarpSpecializeInputError` unless the barriers, the rings (each from a swizzle atom on) and the
         `others` shared buffers fit in `SHARED_MEMORY_BYTES`."""
-        def size(buffer: tirx.Buffer) -> int:
-            elements = 1
-            for extent in buffer.shape:
-                elements *= int(extent)
-            return elements * tvm.DataType(buffer.dtype).bits // 8
-
         def atoms(size: int) -> int:
             return -(-size // SWIZZLE_ATOM_BYTES) * SWIZZLE_ATOM_BYTES
 
-        rings = sum(atoms(size(ring)) for ring in self.rings.values())
-        total = atoms(size(self.bars)) + rings + sum(size(buffer) for buffer in others)
+        rings = sum(atoms(buffer_bytes(ring)) for ring in self.rings.values())
+        total = atoms(buffer_bytes(self.bars)) + rings + sum(buffer_bytes(buffer) for buffer in others)
         if total > SHARED_MEMORY_BYTES:
             raise WarpSpecializeInputError(
                 f"the Hopper kernel needs {total} bytes of shared memory ({rings} of rings "

@@ -611,11 +611,7 @@ def _prove_private_tile_tasks(tree: ScheduleTree, nest: PersistentNest) -> None:
             for x, y in pairs:
                 if x.buffer.name != y.buffer.name:
                     continue
-                x_any = Region(x.buffer, tuple((substitute(lo, loops["a"]), substitute(ext, loops["a"]))
-                                               for lo, ext in x.bounds))
-                y_any = Region(y.buffer, tuple((substitute(lo, loops["b"]), substitute(ext, loops["b"]))
-                                               for lo, ext in y.bounds))
-                if not regions_disjoint(x_any, y_any, analyzer):
+                if not regions_disjoint(x.substituted(loops["a"]), y.substituted(loops["b"]), analyzer):
                     raise SymbolicAnalysisError(
                         f"loop '{nest.outer.var.name}': cannot prove that block '{task.name}' (outside the loop "
                         f"'{nest.inner.var.name}') touches {x.buffer.name} apart from block '{other.name}' of warp "

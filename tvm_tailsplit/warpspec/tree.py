@@ -73,6 +73,11 @@ class Region:
     buffer: tirx.Buffer
     bounds: tuple[tuple[tirx.Expr, tirx.Expr], ...]
 
+    def substituted(self, mapping: dict) -> Region:
+        """This range with the variables of `mapping` replaced (`ir_utils.substitute`) in every bound."""
+        return Region(self.buffer, tuple((substitute(lo, mapping), substitute(ext, mapping))
+                                         for lo, ext in self.bounds))
+
 
 @dataclass(frozen=True)
 class TaskNode:
