@@ -2,10 +2,11 @@
 
 Each measurement is a fresh Python process that imports tvm_tailsplit (not timed), makes its input, then times
 `fft.plan(n, batch=16, kind)` and the plan's first call (what a user waits for before the first result) and
-checks the result against numpy. Cold: an empty cache directory (the plan is compiled and its entry written);
-warm: the same directory afterwards (the plan is loaded). For each case and round, the cold run and the warm run
-come one after the other; the table shows the medians over the rounds and the ratio of the medians. The
-processes use TVM_NUM_THREADS threads (default 2, the issue's setting).
+checks the result against numpy; an n-D case (a shape `AxBxC`) times `fft.fftn(x)` or `fft.rfftn(x)` of one
+array (its graph and the 1-D plans of its axes, each an entry). Cold: an empty cache directory (the plan is
+compiled and its entry written); warm: the same directory afterwards (the plan is loaded). For each case and
+round, the cold run and the warm run come one after the other; the table shows the medians over the rounds and
+the ratio of the medians. The processes use TVM_NUM_THREADS threads (default 2, the issue's setting).
 
 Second table: the plan of any batch (a symbolic batch, compiled once) against the plan compiled for one batch,
 on the same data, timed side by side in one process (`SYMBOLIC_ROUNDS` rounds; in each, each plan's best time
@@ -33,8 +34,8 @@ from bench import cli
 from bench.bench_fft import machine
 
 ROOT = pathlib.Path(__file__).parent.parent
-CASES = ("c2c:64", "c2c:1000", "c2c:4096", "c2c:1009", "c2c:65536", "r2c:4097")
-QUICK_CASES = ("c2c:64", "c2c:1009")
+CASES = ("c2c:64", "c2c:1000", "c2c:4096", "c2c:1009", "c2c:65536", "r2c:4097", "c2c:16x24x30", "r2c:64x64x64")
+QUICK_CASES = ("c2c:64", "c2c:1009", "c2c:4x6")
 BATCH = 16
 ROUNDS = 5
 QUICK_ROUNDS = 2
@@ -47,24 +48,30 @@ SYMBOLIC_SECONDS = 0.03
 
 
 def child(case: str) -> None:
-    """In a fresh process: time plan() and the first call of `case`, print the times and the error as JSON."""
+    """In a fresh process: time plan() and the first call of `case` (or the first fftn / rfftn of an n-D case),
+    print the times and the error as JSON."""
     import numpy as np
 
     from tvm_tailsplit import fft
     from tvm_tailsplit.fft import cache
 
-    kind, n = case.split(":")[0], int(case.split(":")[1])
+    kind, size = case.split(":")
+    shape = tuple(int(d) for d in size.split("x")) if "x" in size else (BATCH, int(size))
     rng = np.random.default_rng(0)
     if kind == "r2c":
-        x = rng.standard_normal((BATCH, n)).astype(np.float32)
-        reference = np.fft.rfft(x)
+        x = rng.standard_normal(shape).astype(np.float32)
+        reference = np.fft.rfftn(x) if "x" in size else np.fft.rfft(x)
     else:
-        x = (rng.standard_normal((BATCH, n)) + 1j * rng.standard_normal((BATCH, n))).astype(np.complex64)
-        reference = np.fft.fft(x)
+        x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+        reference = np.fft.fftn(x) if "x" in size else np.fft.fft(x)
     started = time.perf_counter()
-    plan = fft.plan(n, BATCH, kind)
-    planned = time.perf_counter()
-    y = plan(x)
+    if "x" in size:
+        y = fft.rfftn(x) if kind == "r2c" else fft.fftn(x)
+        planned = time.perf_counter()
+    else:
+        plan = fft.plan(shape[1], BATCH, kind)
+        planned = time.perf_counter()
+        y = plan(x)
     finished = time.perf_counter()
     error = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
     print(json.dumps({"plan_s": planned - started, "first_call_s": finished - started, "error": error,
@@ -148,13 +155,15 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(rounds):
             with tempfile.TemporaryDirectory(prefix="fft-cache-bench-") as directory:
                 first, second = measure(directory, "--child", case), measure(directory, "--child", case)
-            if first["cache"]["stored"] != 1 or second["cache"]["loaded"] != 1:
+            entries = first["cache"]["stored"]
+            if not entries or second["cache"]["loaded"] != entries or second["cache"]["stored"]:
                 raise RuntimeError(f"{case}: expected a compile then a load, got {first['cache']}, {second['cache']}")
             if max(first["error"], second["error"]) > 1e-5:
                 raise RuntimeError(f"{case}: wrong result (relative error {first['error']}, {second['error']})")
             cold.append(first["first_call_s"])
             warm.append(second["first_call_s"])
-        row = {"case": case, "batch": BATCH, "cold_s": statistics.median(cold), "warm_s": statistics.median(warm),
+        row = {"case": case, "batch": 1 if "x" in case else BATCH, "entries": entries,
+               "cold_s": statistics.median(cold), "warm_s": statistics.median(warm),
                "cold_rounds_s": cold, "warm_rounds_s": warm}
         row["ratio"] = row["cold_s"] / row["warm_s"]
         rows.append(row)
@@ -174,14 +183,15 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {info['cpu']}, {info['cores']} cores, TVM_NUM_THREADS={info['tvm_num_threads']}; "
         f"{datetime.datetime.fromisoformat(info['date']):%Y-%m-%d %H:%M} UTC. `python -m bench.bench_fft_cache`"
         f"{' --quick' if args.quick else ''}: median of {rounds} rounds; each time is `fft.plan(n, batch={BATCH})` "
-        "plus its first call, in a fresh process (imports not timed). Cold: empty cache (compile, then the entry "
-        "is written); warm: the entry is loaded.",
+        "plus its first call (an n-D case `AxBxC`: the first `fft.fftn(x)` or `fft.rfftn(x)` of one array, whose "
+        "graph and 1-D plans are the entries), in a fresh process (imports not timed). Cold: empty cache (compile, "
+        "then the entries are written); warm: the entries are loaded.",
         "",
-        "| case | batch | cold (s) | warm (ms) | cold / warm |",
-        "|---|---|---|---|---|",
+        "| case | batch | entries | cold (s) | warm (ms) | cold / warm |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {row['case']} | {row['batch']} | {row['cold_s']:.3f} | {row['warm_s'] * 1e3:.1f} | "
-              f"{row['ratio']:.0f}x |" for row in rows]
+    lines += [f"| {row['case']} | {row['batch']} | {row['entries']} | {row['cold_s']:.3f} | "
+              f"{row['warm_s'] * 1e3:.1f} | {row['ratio']:.0f}x |" for row in rows]
     ratios = [row["ratio"] for row in symbolic]
     lines += [
         "",

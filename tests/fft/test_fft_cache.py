@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.fft import cache, planner
+from tvm_tailsplit.fft import cache, ndim, planner
 
 from .fft_reference import random_complex, random_real, relative_error, tolerance
 
@@ -76,7 +76,7 @@ ROUND_TRIP = """
     import json, pickle, sys
     import numpy as np
     from tvm_tailsplit import fft
-    from tvm_tailsplit.fft import cache, planner
+    from tvm_tailsplit.fft import cache, ndim, planner
 
     compiles = []
     compile_plan = planner._compile
@@ -109,6 +109,74 @@ def test_a_second_process_loads_the_plan_without_compiling(cache_dir, tmp_path):
     assert third["plan"] == first["plan"]
     for result in (first, second, third):
         assert result["error"] < tolerance(24, "complex64")
+
+
+# a process that makes an n-D r2c graph, counts the graphs it compiles and its cache events, and checks it against numpy
+ND_ROUND_TRIP = """
+    import json
+    import numpy as np
+    from tvm_tailsplit.fft import cache, ndim
+
+    compiles = []
+    compile_graph = ndim.NDPlan._compile
+    ndim.NDPlan._compile = lambda self: compiles.append(1) or compile_graph(self)
+    x = np.random.default_rng(3).standard_normal((6, 10, 8)).astype(np.float32)
+    graph = ndim.plan_nd(x.shape, (0, 2), "r2c", norm="ortho")
+    y = graph(x)
+    reference = np.fft.rfftn(x.astype(np.float64), axes=(0, 2), norm="ortho")
+    error = float(np.linalg.norm(y - reference) / np.linalg.norm(reference))
+    print(json.dumps({"compiles": len(compiles), "error": error, "describe": graph.describe(),
+                      "storage": graph.storage_bytes, **cache.stats()}))
+"""
+
+
+def graph_entry(directory: pathlib.Path) -> tuple[pathlib.Path, dict]:
+    """The metadata path and content of the one n-D graph's entry."""
+    entries = [(path, json.loads(path.read_text())) for path in directory.glob("*.json")]
+    (found,) = [(path, meta) for path, meta in entries if meta["key"]["request"].get("graph") == "n-D"]
+    return found
+
+
+def test_a_second_process_loads_the_nd_graph_without_compiling(cache_dir):
+    first = run_python(ND_ROUND_TRIP)
+    # the graph and its two 1-D plans (r2c along axis 2, c2c along axis 0)
+    assert (first["compiles"], first["missing"], first["stored"], first["loaded"]) == (1, 3, 3, 0)
+    second = run_python(ND_ROUND_TRIP)
+    assert (second["compiles"], second["loaded"], second["stored"], second["rejected"]) == (0, 3, 0, 0)
+    # the loaded graph derives its IR on demand: the same description and memory plan
+    assert (second["describe"], second["storage"]) == (first["describe"], first["storage"])
+    for result in (first, second):
+        assert result["error"] < tolerance(80, "complex64")
+
+
+def fresh_graph(shape: tuple[int, ...]) -> ndim.NDPlan:
+    """The c2c plan_nd(shape) over every axis without this process's in-memory caches: from the disk cache or
+    compiled."""
+    planner._cached_plan.cache_clear()
+    ndim._cached_plan_nd.cache_clear()
+    return ndim.plan_nd(shape, tuple(range(len(shape))), "c2c")
+
+
+def check_graph(graph: ndim.NDPlan) -> None:
+    x = random_complex(graph.input_shape, "complex64", 5)
+    assert relative_error(graph(x), np.fft.fftn(x.astype(np.complex128))) < tolerance(x.size, "complex64")
+
+
+def test_an_unusable_graph_entry_is_reported_and_rebuilt(cache_dir):
+    check_graph(fresh_graph((4, 6)))
+    # the graph's library replaced by a 1-D plan's (its size and hash written into the metadata): it loads, but
+    # it is not a Relax executable
+    path, meta = graph_entry(cache_dir)
+    plan_meta = next(json.loads(other.read_text()) for other in cache_dir.glob("*.json") if other != path)
+    for field in ("library", "library_bytes", "library_sha256"):
+        meta[field] = plan_meta[field]
+    path.write_text(json.dumps(meta))
+    with pytest.warns(cache.PlanCacheWarning, match="no function 'vm_load_executable'"):
+        counts = counts_after(lambda: check_graph(fresh_graph((4, 6))))
+    assert counts == {"loaded": 2, "missing": 0, "rejected": 1, "stored": 1}
+    # the entry was overwritten: the next graph loads it
+    counts = counts_after(lambda: check_graph(fresh_graph((4, 6))))
+    assert counts == {"loaded": 3, "missing": 0, "rejected": 0, "stored": 0}
 
 
 def test_a_loaded_plan_describes_itself_like_a_compiled_one(cache_dir):

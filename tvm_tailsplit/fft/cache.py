@@ -1,5 +1,8 @@
 """Persistent cache of compiled llvm plans: a plan compiled once is loaded by every later process.
 
+An entry is a 1-D plan (its operator `main` and its constant tables) or an n-D graph (`ndim`: its Relax
+executable, which holds its constants, and no tables).
+
 Algorithm: a plan's entry is keyed by everything its compiled code depends on: the transform request (the
 `spec.FFTSpec` fields), the batch and the input and output layouts, the target (its JSON with `mcpu`, LLVM's
 triple and the target's CPU features), the versions of tvm_tailsplit, TVM, tvm_ffi and LLVM, and the generator:
@@ -226,11 +229,12 @@ def _checked_file(directory: Path, meta: dict[str, Any], kind: str) -> tuple[Pat
     return path, None
 
 
-def load(*keys: dict[str, Any], check_variant: Callable[[dict[str, Any]], str | None] | None = None
-         ) -> CachedPlan | None:
+def load(*keys: dict[str, Any], check_variant: Callable[[dict[str, Any]], str | None] | None = None,
+         entry_function: str = "main") -> CachedPlan | None:
     """The cached plan of the first of `keys` that has an entry, or None (cache disabled, no entry, or an
     unusable entry, reported). `check_variant(fields)` says why an entry's variant fields cannot build the plan
-    (None: they can); such an entry is unusable too."""
+    (None: they can); such an entry is unusable too, as is a library without the function `entry_function` (a 1-D
+    plan's operator "main"; an n-D plan's Relax executable holds "vm_load_executable")."""
     directory = cache_dir()
     if directory is None or _noexec(directory):
         return None
@@ -243,13 +247,14 @@ def load(*keys: dict[str, Any], check_variant: Callable[[dict[str, Any]], str | 
         except (OSError, UnicodeDecodeError) as error:
             _reject(meta_path, f"unreadable: {error}")
             return None
-        return _load_entry(directory, meta_path, text, key, check_variant)
+        return _load_entry(directory, meta_path, text, key, check_variant, entry_function)
     _counts["missing"] += 1
     return None
 
 
 def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any],
-                check_variant: Callable[[dict[str, Any]], str | None] | None) -> CachedPlan | None:
+                check_variant: Callable[[dict[str, Any]], str | None] | None, entry_function: str
+                ) -> CachedPlan | None:
     """The plan of the entry whose metadata `meta_path` reads `text`, or None when it is unusable (reported)."""
     try:
         meta = json.loads(text)
@@ -280,7 +285,8 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
         with np.load(constants_path, allow_pickle=False) as tables:
             constants = [tables[f"arr_{index}"] for index in range(len(tables.files))]
         module = tvm.runtime.load_module(str(library_path))
-        module["main"]  # noqa: B018 - a library without the operator is foreign
+        if not module.implements_function(entry_function):
+            raise LookupError(f"the library has no function {entry_function!r}")  # foreign
     except Exception as error:  # numpy, dlopen and TVM report a bad file each with their own error types
         first_line = (str(error).splitlines() or [""])[0]
         _reject(library_path, f"does not load: {type(error).__name__}: {first_line}")

@@ -33,7 +33,9 @@ The module is compiled with `relax.build`: the PrimFuncs go through the same TIR
 without ThreadSync, and without StorageRewrite when a node is one kernel; TIR's CSE off), and
 the Relax VM runs the nodes in order; on CUDA its kernels are launched on one stream, so each node's kernels
 start after the previous node's have finished (stream order). The graph runs as fast as its PrimFuncs called
-one by one (`bench/bench_fft_ndim.py`).
+one by one (`bench/bench_fft_ndim.py`). An llvm graph's executable is kept in the plan cache (`cache`), keyed by
+`plan_nd`'s arguments: a later process loads it with its nodes' 1-D plans, and builds the graph's IR only on
+demand (`describe`, the memory figures).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, tirx
 
+from . import cache
 from .lowering import PAIR_BUFFERS_ATTR, register_pipeline
 from .planner import (
     _CUDA_MULTI_KERNEL_PIPELINE,
@@ -263,13 +266,42 @@ class NDPlan:
         self.output_shape = self.nodes[-1].out_shape
         self._input_floats = self._float_shape(self.input_shape, kind != "r2c")
         self._output_floats = self._float_shape(self.output_shape, kind != "c2r")
-        self.relax_module = _build_module(self.nodes, self._input_floats, self._output_floats, self.real_dtype)
-        self.planned_module = _plan_memory(self.relax_module)
-        self.storage_bytes = _storage_allocations(self.planned_module)
-        self.executable = self._compile()
+        # an llvm graph compiled before, by this process or another, is loaded from the plan cache (`cache`)
+        self._cache_key = None if self.is_cuda else cache.plan_key(self._request(last_size), target)
+        cached = cache.load(self._cache_key, entry_function="vm_load_executable") if self._cache_key else None
+        if cached is None:
+            self.executable = self._compile()
+            if self._cache_key:
+                cache.store(self._cache_key, self.executable, {}, [], tvm_ffi.structural_hash(self.planned_module))
+        else:
+            self.executable = cached.module
         self._vms = threading.local()  # the Relax VM of each calling thread (`_main`)
-        logger.debug("%r: %d nodes, workspace %d bytes, built in %.2f s", self, len(self.nodes),
-                     self.workspace_bytes, time.perf_counter() - started)
+        self.build_seconds = time.perf_counter() - started
+        logger.debug("%r: %d nodes, %s in %.2f s", self, len(self.nodes), "loaded" if cached else "built",
+                     self.build_seconds)
+
+    def _request(self, last_size: int | None) -> dict[str, Any]:
+        """The graph's request as JSON values (the plan cache's key, with the target): the arguments of
+        `plan_nd`, which decide its nodes' 1-D plans and the graph (a function of them and of the generator's
+        sources, which the key hashes)."""
+        return {"graph": "n-D", "shape": list(self.shape), "axes": list(self.axes), "kind": self.kind,
+                "direction": self.direction, "norm": self.norm, "dtype": self.dtype, "last_size": last_size}
+
+    # ---- the graph's IR, built on demand for a graph loaded from the plan cache ------------------------------
+    @functools.cached_property
+    def relax_module(self) -> tvm.IRModule:
+        """The Relax graph `main(x, out)` of the nodes (module docstring)."""
+        return _build_module(self.nodes, self._input_floats, self._output_floats, self.real_dtype)
+
+    @functools.cached_property
+    def planned_module(self) -> tvm.IRModule:
+        """`relax_module` with its call_tir lowered to explicit allocations, memory-planned: what is compiled."""
+        return _plan_memory(self.relax_module)
+
+    @functools.cached_property
+    def storage_bytes(self) -> list[int]:
+        """The byte sizes of the storages that memory planning allocated for the intermediate results."""
+        return _storage_allocations(self.planned_module)
 
     @staticmethod
     def _float_shape(shape: tuple[int, ...], complex_data: bool) -> tuple[int, ...]:
@@ -416,7 +448,7 @@ class NDPlan:
 
     def __reduce__(self):
         """Pickled as the arguments of `plan_nd()` (it raised TVM's 'llvm is not binary serializable'): unpickling
-        plans again, its 1-D plans loaded from the plan cache once compiled there."""
+        plans again, the graph and its 1-D plans loaded from the plan cache once compiled there."""
         last_size = self.output_shape[self.axes[-1]] if self.kind == "c2r" else None
         return functools.partial(plan_nd, self.shape, self.axes, self.kind, self.direction, self.norm, self.dtype,
                                  _target_argument(self.target), last_size=last_size), ()
