@@ -5,6 +5,8 @@ shape, and the host code TVM lowers the function to launches it alone, under the
 refused by name."""
 
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -237,6 +239,49 @@ def test_default_passes_with_places_passes_next_to_one_of_tvms():
         default_passes_with([mine], after="tirx.NoSuchPass")
     with pytest.raises(TypeError, match="exactly one of before and after"):
         default_passes_with([mine], before="tirx.VectorizeLoop", after="tirx.VectorizeLoop")
+
+
+def test_default_passes_lets_other_threads_build_their_pipelines(monkeypatch):
+    """While one thread reads TVM's pass list, another thread compiling (dask's threaded scheduler running FFT
+    plans) builds a real Sequential: it got the recorder, which skipped its lowering ("Cannot codegen
+    BufferType-annotated parameter") and made the reader fail ("built 2 Sequential pass lists")."""
+    real, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
+    built = []
+
+    def pipeline(mod):
+        def compile_elsewhere():
+            built.append(tvm.ir.transform.Sequential([tvm.tirx.transform.RemoveNoOp()]))
+
+        other = threading.Thread(target=compile_elsewhere)
+        other.start()
+        other.join()
+        return real(mod)
+
+    monkeypatch.setattr(tvm.tirx, "get_tir_pipeline", lambda name: (pipeline, finalize_host, finalize_device))
+    with tvm.transform.PassContext(opt_level=3):
+        names = [p.info.name for p in default_passes()]
+    assert "tirx.VectorizeLoop" in names
+    assert isinstance(built[0], tvm.ir.transform.Sequential)
+
+
+def test_default_passes_from_two_threads_leave_tvm_s_sequential(monkeypatch):
+    """A second reader that took TVM's `Sequential` while the first one had replaced it restored the first one's
+    recorder: the module attribute stayed a function after both returned."""
+    real, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
+    sequential, second, lists = tvm.ir.transform.Sequential, [], []
+
+    def pipeline(mod):
+        if not second:  # the first reader starts the second one and lets it reach the lock
+            second.append(threading.Thread(target=lambda: lists.append(default_passes())))
+            second[0].start()
+            time.sleep(0.3)
+        return real(mod)
+
+    monkeypatch.setattr(tvm.tirx, "get_tir_pipeline", lambda name: (pipeline, finalize_host, finalize_device))
+    lists.append(default_passes())
+    second[0].join()
+    assert tvm.ir.transform.Sequential is sequential
+    assert len(lists) == 2 and [p.info.name for p in lists[0]] == [p.info.name for p in lists[1]]
 
 
 def launch_loop(tag: str, extent) -> tirx.For:

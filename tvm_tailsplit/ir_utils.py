@@ -221,29 +221,44 @@ def checked_module_pass(transform: Callable[[tvm.IRModule, tvm.transform.PassCon
 _SEQUENTIAL_LOCK = threading.Lock()
 
 
+class _Recording(threading.local):
+    """The pass lists that `tvm.ir.transform.Sequential` records in this thread (None: it builds them)."""
+
+    passes: list[list] | None = None
+
+
+_recording = _Recording()
+
+
 def default_passes() -> list[tvm.transform.Pass]:
     """The passes of TVM's default TIR pipeline under the current PassContext, in order.
 
     TVM builds the list inside its pipeline pass from the PassContext's config (optional passes such as CSE or
     StorageRewrite) and runs it as one `Sequential`: the list is read by running that pass on an empty module,
     in a PassContext with the same opt level and config (and no instruments, which would see a phantom run),
-    while `tvm.ir.transform.Sequential` records its argument instead of running it."""
+    while `tvm.ir.transform.Sequential` records its argument instead of running it. Only in the calling thread:
+    the name is TVM's module attribute, which every thread reads, and another thread compiling meanwhile (a dask
+    worker thread, a thread pool) gets a real `Sequential` (a recorded one would skip its lowering)."""
     pipeline, _, _ = tirx.get_tir_pipeline("default")
     current = tvm.transform.PassContext.current()
     recorded: list[list] = []
 
-    def record(passes, *args, **kwargs):
-        recorded.append(list(passes))
+    def record_here(passes, *args, **kwargs):
+        if _recording.passes is None:
+            return sequential(passes, *args, **kwargs)
+        _recording.passes.append(list(passes))
         return lambda mod: mod
 
     with _SEQUENTIAL_LOCK, tvm.transform.PassContext(
             opt_level=current.opt_level, config=dict(current.config), required_pass=list(current.required_pass),
             disabled_pass=list(current.disabled_pass)):
-        sequential = tvm.ir.transform.Sequential
-        tvm.ir.transform.Sequential = record
+        sequential = tvm.ir.transform.Sequential  # (under the lock: TVM's class, not another call's recorder)
+        tvm.ir.transform.Sequential = record_here
+        _recording.passes = recorded
         try:
             pipeline(tvm.IRModule())
         finally:
+            _recording.passes = None
             tvm.ir.transform.Sequential = sequential
     if len(recorded) != 1:
         raise RuntimeError(f"TVM's default TIR pipeline built {len(recorded)} Sequential pass lists instead of one; "
