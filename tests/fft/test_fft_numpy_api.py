@@ -281,6 +281,22 @@ def test_errors_name_the_argument(call, error, message):
         call()
 
 
+def test_integer_arguments_may_be_0_d_arrays_as_in_numpy():
+    # numpy and scipy take n, axis and workers by __index__: a 0-d integer array was a TypeError ("n must be an
+    # integer, got array(6)"), and as s or axes "iteration over a 0-d array", which named no argument
+    x = random_complex((3, 4), "complex128", seed=6)
+    zero, one = np.array(0), np.array(1)
+    assert relative_error(tfft.fft(x, n=np.array(6), axis=zero), np.fft.fft(x, n=6, axis=0)) <= 1e-13
+    assert relative_error(tfft.irfft(x, n=np.array(5), workers=one), np.fft.irfft(x, n=5)) <= 1e-13
+    assert relative_error(tfft.fftn(x, s=(np.array(2), 5), axes=(one, zero)),
+                          scipy.fft.fftn(x, s=(2, 5), axes=(1, 0))) <= 1e-13
+    assert relative_error(tfft.fftn(x, s=np.array(3), axes=one), scipy.fft.fftn(x, s=3, axes=1)) <= 1e-13
+    with pytest.raises(TypeError, match=r"axes must be an integer, got array\(1\.\)"):
+        tfft.fftn(x, axes=np.array(1.0))
+    with pytest.raises(TypeError, match="n must be an integer, got np.True_"):
+        tfft.fft(x, n=np.True_)
+
+
 def test_empty_axes_and_empty_batches_follow_scipy():
     x = np.ones((3, 4))
     result = tfft.fftn(x, axes=())

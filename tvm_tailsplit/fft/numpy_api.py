@@ -236,13 +236,13 @@ def _shape_axes(array: np.ndarray, s: Any, axes: Any, real: bool = False) -> tup
 def _shape_axes_of(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], list[int] | None]:
     """`_shape_axes` without the check of real transforms."""
     if axes is not None:
-        axes = [axes] if isinstance(axes, (int, np.integer)) else list(_sequence("axes", axes))
+        axes = [axes] if _scalar(axes) else list(_sequence("axes", axes))
         axes = [_axis(array, a, "axes") for a in axes]
         if len(set(axes)) != len(axes):
             raise ValueError(f"all axes must be unique, got {tuple(axes)}")
     if s is None:
         return (list(range(array.ndim)) if axes is None else axes), None
-    s = [s] if isinstance(s, (int, np.integer)) else list(_sequence("s", s))
+    s = [s] if _scalar(s) else list(_sequence("s", s))
     for value in s:
         if check_int("s", value) != -1 and value < 1:
             raise ValueError(f"s must hold positive lengths (or -1 for the input's length), got {tuple(s)}")
@@ -253,6 +253,11 @@ def _shape_axes_of(array: np.ndarray, s: Any, axes: Any) -> tuple[list[int], lis
     elif len(s) != len(axes):
         raise ValueError(f"s and axes must have the same length, got s={tuple(s)} and axes={tuple(axes)}")
     return axes, [array.shape[axis] if value == -1 else int(value) for axis, value in zip(axes, s, strict=True)]
+
+
+def _scalar(value: Any) -> bool:
+    """Whether an `s` or `axes` argument is one value (an integer, or a 0-d array, which `check_int` judges)."""
+    return isinstance(value, (int, np.integer)) or (isinstance(value, np.ndarray) and value.ndim == 0)
 
 
 def _sequence(name: str, value: Any) -> Sequence:

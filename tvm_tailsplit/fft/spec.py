@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,17 @@ def requested_direction(kind: str, direction: str) -> str:
 
 
 def check_int(name: str, value: Any, minimum: int | None = None) -> int:
-    """`value` as an int: TypeError unless it is an integer (not a bool), ValueError when below `minimum`."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    """`value` as an int: TypeError unless it is an integer (not a bool), ValueError when below `minimum`. An
+    integer is anything with `__index__`, as numpy and scipy take it (a 0-d integer array `np.array(8)` too)."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
+    return value
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
