@@ -147,6 +147,18 @@ def test_bad_arguments_are_refused_when_the_graph_is_built():
             real(x.real if real in (dfft.rfftn, dfft.rfft2) else x, axes=())
 
 
+@pytest.mark.parametrize("dtype", [object, "U3", "datetime64[s]", np.longdouble])
+@pytest.mark.parametrize("name", ["fft", "hfft", "rfftn"])
+def test_dtypes_the_kernel_refuses_are_refused_when_the_graph_is_built(name, dtype):
+    # the graph was built with the dtype complex128 and the TypeError came from a worker at compute time (object:
+    # dask's "Can not use auto rechunking with object dtype")
+    if np.dtype(dtype).itemsize == 8 and dtype is np.longdouble:
+        pytest.skip("long double is double on this platform")
+    x = da.from_array(np.arange(6).reshape(2, 3).astype(dtype), chunks=1)
+    with pytest.raises(TypeError, match=r"a must be a numeric array, got dtype|a has dtype float\d+ \(long double\)"):
+        getattr(dfft, name)(x)
+
+
 @pytest.mark.parametrize(("name", "shape", "kwargs"), [
     ("irfft", (3, 1), {}), ("hfft", (3, 1), {}), ("irfftn", (3, 1), {}), ("irfft2", (3, 1), {}),
     ("fft", (3, 0), {}), ("rfft", (3, 0), {}), ("fft2", (0, 3), {}),

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .numpy_api import _axis, _length, _norm, _precision, _shape_axes, _swap
+from .numpy_api import _axis, _check_computed_dtype, _length, _norm, _precision, _shape_axes, _swap
 from .numpy_api import fft as _fft
 from .numpy_api import ifft as _ifft
 from .numpy_api import irfft as _irfft
@@ -93,13 +93,16 @@ def one_chunk_along(a: Any, axis: int) -> Any:
 
 
 def _as_dask(a: Any) -> Any:
-    """`a` as a dask array (ImportError saying what to install when dask is missing)."""
+    """`a` as a dask array of a dtype the operator computes (ImportError saying what to install when dask is
+    missing; TypeError naming `a` for a dtype the per-chunk kernel refuses: `numpy_api._check_computed_dtype`)."""
     try:
         import dask.array as da
     except ImportError as error:
         raise ImportError(f"tvm_tailsplit.fft.dask_array needs dask.array ({error}); install it with "
                           "pip install 'tvm-tailsplit[dask]'") from error
-    return a if isinstance(a, da.Array) else da.asarray(a)
+    a = a if isinstance(a, da.Array) else da.asarray(a)
+    _check_computed_dtype("a", a.dtype)  # (long double, object, strings: here, not in a worker)
+    return a
 
 
 def _transform(kind: str, a: Any, n: int | None, axis: int, norm: str | None) -> Any:

@@ -162,14 +162,20 @@ def _swap(norm: str) -> str:
 def _as_array(x: Any) -> np.ndarray:
     """`x` as a numpy array of a dtype the operator computes: TypeError for long double, object, non-numeric."""
     array = np.asarray(x)
-    kind, size = array.dtype.kind, array.dtype.itemsize
-    if kind not in "biufc":
-        raise TypeError(f"x must be a numeric array, got dtype {array.dtype}")
-    if (kind == "f" and size > 8) or (kind == "c" and size > 16):
-        raise TypeError(f"x has dtype {array.dtype} (long double): the generated operator computes in complex64 or "
-                        f"complex128 and would lose its precision; cast x to float64/complex128, or use scipy.fft, "
-                        f"which computes long double exactly")
+    _check_computed_dtype("x", array.dtype)
     return array
+
+
+def _check_computed_dtype(name: str, dtype: np.dtype) -> None:
+    """TypeError naming the argument `name` unless the operator computes its `dtype`: long double, object and
+    non-numeric dtypes are refused (the module doc says why)."""
+    kind, size = dtype.kind, dtype.itemsize
+    if kind not in "biufc":
+        raise TypeError(f"{name} must be a numeric array, got dtype {dtype}")
+    if (kind == "f" and size > 8) or (kind == "c" and size > 16):
+        raise TypeError(f"{name} has dtype {dtype} (long double): the generated operator computes in complex64 or "
+                        f"complex128 and would lose its precision; cast {name} to float64/complex128, or use "
+                        f"scipy.fft, which computes long double exactly")
 
 
 def _precision(array: np.ndarray) -> str:
