@@ -281,6 +281,20 @@ def test_errors_name_the_argument(call, error, message):
         call()
 
 
+@pytest.mark.parametrize("name", C2C + REAL_IN + COMPLEX_TO_REAL + ND + ("fft2", "rfft2"))
+def test_numpy_s_positional_out_is_refused_not_left_unwritten(name):
+    # numpy.fft.fft(x, n, axis, norm, out): here the 5th positional parameter is scipy's overwrite_x, and the array
+    # was taken as a flag (rfft, irfft, hfft, ihfft, their n-D forms and c2c of a cast input: `out` silently left
+    # unwritten) or failed with numpy's "truth value of an array is ambiguous"
+    x = _input(name, (3, 8), "float64" if name in REAL_IN + ("rfftn", "ihfftn", "rfft2") else "complex128")
+    out = np.zeros_like(getattr(scipy.fft, name)(x))
+    with pytest.raises(TypeError, match="overwrite_x must be a bool, got a numpy array.*pass out= as a keyword"):
+        getattr(tfft, name)(x, None, -1 if name in C2C + REAL_IN + COMPLEX_TO_REAL else None, None, out)
+    with pytest.raises(TypeError, match="overwrite_x must be a bool"):
+        getattr(tfft, name)(x.astype(np.int64 if name in REAL_IN + ("rfftn", "ihfftn", "rfft2") else np.complex64),
+                            overwrite_x=out[:1, :1])
+
+
 def test_integer_arguments_may_be_0_d_arrays_as_in_numpy():
     # numpy and scipy take n, axis and workers by __index__: a 0-d integer array was a TypeError ("n must be an
     # integer, got array(6)"), and as s or axes "iteration over a 0-d array", which named no argument

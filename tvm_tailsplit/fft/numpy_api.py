@@ -185,6 +185,15 @@ def _precision(array: np.ndarray) -> str:
     return "complex64" if (kind == "f" and size <= 4) or (kind == "c" and size == 8) else "complex128"
 
 
+def _overwrite(overwrite_x: Any) -> bool:
+    """scipy's flag (any truth value). An array is refused by name: numpy.fft's 5th positional parameter is `out`,
+    scipy's (and this module's) is `overwrite_x`, and numpy's `fft(x, n, axis, norm, out)` left `out` unwritten."""
+    if isinstance(overwrite_x, np.ndarray):
+        raise TypeError("overwrite_x must be a bool, got a numpy array: the 5th positional parameter is scipy's "
+                        "overwrite_x, not numpy's out (pass out= as a keyword)")
+    return bool(overwrite_x)
+
+
 def _check_plan(plan: Any) -> None:
     if plan is not None:
         raise NotImplementedError("plan= is reserved, as in scipy.fft; call a tvm_tailsplit.fft.plan(...) object "
@@ -388,13 +397,14 @@ def _contiguous_along(array: np.ndarray, axis: int) -> np.ndarray:
 
 def _c2c(x, n, axis, norm, overwrite_x, workers, plan, out, direction) -> np.ndarray:
     _check_plan(plan)
+    overwrite_x = _overwrite(overwrite_x)
     array = _as_array(x)
     axis = _axis(array, axis)
     dtype = _precision(array)
     n = _length(n, "c2c", array.shape[axis], axis)
     resized = _resize(array.astype(dtype, copy=False), n, axis)
     in_place = out is None and (_ours(resized, array) or
-                                (bool(overwrite_x) and resized is array and array.flags.writeable))
+                                (overwrite_x and resized is array and array.flags.writeable))
     with _threads(_check_workers(workers)):
         return _along_axis(resized, axis, n, "c2c", direction, _norm(norm), dtype, resized.shape, dtype, out,
                            in_place)
@@ -448,24 +458,28 @@ def ifft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, 
 def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
     """scipy.fft.rfft / numpy.fft.rfft: the n//2 + 1 non-negative frequencies of a real input's DFT."""
+    _overwrite(overwrite_x)
     return _r2c(x, n, axis, norm, workers, plan, out)
 
 
 def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
     """scipy.fft.irfft / numpy.fft.irfft: n real points (2·(m - 1) unless n is given) from m frequencies."""
+    _overwrite(overwrite_x)
     return _c2r(x, n, axis, norm, workers, plan, out)
 
 
 def hfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
          workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
     """scipy.fft.hfft / numpy.fft.hfft: the real DFT of a Hermitian-symmetric signal given by its first half."""
+    _overwrite(overwrite_x)
     return _c2r(x, n, axis, _swap(_norm(norm)), workers, plan, out, conjugate=True)
 
 
 def ihfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None, overwrite_x: bool = False,
           workers: int | None = None, *, plan: Any = None, out: np.ndarray | None = None) -> np.ndarray:
     """scipy.fft.ihfft / numpy.fft.ihfft: the inverse of hfft (n//2 + 1 points of a real input)."""
+    _overwrite(overwrite_x)
     result = _r2c(x, n, axis, _swap(_norm(norm)), workers, plan, out)
     return np.conjugate(result, out=result)
 
@@ -477,6 +491,7 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
         plan: Any, out: Any, conjugate: bool = False) -> np.ndarray:
     """The n-D transforms: c2c, r2c (last axis halved) or c2r (last axis from its half) over `axes`."""
     _check_plan(plan)
+    overwrite_x = _overwrite(overwrite_x)
     array = _as_array(x)
     if kind == "r2c" and array.dtype.kind == "c":
         raise TypeError(f"x must be real, got {array.dtype}")
@@ -516,7 +531,7 @@ def _nd(kind: str, direction: str, x: Any, s: Any, axes: Any, norm: str | None, 
         resized = _resize(resized, stored, axis)
     contiguous = np.ascontiguousarray(resized)
     in_place = kind == "c2c" and out is None and (
-        _ours(contiguous, array) or (bool(overwrite_x) and contiguous is array and array.flags.writeable))
+        _ours(contiguous, array) or (overwrite_x and contiguous is array and array.flags.writeable))
     out_dtype = REAL_DTYPES[dtype] if kind == "c2r" else dtype
     out_shape = list(contiguous.shape)
     if kind != "c2c":
@@ -615,7 +630,8 @@ TypeError, see the module doc);
 {lengths};
 `norm` "backward" (None, the default), "ortho" or "forward";
 `overwrite_x` lets a c2c transform write into `x` when it already has the computed dtype, is writable and is not
-cropped or padded (ignored otherwise); `workers` the threads of TVM's pool the call uses (negative: counted back
+cropped or padded (ignored otherwise; an array there is a TypeError: numpy's 5th positional parameter is `out`,
+here a keyword); `workers` the threads of TVM's pool the call uses (negative: counted back
 from `os.cpu_count()`; None: the whole pool); `plan` reserved, as in scipy.fft (anything but None raises
 NotImplementedError: call a `tvm_tailsplit.fft.plan(...)` object to reuse a plan); `out` a numpy array of the
 result's shape receiving it (numpy's same-kind casting), which is returned."""
