@@ -104,6 +104,29 @@ def test_tvm_tensors_of_another_shape_or_dtype_are_refused_by_name(x_shape, out_
     assert relative_error(result.view(np.complex64)[..., 0], np.fft.fft(signal.astype(np.complex128))) <= \
         tolerance(64, "complex64")
 
+def test_tvm_tensors_in_a_strided_plan_are_checked_against_its_layout():
+    # a compact TVM tensor for a strided input was refused by TVM as 'Invalid input.strides[1] ... expected 4', and a
+    # TVM input to a plan of a strided output allocated a compact output that TVM then refused in the same words
+    import tvm
+    import tvm_ffi
+
+    strided_in = tfft.plan(8, 3, istride=2, idist=17)
+    with pytest.raises(ValueError, match=r"x has element strides \(16, 2, 1\), the plan expects \(34, 4, 1\)"):
+        strided_in(tvm.runtime.tensor(np.zeros((3, 8, 2), np.float32)))
+    signal = random_complex(3 * 17, "complex64", seed=6)
+    view = np.lib.stride_tricks.as_strided(signal, (3, 8), (17 * 8, 2 * 8))
+    floats = np.lib.stride_tricks.as_strided(view.real, (3, 8, 2), view.strides + (4,))
+    result = strided_in(tvm_ffi.from_dlpack(floats, require_alignment=0, require_contiguous=False)).numpy()
+    assert relative_error(result.view(np.complex64)[..., 0], np.fft.fft(view.astype(np.complex128))) <= \
+        tolerance(8, "complex64")
+    strided_out = tfft.plan(8, 3, ostride=2, odist=17)
+    x = tvm.runtime.tensor(np.zeros((3, 8, 2), np.float32))
+    with pytest.raises(ValueError, match=r"out is needed: the plan's output layout \(ostride=2, odist=17\)"):
+        strided_out(x)
+    with pytest.raises(ValueError, match=r"out has element strides \(16, 2, 1\), the plan expects \(34, 4, 1\)"):
+        strided_out(x, tvm.runtime.empty((3, 8, 2), "float32"))
+
+
 # ---- overlapping layouts ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"n": 16, "batch": 2, "odist": 1}, "ostride=1 and odist=1 make the outputs of the 2 transforms overlap"),

@@ -401,10 +401,9 @@ class Plan:
         if array.shape != expected:
             raise ValueError(f"{name} has shape {array.shape}, the plan expects {expected}")
         strides = tuple(s // real.itemsize for s in array.strides)
-        if any(s % real.itemsize for s in array.strides) or (strides[1:] != layout.strides()[1:]) or \
-                (self.batch > 1 and strides[0] != layout.strides()[0]):
-            raise ValueError(f"{name} has element strides {strides}, the plan expects {layout.strides()}; "
-                             f"make a plan with matching istride/idist/ostride/odist")
+        if any(s % real.itemsize for s in array.strides):
+            _refuse_strides(name, strides, layout)
+        _check_strides(name, strides, layout, self.batch)
         if self.batch == 1 and strides[0] != layout.strides()[0]:
             array = np.lib.stride_tricks.as_strided(array, strides=(layout.strides()[0] * real.itemsize,)
                                                     + array.strides[1:])
@@ -437,14 +436,21 @@ class Plan:
         """Run the operator. `x` is a numpy array (complex, or float with a trailing 2) or a TVM tensor.
 
         Returns `out`, allocated when None: a complex numpy array for complex output, a float array for real
-        output, or a TVM tensor when `x` is a TVM tensor. `out` may be `x` itself (in-place c2c). A plan of one
+        output, or a TVM tensor when `x` is a TVM tensor (a compact one: a plan of a strided output layout needs
+        `out` then). `out` may be `x` itself (in-place c2c). Arrays and tensors of another shape, dtype or strides
+        than the plan's layouts are refused, naming the argument. A plan of one
         transform takes `x` as a vector too (shape (n,) instead of (1, n)), and then returns a vector, as
         numpy.fft does.
         """
         if isinstance(x, tvm.runtime.Tensor):
-            for name, tensor, shape in (("x", x, self.input_shape), ("out", out, self.output_shape)):
+            for name, tensor, layout in (("x", x, self.input_layout), ("out", out, self.output_layout)):
                 if isinstance(tensor, tvm.runtime.Tensor):
-                    _check_tensor(name, tensor, shape, self.real_dtype)
+                    _check_tensor(name, tensor, layout, self.batch, self.real_dtype)
+            if out is None and not self.output_layout.is_compact():
+                layout = self.output_layout
+                raise ValueError(f"out is needed: the plan's output layout (ostride={layout.stride}, "
+                                 f"odist={layout.distance}) is strided and a new TVM tensor is compact; pass out, a "
+                                 "tensor of those strides (e.g. a strided view through DLPack)")
         if self.is_cuda:
             return self._call_cuda(x, out)
         if isinstance(x, tvm.runtime.Tensor):
@@ -589,13 +595,28 @@ class Plan:
                 f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r}{steps})")
 
 
-def _check_tensor(name: str, tensor: tvm.runtime.Tensor, shape: tuple[int, ...], dtype: str) -> None:
-    """A ValueError naming `name` when a TVM tensor is not of the plan's float `shape` and `dtype` (TVM's own
-    check names the first parameter that a symbolic batch cannot bind, and a wrong length as a stride)."""
+def _refuse_strides(name: str, strides: tuple[int, ...], layout: ExternalLayout) -> None:
+    raise ValueError(f"{name} has element strides {strides}, the plan expects {layout.strides()}; "
+                     f"make a plan with matching istride/idist/ostride/odist")
+
+
+def _check_strides(name: str, strides: tuple[int, ...], layout: ExternalLayout, batch: int) -> None:
+    """A ValueError naming `name` when an array's element `strides` are not `layout`'s (the batch stride of one
+    transform is not compared: a plan of one transform declares the compact one)."""
+    if strides[1:] != layout.strides()[1:] or (batch > 1 and strides[0] != layout.strides()[0]):
+        _refuse_strides(name, strides, layout)
+
+
+def _check_tensor(name: str, tensor: tvm.runtime.Tensor, layout: ExternalLayout, batch: int, dtype: str) -> None:
+    """A ValueError naming `name` when a TVM tensor is not of the plan's float shape, `dtype` and strides in `layout`
+    (TVM's own check names the first parameter that a symbolic batch cannot bind, a wrong length as a stride, and a
+    compact tensor for a strided layout by the parameter's stride only)."""
     if str(tensor.dtype) != dtype:
         raise ValueError(f"{name} must be a {dtype} tensor, got {tensor.dtype}")
+    shape = layout.shape(batch)
     if tuple(tensor.shape) != shape:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}, the plan expects {shape}")
+    _check_strides(name, tuple(int(s) for s in tensor.strides), layout, batch)
 
 
 class _WritableAlias:
