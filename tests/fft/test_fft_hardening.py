@@ -78,6 +78,18 @@ def test_read_only_output_is_refused():
         tfft.plan(16, 2)(random_complex((2, 16), "complex64"), out=out)
 
 
+def test_run_refuses_a_read_only_output():
+    # Plan.run wrapped a read-only out as a writable alias (as it does for inputs) and wrote through it: a
+    # setflags(write=False) array was silently changed, a memmap opened with mode "r" crashed the process (SIGSEGV)
+    plan = tfft.plan(16, 2)
+    x = random_complex((2, 16), "complex64").view(np.float32).reshape(plan.input_shape)
+    out = np.zeros(plan.output_shape, np.float32)
+    out.setflags(write=False)
+    with pytest.raises(ValueError, match="out must be writable"):
+        plan.run(x, out)
+    assert not out.any()
+
+
 
 @pytest.mark.parametrize(("x_shape", "out_shape", "dtype", "message"), [
     ((4, 8, 2), None, "float32", r"x has shape \(4, 8, 2\), the plan expects \(4, 16, 2\)"),  # TVM: 'strides'

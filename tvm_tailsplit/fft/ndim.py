@@ -61,6 +61,7 @@ from .planner import (
     CUDA_PIPELINE,
     Plan,
     _check_in_place,
+    _check_writable_out,
     _resolve_target,
     _target_argument,
     _TargetKey,
@@ -383,8 +384,7 @@ class NDPlan:
         if out is None:
             out = np.empty(self.output_shape, self.dtype if complex_out else self.real_dtype)
         else:
-            if isinstance(out, np.ndarray) and not out.flags.writeable:
-                raise ValueError("out must be writable (it is a read-only array)")
+            _check_writable_out(out)
         out_view = self._float_view("out", out, self._output_floats, complex_out)
         _check_in_place(x_view, out_view)
         if self.is_cuda:

@@ -466,8 +466,7 @@ class Plan:
         else:
             if not isinstance(out, np.ndarray):
                 raise TypeError(f"out must be a numpy array (or a TVM tensor with x), got {type(out).__name__}")
-            if not out.flags.writeable:
-                raise ValueError("out must be writable (it is a read-only array)")
+            _check_writable_out(out)
             result, out_view = out, self._as_float_view("out", out, self.output_layout)
             _check_in_place(x_view, out_view)
         self.run(x_view, out_view)
@@ -482,13 +481,15 @@ class Plan:
     def run(self, x: Any, out: Any, constants: list[tvm.runtime.Tensor] | None = None) -> None:
         """The compiled operator on buffers already in its layout: `x` and `out` are TVM tensors on the plan's device
         (float views of `input_shape` and `output_shape` in the plan's real dtype) or, on llvm, numpy arrays of those
-        shapes, wrapped without a copy (checked by TVM's calling convention only; `plan(x, out)` checks and names
-        them). `constants`: tensors of `constants` on the same device, e.g. other tables of the
-        same shapes (default: the plan's own, uploaded once per device)."""
+        shapes, wrapped without a copy (checked by TVM's calling convention only, but for a read-only `out`, which is
+        refused; `plan(x, out)` checks and names them). `constants`: tensors of `constants` on the same device, e.g.
+        other tables of the same shapes (default: the plan's own, uploaded once per device)."""
         if constants is not None and len(constants) != len(self._constants):
             raise ValueError(f"constants must hold {len(self._constants)} tensors (one per table of "
                              f"plan.constants), got {len(constants)}")
         if not self.is_cuda:
+            # (a read-only input is wrapped as a writable alias, which an output must not be: it was written through)
+            _check_writable_out(out)
             x, out = (self._wrap(a) if isinstance(a, np.ndarray) else a for a in (x, out))
         function = self._cuda_executable()["main"] if self.is_cuda else self._function
         function(x, out, *(self._constant_tensors("cuda" if self.is_cuda else "cpu") if constants is None
@@ -617,6 +618,12 @@ def _check_tensor(name: str, tensor: tvm.runtime.Tensor, layout: ExternalLayout,
     if tuple(tensor.shape) != shape:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}, the plan expects {shape}")
     _check_strides(name, tuple(int(s) for s in tensor.strides), layout, batch)
+
+
+def _check_writable_out(out: Any) -> None:
+    """A ValueError when the output `out` is a read-only numpy array (e.g. a memmap opened with mode "r")."""
+    if isinstance(out, np.ndarray) and not out.flags.writeable:
+        raise ValueError("out must be writable (it is a read-only array)")
 
 
 class _WritableAlias:
