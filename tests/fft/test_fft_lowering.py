@@ -2,6 +2,9 @@
 that stay exact in the layouts where the rewrite must not apply (odd distances, tails, strides)."""
 
 import dataclasses
+import threading
+import time
+import uuid
 
 import numpy as np
 import pytest
@@ -217,3 +220,24 @@ def test_pipeline_follows_a_changed_tvm_default(monkeypatch):
     assert default[:3] == ["tirx.BindTarget", "sequential", "tirx.RemoveNoOp"]
     assert "s_tir.HoistIfThenElse" not in default
     assert _passes_run(plan, lowering.register_pipeline(plan._pair_buffers())) == _with_fft_passes(default)
+
+
+def test_pipelines_registered_from_two_threads_at_once_are_distinct(monkeypatch):
+    # the name of a new set of pair buffers was taken before registering it: two threads registering two sets at
+    # once named both alike, and TVM's registry kept one factory, the other set's plans compiled with its pipeline
+    register = tirx.register_tir_pipeline
+
+    def slow_register(name, factory):
+        time.sleep(0.2)  # a registration in progress while the other thread names its set
+        register(name, factory)
+
+    monkeypatch.setattr(tirx, "register_tir_pipeline", slow_register)
+    sets = [frozenset({f"buffer_{uuid.uuid4().hex}"}) for _ in range(2)]
+    names: dict[frozenset[str], str] = {}
+    threads = [threading.Thread(target=lambda s=s: names.__setitem__(s, lowering.register_pipeline(s))) for s in sets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert names[sets[0]] != names[sets[1]]
+    assert all(lowering.register_pipeline(s) == names[s] for s in sets)

@@ -44,6 +44,7 @@ assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpe
 from __future__ import annotations
 
 import logging
+import threading
 
 import tvm
 import tvm_ffi
@@ -511,13 +512,18 @@ def _pipeline_factory(pair_buffers: frozenset[str]):
 
 
 _REGISTERED: dict[frozenset[str], str] = {}
+# plans are compiled from several threads (numpy_api and dask callers): the name of a new set and its registration are
+# one step, else two sets named alike at once shared one pipeline, TVM's registry keeping the last factory
+_REGISTER_LOCK = threading.Lock()
 
 
 def register_pipeline(pair_buffers: frozenset[str]) -> str:
-    """The name of the registered pipeline that rewrites loads in `pair_buffers` (registered once per set)."""
-    if pair_buffers not in _REGISTERED:
-        name = f"{PIPELINE}_{len(_REGISTERED)}"
-        tirx.register_tir_pipeline(name, _pipeline_factory(pair_buffers))
-        logger.debug("registered TIR pipeline %s (pair buffers %s)", name, sorted(pair_buffers))
-        _REGISTERED[pair_buffers] = name
-    return _REGISTERED[pair_buffers]
+    """The name of the registered pipeline that rewrites loads in `pair_buffers` (registered once per set; safe to
+    call from several threads)."""
+    with _REGISTER_LOCK:
+        if pair_buffers not in _REGISTERED:
+            name = f"{PIPELINE}_{len(_REGISTERED)}"
+            tirx.register_tir_pipeline(name, _pipeline_factory(pair_buffers))
+            logger.debug("registered TIR pipeline %s (pair buffers %s)", name, sorted(pair_buffers))
+            _REGISTERED[pair_buffers] = name
+        return _REGISTERED[pair_buffers]
