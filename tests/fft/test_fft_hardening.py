@@ -139,6 +139,22 @@ def test_tvm_tensors_in_a_strided_plan_are_checked_against_its_layout():
         strided_out(x, tvm.runtime.empty((3, 8, 2), "float32"))
 
 
+def test_a_tvm_input_with_a_numpy_output_is_checked_like_a_numpy_input():
+    # a complex numpy out with a TVM x went to TVM unchecked: 'Mismatched output.ndim on argument #1'
+    import tvm
+
+    plan = tfft.plan(8, 3)
+    signal = random_complex((3, 8), "complex64", seed=7)
+    x = tvm.runtime.tensor(signal.view(np.float32).reshape(3, 8, 2))
+    out = np.zeros((3, 8), np.complex64)
+    assert plan(x, out) is out
+    assert relative_error(out, np.fft.fft(signal.astype(np.complex128))) <= tolerance(8, "complex64")
+    with pytest.raises(ValueError, match=r"out has shape \(3, 7, 2\), the plan expects \(3, 8, 2\)"):
+        plan(x, np.zeros((3, 7), np.complex64))
+    with pytest.raises(TypeError, match="out must be a TVM tensor with a TVM tensor x"):
+        plan(x, [0.0] * 48)
+
+
 # ---- overlapping layouts ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"n": 16, "batch": 2, "odist": 1}, "ostride=1 and odist=1 make the outputs of the 2 transforms overlap"),

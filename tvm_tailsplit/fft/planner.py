@@ -437,10 +437,10 @@ class Plan:
 
         Returns `out`, allocated when None: a complex numpy array for complex output, a float array for real
         output, or a TVM tensor when `x` is a TVM tensor (a compact one: a plan of a strided output layout needs
-        `out` then). `out` may be `x` itself (in-place c2c). Arrays and tensors of another shape, dtype or strides
-        than the plan's layouts are refused, naming the argument. A plan of one
-        transform takes `x` as a vector too (shape (n,) instead of (1, n)), and then returns a vector, as
-        numpy.fft does.
+        `out` then; on llvm `out` may also be a numpy array, as for a numpy `x`). `out` may be `x` itself (in-place
+        c2c). Arrays and tensors of another shape, dtype or strides than the plan's layouts are refused, naming the
+        argument. A plan of one transform takes `x` as a vector too (shape (n,) instead of (1, n)), and then returns
+        a vector, as numpy.fft does.
         """
         if isinstance(x, tvm.runtime.Tensor):
             for name, tensor, layout in (("x", x, self.input_layout), ("out", out, self.output_layout)):
@@ -451,11 +451,20 @@ class Plan:
                 raise ValueError(f"out is needed: the plan's output layout (ostride={layout.stride}, "
                                  f"odist={layout.distance}) is strided and a new TVM tensor is compact; pass out, a "
                                  "tensor of those strides (e.g. a strided view through DLPack)")
+            if out is not None and not isinstance(out, tvm.runtime.Tensor) and \
+                    (self.is_cuda or not isinstance(out, np.ndarray)):
+                raise TypeError(f"out must be a TVM tensor with a TVM tensor x (or, on llvm, a numpy array), got "
+                                f"{type(out).__name__}")
         if self.is_cuda:
             return self._call_cuda(x, out)
         if isinstance(x, tvm.runtime.Tensor):
             if out is None:
                 out = tvm.runtime.empty(self.output_shape, self.real_dtype, x.device)
+            elif isinstance(out, np.ndarray):
+                # checked and viewed as for a numpy x (a complex array was refused by TVM as 'output.ndim')
+                _check_writable_out(out)
+                self.run(x, self._as_float_view("out", out, self.output_layout))
+                return out
             self.run(x, out)
             return out
         array = np.asarray(x)
