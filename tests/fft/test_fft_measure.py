@@ -230,6 +230,23 @@ def test_verbose_shows_progress_on_stderr(fresh, capsys):
     assert "fft search" not in capsys.readouterr().err  # the handler is gone after the call
 
 
+def test_overlapping_verbose_calls_share_the_stderr_handler_and_restore_the_level(capsys):
+    # two threads' verbose plans that overlap (the first ends before the second): each restored the level it found,
+    # so the first to end silenced the other's progress and the last left the logger at INFO for good
+    logger = logging.getLogger("tvm_tailsplit.fft")
+    level = logger.level
+    first, second = planner._progress(True), planner._progress(True)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    logger.info("still verbose")  # the second call is still in progress
+    second.__exit__(None, None, None)
+    logger.info("quiet again")
+    err = capsys.readouterr().err
+    assert err.count("still verbose") == 1 and "quiet again" not in err
+    assert logger.level == level
+
+
 def test_verbose_shows_the_compile_of_an_estimate_plan(fresh, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("TVM_TAILSPLIT_CACHE_DIR", str(tmp_path))  # compiled here, not loaded
     fft.plan(23, 3, verbose=True)

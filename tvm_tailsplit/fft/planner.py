@@ -33,6 +33,7 @@ import json
 import logging
 import math
 import sys
+import threading
 import time
 from typing import Any
 
@@ -740,23 +741,42 @@ def _cached_plan(spec: FFTSpec, batch: int, target: _TargetKey, input_layout: Ex
     return result
 
 
+class _Progress:
+    """The state of the `verbose` calls in progress (`_progress`): one stderr handler and the logger's own level, kept
+    while any runs, under a lock (plans are made from several threads)."""
+
+    lock = threading.Lock()
+    calls = 0
+    level = logging.NOTSET
+    handler: logging.Handler | None = None
+
+
 @contextlib.contextmanager
 def _progress(verbose: bool):
-    """With `verbose`, the `tvm_tailsplit.fft` logger's INFO records go to stderr for the duration."""
+    """With `verbose`, the `tvm_tailsplit.fft` logger's INFO records go to stderr for the duration. Calls that overlap
+    (threads) share one handler, and the last to end restores the logger's level (each call restored the level it
+    found, so the one that ended last left INFO set, and one that ended first silenced the other)."""
     if not verbose:
         yield
         return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    level = logger.level
-    logger.addHandler(handler)
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
+    with _Progress.lock:
+        if _Progress.calls == 0:
+            _Progress.handler = logging.StreamHandler(sys.stderr)
+            _Progress.handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            _Progress.level = logger.level
+            logger.addHandler(_Progress.handler)
+            if logger.getEffectiveLevel() > logging.INFO:
+                logger.setLevel(logging.INFO)
+        _Progress.calls += 1
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+        with _Progress.lock:
+            _Progress.calls -= 1
+            if _Progress.calls == 0:
+                logger.removeHandler(_Progress.handler)
+                logger.setLevel(_Progress.level)
+                _Progress.handler = None
 
 
 def plan(
