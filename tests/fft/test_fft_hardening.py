@@ -139,6 +139,26 @@ def test_tvm_tensors_in_a_strided_plan_are_checked_against_its_layout():
         strided_out(x, tvm.runtime.empty((3, 8, 2), "float32"))
 
 
+def test_a_strided_tvm_tensor_of_one_transform_may_have_any_row_stride():
+    # a plan of one transform declared the compact batch stride, which TVM checks exactly for a strided layout: a
+    # row of a larger array (idist=20 given, as the tensor's) was refused as 'Invalid input.strides[0] ... expected 32'
+    import tvm_ffi
+
+    plan = tfft.plan(8, 1, istride=2, idist=20, ostride=3)
+    rows = random_complex((3, 20), "complex64", seed=8)
+    x = rows[1:2, :16:2]
+    out = np.zeros((2, 30), np.complex64)
+    y = out[1:2, :24:3]
+
+    def tensor(view):
+        floats = np.lib.stride_tricks.as_strided(view.real, view.shape + (2,), view.strides + (4,))
+        return tvm_ffi.from_dlpack(floats, require_alignment=0, require_contiguous=False)
+
+    plan(tensor(x), tensor(y))
+    assert relative_error(y, np.fft.fft(x.astype(np.complex128))) <= tolerance(8, "complex64")
+    assert not out[0].any()
+
+
 def test_a_tvm_input_with_a_numpy_output_is_checked_like_a_numpy_input():
     # a complex numpy out with a TVM x went to TVM unchecked: 'Mismatched output.ndim on argument #1'
     import tvm

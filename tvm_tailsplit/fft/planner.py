@@ -832,7 +832,8 @@ def plan(
     if batch == 1:
         # one transform has no distance: the compact one is declared, so that the operator's check of the batch
         # stride holds whatever stride an exporter writes for a dimension of one (numpy before 2.4 writes the
-        # compact one through DLPack, 2.4 the array's own, which `Plan._as_float_view` sets to the declared one)
+        # compact one through DLPack, 2.4 the array's own, which `Plan._as_float_view` sets to the declared one;
+        # a strided layout's operator takes any batch stride: `template.build_primfunc`)
         input_layout, output_layout = (dataclasses.replace(layout, distance=layout.elements * layout.stride)
                                        for layout in (input_layout, output_layout))
     effort = check_choice("effort", effort, EFFORTS)

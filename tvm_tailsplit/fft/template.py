@@ -390,7 +390,11 @@ def build_primfunc(
             external = {}
             itemsize = tvm.runtime.DataType(dtype).bits // 8
             for name, layout in (("input", input_layout), ("output", output_layout)):
-                strides = None if layout.is_compact() else layout.strides()
+                strides = None if layout.is_compact() else list(layout.strides())
+                if strides is not None and isinstance(batch, int) and batch == 1:
+                    # one transform has no distance: its batch stride is whatever the caller's tensor says (a
+                    # constant one refused a strided tensor of one transform whose rows are further apart)
+                    strides[0] = tirx.Var(f"{name}_batch_stride", "int32")
                 # numpy arrays are only element-aligned: the operator must not assume more
                 buffer = T.buffer(layout.shape(batch), dtype, strides=strides, align=itemsize)
                 external[name] = (T.arg(name, buffer), layout)
