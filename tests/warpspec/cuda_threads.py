@@ -150,6 +150,8 @@ class _Cta:
         words = [a.value for a in call.args if isinstance(a, tvm.ir.StringImm)]
         if name == "tirx.cuda.cta_sync":
             yield ("bar", 0, self.threads, "sync")
+        elif name == "tirx.buffer_data":  # a buffer's pointer, evaluated for nothing (it keeps the buffer whole)
+            return
         elif name.startswith("tirx.ptx.mbarrier") and "init" in words:
             count = self.value(call.args[1], env)
             self.mbarriers[self.channel(call.args[0], env)] = [count, count, 0]

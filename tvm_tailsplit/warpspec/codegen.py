@@ -289,9 +289,7 @@ def _generate_llvm(protocol: Protocol, delay_us: int) -> tirx.PrimFunc:
     channel = tirx.Var("channel", "int32")
     reset = tirx.For(channel, 0, channels.shape[0], tirx.ForKind.SERIAL,
                      tirx.BufferStore(channels, tirx.IntImm("int32", 0), [channel]))
-    # Touch the staging buffers outside the parallel loop so that they are allocated once, shared by the roles.
-    touches = [tirx.Evaluate(tirx.address_of(tirx.BufferLoad(buf, [0] * len(buf.shape))))
-               for buf in tree.root_block.alloc_buffers]
+    touches = _kept_whole(list(tree.root_block.alloc_buffers))  # outside the parallel loop: one copy for the roles
     parallel = tirx.For(role_index, 0, len(tree.roles), tirx.ForKind.PARALLEL, dispatch)
     body = _or_sequential(protocol, tirx.SeqStmt([reset, *touches, parallel]))
     for loop in reversed(tree.grid_loops):
@@ -376,6 +374,15 @@ def _one_to_one(indices, domain: dict) -> bool:
 def _thread_private(buffer: tirx.Buffer) -> bool:
     """Whether every CUDA thread has its own copy of `buffer` (a `local` scope)."""
     return buffer.scope().startswith("local")
+
+
+def _kept_whole(buffers: list[tirx.Buffer]) -> list[tirx.Stmt]:
+    """An opaque use of every buffer of `buffers` (its data pointer), placed before the roles' branches: TVM's
+    `CompactBufferAllocation` then keeps the buffer whole, allocated once where the roles share it, instead of
+    sizing it by the roles' accesses relaxed over their loops, which it cannot do for every stage index of a
+    symbolic loop (`t // 2 % 2` left the roles' loop variables in the buffer's size: 'variable t_r0 has been used
+    before definition')."""
+    return [tirx.Evaluate(buffer.data) for buffer in buffers]
 
 
 def _touches_thread_private(stmt: tirx.Stmt) -> bool:
@@ -623,6 +630,7 @@ def _generate_cuda(protocol: Protocol, threads_per_role: dict[int, int], named_b
                 tirx.IntImm("uint32", threads_per_role[plan.arriving_role(run[0])])))
             inits.append(tirx.For(channel, run[0], len(run), tirx.ForKind.SERIAL, init))
         stmts += [tirx.IfThenElse(thread == 0, _seq(inits), None), tirx.Evaluate(T.cuda.cta_sync())]
+    stmts += _kept_whole([buffer for buffer in tree.root_block.alloc_buffers if not _thread_private(buffer)])
     stmts.append(dispatch)
     binding = tirx.IterVar(tvm.ir.Range(0, total), thread, tirx.IterVar.ThreadIndex, "threadIdx.x")
     body = tirx.For(thread, 0, total, tirx.ForKind.THREAD_BINDING, _or_sequential(protocol, _seq(stmts), thread),
