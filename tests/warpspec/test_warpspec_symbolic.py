@@ -549,6 +549,16 @@ def test_a_ring_whose_stage_tvm_cannot_bound_is_kept_whole(threads):
     _runs_as_three_x(_two_steps_per_stage(3))
 
 
+def test_a_stage_of_nested_divisions_repeats_with_their_product(threads):
+    # Stage t // 2 % 2 repeats every 4 iterations; the period was the lcm of the divisors (2), and the kernel was
+    # refused as "cannot prove that the region of ring in block 'load' repeats every 2 iteration(s)"
+    func = _two_steps_per_stage(2)
+    assert analyze(func).symbolic.loops[0].period == 4
+    assert analyze(_two_steps_per_stage(3)).symbolic.loops[0].period == 6
+    assert check(func).ok
+    _runs_as_three_x(func)
+
+
 def test_symbolic_trip_counts_cannot_be_unrolled():
     with pytest.raises(WarpSpecializeInputError, match="loop 't' has the symbolic trip count"):
         analyze(examples.symbolic_streaming_kernel(), unroll=True)

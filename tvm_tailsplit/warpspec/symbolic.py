@@ -9,8 +9,9 @@ count. Algorithm, for every long loop `L` with variable `k` and trip count `N`:
 1. **Form.** `L` is at the top of the pipeline (not nested in another pipeline loop) and holds tasks only, and no
    region uses the variables of a symbolic trip count (only loop and grid variables). Tasks before and after it
    (prologue and epilogue tasks such as a GEMM's init and store) and short loops stay as they are.
-2. **Period.** `P` is the lcm of the constant divisors of `k` in the region bounds of L's tasks (the stage index
-   `k % S` of a ring gives `S`; 1 if there is none). `tvm.sym` proves that replacing `k` by `k + P` shifts every
+2. **Period.** `P` is the lcm, over the divisions of an expression of `k` by a constant in the region bounds of L's
+   tasks, of the constant times the period of its dividend (the stage index `k % S` of a ring gives `S`, two steps
+   per stage `k // 2 % S` gives `2 S`; 1 if there is none). `tvm.sym` proves that replacing `k` by `k + P` shifts every
    region of L's tasks by a constant vector without changing its extents, and all regions of one buffer by the
    same vector. The overlap of two instances at distance `d` is then the same at `k` and `k + P` for every `d`
    (translation invariance): the dependence pattern of the interior iterations repeats with period `P`. Buffers
@@ -300,23 +301,31 @@ def _written(tree: ScheduleTree) -> set[str]:
 
 
 def _divisor_lcm(loop: LoopNode, written: set[str]) -> int:
-    """The lcm of the constant divisors of the loop variable in the region bounds (of buffers in `written`) of the
-    loop's tasks."""
-    divisors = [1]
+    """The period of the region bounds (of buffers in `written`) of the loop's tasks in the loop variable: the lcm,
+    over the divisions of an expression of the variable by a constant, of that constant times the period of its
+    dividend (the lcm for the divisions inside it, 1 without any): `t // 2 % 2` repeats every 4 iterations, not 2."""
 
-    def visit(expr) -> None:
-        if isinstance(expr.b, tirx.IntImm) and int(expr.b) != 0 and uses_var(expr.a, loop.var):
-            divisors.append(abs(int(expr.b)))
+    def period(expr) -> int:
+        """The lcm of the periods of the divisions of the loop variable in `expr` (1 without any)."""
+        periods = [1]
 
+        def visit(node):
+            if not (isinstance(node.b, tirx.IntImm) and int(node.b) != 0 and uses_var(node.a, loop.var)):
+                return None
+            periods.append(abs(int(node.b)) * period(node.a))
+            return tvm_ffi.WalkResult.SKIP  # the divisions inside the dividend are in its period
+
+        tvm_ffi.structural_walk(expr, [(kind, visit) for kind in _DIVISIONS], order="pre")
+        return math.lcm(*periods)
+
+    periods = [1]
     for task in loop.children:
         if isinstance(task, TaskNode):
             for region in _regions(task):
                 if region.buffer.name not in written:
                     continue
-                for lo, extent in region.bounds:
-                    for expr in (lo, extent):
-                        tvm_ffi.structural_walk(expr, [(kind, visit) for kind in _DIVISIONS])
-    return math.lcm(*divisors)
+                periods += [period(expr) for bound in region.bounds for expr in bound]
+    return math.lcm(*periods)
 
 
 def _prove_period(loop: LoopNode, period: int, written: set[str]) -> None:
