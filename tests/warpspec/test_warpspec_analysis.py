@@ -134,6 +134,30 @@ def test_rejects_non_serial_pipeline_loops():
 
 
 @T.prim_func(s_tir=True)
+def _grid_with_a_sibling(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32"), Z: T.Buffer((4,), "float32")):
+    for b in T.thread_binding(1, thread="blockIdx.x"):
+        for t in range(4):
+            with T.sblock("scale"):
+                T.reads(X[t * 4:t * 4 + 4])
+                T.writes(Y[t * 4:t * 4 + 4])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(4):
+                    Y[t * 4 + i] = X[t * 4 + i]
+    for i in range(4):
+        with T.sblock("tail"):
+            T.sblock_attr({"warp_role": 1})
+            Z[i] = X[i]
+
+
+def test_rejects_a_grid_loop_beside_other_statements_saying_where_grid_loops_go():
+    # the blockIdx loop was taken for a pipeline loop: "loop 'b' in the pipeline is thread_binding; pipeline loops
+    # must be serial", as if it should have been serial
+    with pytest.raises(WarpSpecializeInputError, match="loop 'b' in the pipeline is bound to blockIdx.x; grid loops "
+                                                       "must enclose the whole pipeline"):
+        build_schedule_tree(_grid_with_a_sibling)
+
+
+@T.prim_func(s_tir=True)
 def _stepped(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32")):
     for t in T.serial(0, 4, step=2):
         with T.sblock("scale"):

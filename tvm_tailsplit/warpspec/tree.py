@@ -391,6 +391,12 @@ def _pipeline(stmt, loops: tuple[tirx.For, ...], loop_names: set[str], where: st
                 raise WarpSpecializeInputError(
                     f"loop '{name}' {where} carries '{WARP_ROLE}'; warp roles mark blocks: make the loop a block "
                     f"(sch.blockize(loop)) and annotate that with sch.annotate(block, '{WARP_ROLE}', role)")
+            tag = s.thread_binding.thread_tag if s.thread_binding is not None else ""
+            if tag.startswith("blockIdx."):
+                raise WarpSpecializeInputError(
+                    f"loop '{name}' {where} is bound to {tag}; grid loops must enclose the whole pipeline: the "
+                    "outermost loops of the root block (after its asserts), each the only statement of its parent, "
+                    "so move the statements beside it into it")
             if s.kind != tirx.ForKind.SERIAL:
                 raise WarpSpecializeInputError(f"loop '{name}' {where} is {tirx.ForKind(s.kind).name.lower()}; "
                                                "pipeline loops must be serial")
