@@ -147,3 +147,19 @@ def test_analyze_and_check_of_something_other_than_a_prim_func_are_type_errors(k
     for function in (analyze, check):
         with pytest.raises(TypeError, match=expected):
             function(kernel)
+
+
+@pytest.mark.parametrize("call, error, expected", [
+    # a str reached a comparison ("'<' not supported between instances of 'str' and 'int'"), 0 or a negative bound
+    # was used as given (no state explored: "exploration stopped after -1 states"), "yes" was taken for True
+    (lambda f: analyze(f, max_instances="10"), ValueError, r"^analyze: max_instances must be a positive int, got '10'"),
+    (lambda f: analyze(f, max_instances=0), ValueError, r"^analyze: max_instances must be a positive int, got 0"),
+    (lambda f: analyze(f, unroll="yes"), TypeError, r"^analyze: unroll must be None, True or False, got str 'yes'"),
+    (lambda f: check(f, max_states="5"), ValueError, r"^check: max_states must be a positive int, got '5'"),
+    (lambda f: check(f, max_states=-1), ValueError, r"^check: max_states must be a positive int, got -1"),
+    (lambda f: check(f, max_instances=0), ValueError, r"^check: max_instances must be a positive int, got 0"),
+    (lambda f: check(analyze(f).protocol, max_states=0), ValueError, r"^check: max_states must be a positive int"),
+])
+def test_analyze_and_check_name_a_bad_bound(call, error, expected):
+    with pytest.raises(error, match=expected):
+        call(examples.streaming_kernel(tiles=4, tile=8))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tvm import tirx
 
+from ..ir_utils import require_sizes
 from .channels import ChannelPlan, allocate_channels
 from .graphs import (
     FlowGraph,
@@ -102,8 +103,12 @@ def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int 
     `warpspec.tree` for the form).
 
     `unroll`: None chooses (unrolled when small, see the module doc), True forces the instance graphs (constant
-    trip counts, at most `max_instances` instances), False the symbolic analysis.
+    trip counts, at most `max_instances` instances), False the symbolic analysis. An `unroll` other than None, True or
+    False is a TypeError, a `max_instances` other than a positive int a ValueError naming it.
     """
+    require_sizes("analyze", max_instances=max_instances)
+    if unroll is not None and not isinstance(unroll, bool):
+        raise TypeError(f"analyze: unroll must be None, True or False, got {type(unroll).__name__} {unroll!r}")
     tree = build_schedule_tree(func)
     require_grid_invariance(tree)
     instances = count_instances(tree)

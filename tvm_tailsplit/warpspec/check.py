@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
+from ..ir_utils import require_sizes
 from .analysis import analyze
 from .graphs import Instance, boxes_overlap
 from .protocol import ARRIVE, WAIT, Protocol, SyncOp
@@ -230,6 +231,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
 
     The protocol must be over explicit instances (see `Analysis.small_protocol` for symbolic ones).
     """
+    require_sizes("check_protocol", max_states=max_states)
     if protocol.plan.graph is None:
         raise ValueError("check needs a protocol over explicit instances; a symbolic protocol is checked through "
                          "Analysis.small_protocol()")
@@ -428,8 +430,10 @@ def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_state
 
     A kernel with long or symbolic trip counts is checked at the small window trip counts of its symbolic analysis
     (`Analysis.small_protocol`). `max_instances` is `analyze`'s (a kernel only); `max_states` bounds the
-    interleavings explored: beyond it the report has an "exploration incomplete" issue.
+    interleavings explored: beyond it the report has an "exploration incomplete" issue. Both bounds must be positive
+    ints (else a ValueError naming the bound).
     """
+    require_sizes("check", max_instances=max_instances, max_states=max_states)
     if isinstance(kernel, Protocol):
         protocol = kernel
     else:
