@@ -241,3 +241,22 @@ def test_an_operation_counting_more_edges_than_its_group_has_is_reported():
     report = check(protocol.replace_ops("compute", ops))
     print(report.describe())
     assert LEFTOVER in report.kinds()  # the extra release is never acquired
+
+
+def test_hopper_kernels_are_checked_with_the_protocol_the_hopper_generator_implements():
+    # check(kernel) explored a Hopper kernel's generic protocol (no wgmma group in flight, no TMA transaction) though
+    # the README said the in-flight protocol is what check explores; hopper=True checks that one
+    from tvm_tailsplit.warpspec.hopper import hopper_protocol
+    from tvm_tailsplit.warpspec.tiles import tile_plan
+
+    func = examples.hopper_gemm_kernel(256, 256, 512)
+    analysis = analyze(func)
+    expected = check(hopper_protocol(analysis.small_protocol(), tile_plan(analysis.tree)))
+    report = check(func, hopper=True)
+    assert report.ok, report.describe()
+    assert (report.states, report.steps_per_role) == (expected.states, expected.steps_per_role)
+    assert report.steps_per_role != check(func).steps_per_role
+    with pytest.raises(TypeError, match="check: hopper must be a bool, got str 'yes'"):
+        check(func, hopper="yes")
+    with pytest.raises(ValueError, match="check: hopper=True takes a kernel"):
+        check(analysis.protocol, hopper=True)

@@ -45,7 +45,9 @@ from tvm import tirx
 from ..ir_utils import require_sizes
 from .analysis import analyze
 from .graphs import Instance, boxes_overlap
+from .hopper import hopper_protocol
 from .protocol import ARRIVE, WAIT, Protocol, SyncOp
+from .tiles import tile_plan
 
 __all__ = ["CheckReport", "Issue", "Step", "check", "check_protocol", "role_programs"]
 
@@ -425,17 +427,28 @@ def _conflict(earlier: Instance, later: Instance) -> str | None:
     return None
 
 
-def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_states: int = 2_000_000) -> CheckReport:
+def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_states: int = 2_000_000,
+          hopper: bool = False) -> CheckReport:
     """Check the protocol WarpSpecialize generates for `kernel` (or a given, possibly modified, protocol).
 
     A kernel with long or symbolic trip counts is checked at the small window trip counts of its symbolic analysis
     (`Analysis.small_protocol`). `max_instances` is `analyze`'s (a kernel only); `max_states` bounds the
     interleavings explored: beyond it the report has an "exploration incomplete" issue. Both bounds must be positive
-    ints (else a ValueError naming the bound).
+    ints (else a ValueError naming the bound). `hopper=True` (a kernel only) checks the protocol that
+    `WarpSpecialize("cuda", hopper=True)` generates instead: TMA transactions and wgmma groups in flight
+    (`hopper.hopper_protocol`); without it a Hopper kernel's generic protocol is checked.
     """
     require_sizes("check", max_instances=max_instances, max_states=max_states)
+    if not isinstance(hopper, bool):
+        raise TypeError(f"check: hopper must be a bool, got {type(hopper).__name__} {hopper!r}")
     if isinstance(kernel, Protocol):
+        if hopper:
+            raise ValueError("check: hopper=True takes a kernel; a protocol is checked as given (build a Hopper "
+                             "protocol with warpspec.hopper.hopper_protocol)")
         protocol = kernel
     else:
-        protocol = analyze(kernel, max_instances=max_instances).small_protocol()
+        analysis = analyze(kernel, max_instances=max_instances)
+        protocol = analysis.small_protocol()
+        if hopper:
+            protocol = hopper_protocol(protocol, tile_plan(analysis.tree))
     return check_protocol(protocol, max_states)
