@@ -1,6 +1,6 @@
 """The README's TailSplit example runs as written and its operator computes ``A * B`` for every length; its
 WarpSpecialize examples run (llvm result against numpy, the CUDA and Hopper forms compiled); its FFT examples
-(the first plan, the te_fft graph, the convolution) compute what their comments say."""
+(the first plan, the te_fft graph, the Relax model of emit_fft, the convolution) compute what their comments say."""
 
 import pathlib
 import re
@@ -52,8 +52,8 @@ def _section_blocks(heading: str) -> list[str]:
 
 
 def test_readme_fft_examples_compute_what_their_comments_say():
-    """"Using the FFT generator" (numpy.fft.fft to 2e-7 relative L2 error), the te_fft graph (== np.fft.fft) and
-    "FFT convolution" (== scipy.signal.fftconvolve), run as written."""
+    """"Using the FFT generator" (numpy.fft.fft to 2e-7 relative L2 error), the te_fft graph (== np.fft.fft), the
+    Relax model (== np.fft.rfft) and "FFT convolution" (== scipy.signal.fftconvolve), run as written."""
     namespace: dict = {}
     (first,) = _section_blocks("## Using the FFT generator")
     exec(compile(first, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
@@ -67,6 +67,13 @@ def test_readme_fft_examples_compute_what_their_comments_say():
     x, z = namespace["x"], namespace["z"].numpy()
     reference = np.fft.fft(x[..., 0] + 1j * x[..., 1])
     np.testing.assert_allclose(z[..., 0] + 1j * z[..., 1], reference, atol=1e-4 * np.abs(reference).max())
+    relax_block = next(b for b in re.findall(r"```python\n(.*?)```", fft_part, re.S) if "fft.emit_fft(" in b)
+    exec(compile(relax_block, str(README), "exec"), namespace)  # noqa: S102
+    signal_in = np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float32)
+    spectrum = namespace["vm"]["main"](tvm.runtime.tensor(signal_in)).numpy()
+    reference = np.fft.rfft(signal_in)
+    np.testing.assert_allclose(spectrum[..., 0] + 1j * spectrum[..., 1], reference,
+                               atol=1e-4 * np.abs(reference).max())
     signal = pytest.importorskip("scipy.signal")
     (convolution,) = _section_blocks("### FFT convolution")
     exec(compile(convolution, str(README), "exec"), namespace)  # noqa: S102

@@ -250,10 +250,15 @@ def cuda_source(mod: tvm.IRModule, arch: str = "sm_80", tir_pipeline: str = "def
 
 
 def executable_cuda_source(executable: tvm.runtime.Executable) -> str:
-    """The CUDA C++ source of `executable`, a module `tvm.compile` built for a cuda target."""
-    device_modules = [m for m in executable.mod.imports if m.kind in ("cuda", "fallback", "cuda_fallback")]
-    source_module = device_modules[0] if device_modules else executable.mod.imports[0]
-    return source_module.inspect_source()
+    """The CUDA C++ source of `executable`, a module `tvm.compile` or `relax.build` built for a cuda target: its
+    device modules' sources, wherever they are imported (a Relax executable imports them through its host module)."""
+    pending, sources = list(executable.mod.imports), []
+    while pending:
+        module = pending.pop(0)
+        if module.kind in ("cuda", "fallback", "cuda_fallback"):
+            sources.append(module.inspect_source())
+        pending.extend(module.imports)
+    return "\n".join(sources) if sources else executable.mod.imports[0].inspect_source()
 
 
 _PTXAS_FUNCTION = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")

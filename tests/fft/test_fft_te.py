@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from tvm import s_tir, te
+from tvm import relax, s_tir, te
 
-from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
-from tvm_tailsplit.fft import te_fft, te_fft_constants
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source, executable_cuda_source
+from tvm_tailsplit.fft import emit_fft, te_fft, te_fft_constants
+from tvm_tailsplit.fft.lowering import register_pipeline
 from tvm_tailsplit.fft.planner import CUDA_PIPELINE
 from tvm_tailsplit.testing import cuda_schedule_for_llvm
 
@@ -195,3 +196,76 @@ def test_te_fft_graph_runs_on_the_gpu():
     z = tvm.runtime.empty(shape, "float32", dev)
     executable["main"](tvm.runtime.tensor(x, dev), *[tvm.runtime.tensor(v, dev) for _, v in constants], z)
     assert relative_error(_as_complex(z.numpy()), reference) <= tolerance(1000, "complex64")
+
+
+def _relax_fft_model(shape, dtype, **fft_arguments):
+    """A Relax function main(x) = 2 * fft(x + 1) with the FFT emitted by emit_fft."""
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, dtype))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            shifted = builder.emit(relax.op.add(x, relax.const(1.0, dtype)))
+            y = emit_fft(builder, shifted, **fft_arguments)
+            result = builder.emit_output(relax.op.multiply(y, relax.const(2.0, dtype)))
+        builder.emit_func_output(result)
+    return builder.get()
+
+
+@pytest.mark.parametrize(("shape", "dtype", "arguments", "reference"), [
+    ((3, 97, 2), "float32", {}, lambda z: np.fft.fft(z)),  # Rader: twiddle tables and permutations
+    ((4, 97, 3, 2), "float64", {"axis": 1, "norm": "ortho"}, lambda z: np.fft.fft(z, axis=1, norm="ortho")),
+    ((2, 1000), "float32", {"kind": "r2c"}, lambda z: np.fft.rfft(z)),
+    ((2, 33, 2), "float64", {"kind": "c2r", "n": 64}, lambda z: np.fft.irfft(z, 64)),
+])
+def test_emit_fft_puts_the_fft_in_a_relax_model_that_exports(shape, dtype, arguments, reference, tmp_path):
+    mod = _relax_fft_model(shape, dtype, **arguments)
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.relax.build(mod, "llvm", tir_pipeline=register_pipeline(frozenset()))
+    executable.export_library(tmp_path / "model.so")
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(tmp_path / "model.so")), tvm.cpu())
+    x = random_real(shape, dtype)
+    y = vm["main"](tvm.runtime.tensor(x)).numpy()
+    z = x + 1
+    expected = 2 * reference(_as_complex(z) if arguments.get("kind", "c2c") != "r2c" else z)
+    got = y if arguments.get("kind") == "c2r" else _as_complex(y)
+    complex_dtype = "complex64" if dtype == "float32" else "complex128"
+    assert relative_error(got, expected) < tolerance(1000, complex_dtype)
+
+
+def test_emit_fft_refuses_what_it_cannot_emit():
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([tvm.tirx.Var("m", "int64"), 8, 2], "float32"))
+    with builder.function("main", [x]):
+        with pytest.raises(ValueError, match="static shape"):
+            emit_fft(builder, x)
+        with pytest.raises(TypeError, match="builder must be a relax.BlockBuilder"):
+            emit_fft(None, x)
+        builder.emit_func_output(x)
+
+
+def _relax_cuda_fft_model(arch: str):
+    """main(x) = fft(x) of 4 x 1000 complex64 points, emitted for a CUDA target of `arch`, and that target."""
+    target = tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm")
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 1000, 2), "float32"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            y = builder.emit_output(emit_fft(builder, x, target=target))
+        builder.emit_func_output(y)
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        return tvm.relax.build(builder.get(), target, tir_pipeline=CUDA_PIPELINE)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_emit_fft_on_cuda_compiles_with_nvcc(arch):
+    (usage,) = compile_cuda_source(executable_cuda_source(_relax_cuda_fft_model(arch)), arch)
+    assert usage.spill_store_bytes == 0 and usage.barriers == 1  # one kernel, a barrier between its passes
+
+
+@pytest.mark.gpu
+def test_emit_fft_on_cuda_runs_on_the_gpu():
+    vm = relax.VirtualMachine(_relax_cuda_fft_model("sm_80"), tvm.cuda(0))
+    x = random_real((4, 1000, 2), "float32")
+    y = vm["main"](tvm.runtime.tensor(x, tvm.cuda(0))).numpy()
+    assert relative_error(_as_complex(y), np.fft.fft(_as_complex(x))) <= tolerance(1000, "complex64")

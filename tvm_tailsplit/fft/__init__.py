@@ -48,13 +48,13 @@ from .numpy_api import (
 )
 from .planner import Plan, plan
 from .scipy_backend import __ua_domain__, __ua_function__
-from .te_op import te_fft, te_fft_constants
+from .te_op import emit_fft, te_fft, te_fft_constants
 from .variants import Variant
 from .wisdom import export_wisdom, forget_wisdom, import_wisdom
 
 __all__ = [
     "ConvolvePlan", "NDPlan", "Plan", "Variant", "__ua_domain__", "__ua_function__", "convolve", "dask_array",
-    "export_wisdom",
+    "emit_fft", "export_wisdom",
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "forget_wisdom", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn",
     "ifftshift", "ihfft", "ihfft2", "ihfftn", "import_wisdom", "irfft", "irfft2", "irfftn", "next_fast_len", "plan",
     "plan_convolve", "plan_nd", "prev_fast_len", "rfft", "rfft2", "rfftfreq", "rfftn", "te_fft", "te_fft_constants",

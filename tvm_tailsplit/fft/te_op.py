@@ -24,6 +24,12 @@ stage moves the axis last and flattens the batch (and another moves it back on t
 Constants: the twiddle tables (float64 values rounded once) and the Rader permutations are placeholders
 `fft_tables` / `fft_indices` read by the stage; `te_fft_constants(y)` lists them with their values, which the
 caller passes to the compiled function after its own inputs.
+
+Relax: `emit_fft(builder, x, ...)` puts the stage in a Relax function being built: the PrimFunc of `te_fft` on a
+placeholder of `x`'s shape (`te.create_prim_func`), added to the module, called with `x` and the constants as
+`R.const` (`relax.call_tir`). Relax's `emit_te` cannot do it: the stage's constant placeholders are no Relax values.
+The PrimFunc names its complex buffers (`lowering.PAIR_BUFFERS_ATTR`), so that `plan()`'s llvm pipeline,
+`lowering.register_pipeline(frozenset())`, rewrites their accesses as a plan's.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from typing import Any
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import te
+from tvm import relax, te
 
+from .lowering import PAIR_BUFFERS_ATTR
 from .passes import PassList
 from .planner import _resolve_target, plan
 from .schedule import choose_lanes, schedule_llvm
@@ -43,7 +50,7 @@ from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, requeste
 from .template import build_primfunc
 from .tuning import CODELET_LIMIT, RADIX_LIMIT, VECTOR_LANES
 
-__all__ = ["te_fft", "te_fft_constants"]
+__all__ = ["emit_fft", "te_fft", "te_fft_constants"]
 
 _STAGE_TAG = "tvm_tailsplit.fft"
 # the spec's fields recorded in the stage's attributes (`te_fft_constants` rebuilds the spec from them)
@@ -220,3 +227,60 @@ def te_fft_constants(*tensors: te.Tensor) -> list[tuple[te.Tensor, np.ndarray]]:
             found.extend(zip(list(op.input_tensors)[1:], values, strict=True))
         stack.extend(op.input_tensors)
     return found
+
+
+def emit_fft(
+    builder: relax.BlockBuilder,
+    x: relax.Expr,
+    n: int | None = None,
+    kind: str = "c2c",
+    direction: str = "forward",
+    norm: str = "backward",
+    axis: int = -1,
+    target: Any = "llvm",
+) -> relax.Var:
+    """Emit the FFT of the Relax tensor `x` in the function `builder` is building; returns the bound result.
+
+    `x` has a static shape and dtype float32 or float64 (complex data with a trailing 2, as for `te_fft`); `n`,
+    `kind`, `direction`, `norm`, `axis` and `target` are `te_fft`'s. The stage is a PrimFunc added to the module
+    (`fft_<kind><n>`), called with `x` and its constant tables (`relax.call_tir`). Build the module with
+    `relax.build(mod, target, tir_pipeline=fft.lowering.register_pipeline(frozenset()))` on llvm (`plan()`'s
+    contiguous complex accesses; TVM's default pipeline is correct without them), `fft.planner.CUDA_PIPELINE` on
+    CUDA, and `PassContext(config={"tirx.disable_cse_tir": True})` as for `te_fft`.
+    """
+    if not isinstance(builder, relax.BlockBuilder):
+        raise TypeError(f"builder must be a relax.BlockBuilder, got {type(builder).__name__}")
+    if not isinstance(x, relax.Expr):
+        raise TypeError(f"x must be a Relax expression, got {type(x).__name__}")
+    info = x.ty
+    if not isinstance(info, relax.TensorType) or not isinstance(info.shape, relax.ShapeExpr):
+        raise ValueError(f"x must be a Relax tensor of known shape, got {info}")
+    placeholder = te.placeholder(_static_shape_of(info.shape.values), info.dtype, name="x")
+    y = te_fft(placeholder, n=n, kind=kind, direction=direction, norm=norm, axis=axis, target=target)
+    constants = te_fft_constants(y)
+    func = te.create_prim_func([placeholder, *[c for c, _ in constants], y])
+    pairs = ["fft_tables"] + [name for name, complex_data in (("x", kind != "r2c"), (y.op.name, kind != "c2r"))
+                                if complex_data]
+    function = builder.add_func(func.with_attr(PAIR_BUFFERS_ATTR, pairs).without_attr("global_symbol"),
+                                _fft_stage(y).name)
+    result = relax.TensorType([int(d) for d in y.shape], info.dtype)
+    tables = [relax.const(value, str(value.dtype)) for _, value in constants]  # (float64 stays float64)
+    return builder.emit(relax.call_tir(function, [x, *tables], result))
+
+
+def _static_shape_of(values) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in values)
+    except TypeError:
+        raise ValueError(f"x must have a static shape, got {list(values)}") from None
+
+
+def _fft_stage(y: te.Tensor) -> te.ExternOp:
+    """The FFT stage that computes `y` (itself, or the input of the stage moving its axis back)."""
+    stack = [y]
+    while stack:
+        op = stack.pop().op
+        if isinstance(op, te.ExternOp) and op.tag == _STAGE_TAG:
+            return op
+        stack.extend(op.input_tensors)
+    raise AssertionError("te_fft returned no FFT stage")
