@@ -539,13 +539,21 @@ def _channel_reuse_safe(plan: ChannelPlan) -> str | None:
 
 def _mismatch(plan: SymbolicPlan, counts: dict[str, int]) -> str | None:
     """Why the rules instantiated at `counts` differ from the exact analysis or reuse a channel unsafely."""
-    exact = sorted(pair for g in _exact_plan(plan.tree, counts).groups for pair in g.edges)
+    exact_plan = _exact_plan(plan.tree, counts)
+    exact = {pair for g in exact_plan.groups for pair in g.edges}
     try:
         instantiated = plan.instantiate(counts)
     except SymbolicAnalysisError as error:
         return str(error)
-    if sorted(pair for g in instantiated.groups for pair in g.edges) != exact:
-        return "the rules give other dependences than the exact analysis"
+    ruled = {pair for g in instantiated.groups for pair in g.edges}
+    if ruled != exact:
+        names = [instance.name for instance in exact_plan.graph.instances]
+        only_exact, only_ruled = sorted(exact - ruled), sorted(ruled - exact)
+        src, dst = (only_exact or only_ruled)[0]
+        return (f"the rules give other dependences than the exact analysis: {names[src]} -> {names[dst]} is "
+                f"{'only in the exact analysis' if only_exact else 'only in the rules'} (a dependence whose "
+                "distance varies with a trip count, e.g. between two loops sharing one ring, whose stage at the "
+                "second loop's start depends on the first loop's trip count modulo the ring's stages, has no rule)")
     return _channel_reuse_safe(instantiated)
 
 
