@@ -416,3 +416,44 @@ def test_a_second_partial_split_of_a_static_chain_changes_nothing():
     tvm.ir.assert_structural_equal(twice, once)
     assert not reports[0].changed
     assert_same_results(mod, twice)
+
+
+@T.prim_func
+def bound_below_the_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i in range(4):
+        for j in T.serial(4, annotations={"pragma_emit_insn": "v"}):
+            x: T.let = i * 16 + j * 4
+            for k in range(4):
+                if x + k < n:
+                    B[x + k] = A[x + k] * T.float32(2)
+
+
+@T.prim_func
+def bound_above_the_mark(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i in range(4):
+        x: T.let = i * 16
+        for j in T.serial(16, annotations={"pragma_emit_insn": "v"}):
+            if x + j < n:
+                B[x + j] = A[x + j] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_guard_on_a_variable_bound_below_the_mark_stays_where_the_variable_is_defined(strategy):
+    """A variable bound by a ``Bind`` (``x: T.let = ...``) was taken for a symbol like ``n``: the range of ``k``
+    intersected with ``x + k < n`` got its end bound above the mark, before ``x`` was bound there, and the pass
+    failed in TVM's verifier ('Invalid use of undefined variable x'). Such an end now stays in the loop header
+    below the ``Bind``; a ``Bind`` above the mark still lets the end be bound above the mark."""
+    for func, where in ((bound_below_the_mark, "depends on variables bound below the mark"),
+                        (bound_above_the_mark, "computed above the mark")):
+        mod = tvm.IRModule({"main": func})
+        reports = []
+        after = TailSplit(strategy=strategy, reports=reports)(mod)
+        assert where in str(reports[0])
+        assert analysis.conditions_under_marks(after) == 0
+        executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(remove_marks(after), target="llvm"))
+        for n in range(-2, 68, 3):
+            assert_same_results(mod, after, {"n": n}, trials=1, executables=executables)

@@ -117,6 +117,10 @@ class RangeContext:
         self._analyzer: sym.Analyzer | None = None
         self._proofs: dict = {}  # proof cache: [expression, ranges assumed, assumptions] -> proved
         self.assumptions: list = []  # conditions of the guarded cases being planned (e.g. ``s // 8 <= n // 8``)
+        # Variables bound by ``Bind`` statements in the code being planned (``x: T.let = j * 4``). They have no
+        # range, and like loop variables they are no symbols: an expression placed above their ``Bind`` (a split
+        # point, an end bound above a mark) cannot use them. ``outside`` sets name those in scope.
+        self.bound_variables: frozenset = frozenset()
 
     @property
     def analyzer(self) -> sym.Analyzer:
@@ -125,6 +129,11 @@ class RangeContext:
             for var, (low, extent) in self.ranges.items():
                 self._analyzer.bind(var, Range.from_min_extent(low, extent))
         return self._analyzer
+
+    def defined_inside(self) -> set:
+        """The variables defined by the code being planned (loops and ``Bind`` statements), the others being
+        symbols (``n``): an expression mentioning one of them is valid only where it is defined."""
+        return set(self.ranges) | self.bound_variables
 
     def bind(self, var, low, extent) -> None:
         """Bind ``var`` to ``[low, low + extent)`` (replacing an earlier binding)."""
@@ -432,7 +441,7 @@ def decompose_symbolic_range(
     lo, hi = as_expr(lo, dtype), as_expr(hi, dtype)
     points: list = []
     unordered = None
-    loop_vars = set(context.ranges)
+    loop_vars = context.defined_inside()
     for atom in atoms:
         candidates = split_points(atom, var, context)
         if constant_points_only:
@@ -459,7 +468,7 @@ def intersect_range(var, lo, hi, atoms: Sequence[Atom], outside: set, context: R
     dtype = var.ty.dtype
     new_lo, new_hi = as_expr(lo, dtype), as_expr(hi, dtype)
     used = []
-    loop_vars = set(context.ranges)
+    loop_vars = context.defined_inside()
     for atom in atoms:
         linear = _linear_in(atom, var)
         if linear is None:

@@ -373,6 +373,11 @@ class Planner:
         self.context = RangeContext()
         for loop in loop_vars_in(func.body):
             self.context.bind(loop.loop_var, loop.min, launched_extent(loop))
+        bound: set = set()
+        tvm_ffi.structural_walk(func.body, (tirx.Bind, lambda stmt: bound.add(stmt.var)))
+        self.context.bound_variables = frozenset(bound)
+        self._binds_in_scope: list = []  # variables of the Binds before the statement being planned, in scope there
+        self._binds_at_mark: set = set()  # those in scope at the current mark (above it)
         self._notes: list[Note] = []
         self._splits: dict[str, tuple[str, list[str]]] = {}
         self._guard_atoms: dict = {}
@@ -494,7 +499,17 @@ class Planner:
 
     def _plan_statement(self, stmt, mark: tirx.For | None):
         if isinstance(stmt, tirx.SeqStmt):
-            items = [p for p in (self.plan(s, mark) for s in stmt.seq) if p is not None]
+            in_scope = len(self._binds_in_scope)
+            items = []
+            try:
+                for child in stmt.seq:
+                    item = self.plan(child, mark)
+                    if item is not None:
+                        items.append(item)
+                    if isinstance(child, tirx.Bind):  # its variable is defined for the statements after it
+                        self._binds_in_scope.append(child.var)
+            finally:
+                del self._binds_in_scope[in_scope:]
             if not items:
                 return None
             return items[0] if len(items) == 1 else SequencePlan(items)
@@ -618,7 +633,8 @@ class Planner:
     def _outside(self, var) -> set:
         """The variables of the loops enclosing the statement being planned, other than ``var``: the ranges a
         proof about ``var``'s pieces may assume."""
-        return {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)}
+        return {enclosing.loop_var for enclosing in self._enclosing if not enclosing.loop_var.same_as(var)} | set(
+            self._binds_in_scope)
 
     def _intersect_below_mark(self, loop: tirx.For, mark: tirx.For, atoms: list, lo, hi, subject: str):
         """A loop at or below the mark: its range intersected with the bounds its atoms imply (one piece)."""
@@ -639,13 +655,16 @@ class Planner:
         if not self._inside(var, new_lo, new_hi, lo, hi):
             self._note(subject, f"range kept: [{new_lo}, {new_hi}) not proved inside [{lo}, {hi})")
             return self._whole(loop, mark)
-        above = {enclosing.loop_var for enclosing in self._enclosing[: self._mark_depth]}
-        loop_vars = set(self.context.ranges)
+        above = {enclosing.loop_var for enclosing in self._enclosing[: self._mark_depth]} | self._binds_at_mark
+        loop_vars = self.context.defined_inside()
         hoisted = all(v in above or v not in loop_vars for v in free_vars(new_lo) | free_vars(new_hi))
         may_be_empty = not self.context.prove(new_lo <= new_hi, outside)
         body = self._plan_body(loop, mark, new_lo, new_hi)
         self.changed = True
         where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
+        if not hoisted and not any(v in self.context.ranges and v not in above
+                                   for v in free_vars(new_lo) | free_vars(new_hi)):
+            where = "in the loop header (it depends on variables bound below the mark)"
         self._note(subject, f"range intersected with {_describe(used)}: [{new_lo}, {new_hi}), computed {where}")
         if body is None:
             return None
@@ -701,6 +720,7 @@ class Planner:
         blocker = copy_blocker(mark, below_mark=True)
         chain_loops = []
         self._mark_depth = len(self._enclosing)
+        self._binds_at_mark = set(self._binds_in_scope)
         if blocker is None:
             mark_atoms = self._atoms_under_marks(mark)
             for loop in self._enclosing:
@@ -844,7 +864,7 @@ class Planner:
     def _why_kept(self, atom: Atom) -> str:
         if atom.linear is None:
             return "not an affine integer comparison (opaque: decided only by proof)"
-        loop_vars = set(self.context.ranges)
+        loop_vars = self.context.defined_inside()
         if atom.variables - loop_vars:
             names = ", ".join(sorted(v.name for v in atom.variables - loop_vars))
             return f"depends on symbolic {names}"
