@@ -136,3 +136,18 @@ def test_proofs_do_not_assume_ranges_of_unrelated_loops():
     context.bind(k, tirx.const(0, "int32"), n - 20)  # a sibling loop: non-empty only for n >= 21
     assert not context.prove(n >= 21)
     assert context.prove(tirx.Or(n >= 21, n < 21))
+
+
+def test_proofs_assume_the_ranges_in_the_order_of_the_nest_whatever_the_variables_addresses():
+    """The ranges a proof assumed were collected from sets of variables, so the analyzer was bound, and Z3's
+    constraints conjoined, in the order of the variables' addresses; proofs that fall back to Z3 could then
+    succeed or fail by that order, and the same program split differently in two processes (or for two parses of
+    one source: tests/split/test_split_symbolic.py). They are now in the order the loops were bound."""
+    for trial in range(40):
+        context = RangeContext()
+        n = tirx.Var("n", "int32")
+        loops = [tirx.Var(f"i{k}_{trial}", "int32") for k in range(5)]
+        for var in loops:
+            context.bind(var, tirx.const(0, "int32"), n)
+        expr = sum(loops[1:], loops[0]) < n * 5
+        assert list(context._relevant_ranges(expr, None)) == loops

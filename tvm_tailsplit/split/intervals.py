@@ -190,7 +190,10 @@ class RangeContext:
             low, extent = self.ranges[var]
             relevant[var] = (low, extent)
             pending.extend(free_vars(low) | free_vars(extent))
-        return relevant
+        # In the order of the context's ranges (the nest's loops, outermost first), not the order in which the
+        # sets of variables above happen to iterate (their objects' addresses): the analyzer is bound, and the
+        # constraints are conjoined, in this order, and the proofs that fall back to Z3 may depend on it.
+        return {var: relevant[var] for var in self.ranges if var in relevant}
 
     def prove(self, expr, over: set | None = None) -> bool:
         """Prove ``expr`` for every value of the relevant loop variables in their ranges (see
