@@ -13,7 +13,12 @@ tree into one ``if c_1 or c_2 or ...: body`` per distinct leaf (in the order of 
 3. the leaves' path conditions (the conjunction of the ``if``s above each leaf) are pairwise disjoint, proved by
    ``tvm.sym.Analyzer`` (one condition assumed, the other's negation proved) with the ranges of the enclosing
    constant loops; so in the original at most one leaf runs per iteration (the order of the leaves does not
-   matter), and each merged ``if`` runs its leaf under exactly the same condition.
+   matter), and each merged ``if`` runs its leaf under exactly the same condition;
+4. no path condition reads memory or calls a function that may (a load, ``call_extern``): the conditions of the
+   tree are evaluated one after the other, each after the leaves before it ran, so a leaf writing what a later
+   condition reads (``if F[i] > 0: F[i] -= 1`` then ``if F[i] <= 0: F[i] -= 1``) may make both run although the
+   conditions, read at one instant, exclude each other. Pure calls (``tvm_thread_invariant``, ``likely``) are
+   fine.
 
 Otherwise the statement is left as it is and its children are visited. The first leaf of each group (its block
 names) is kept. Nothing else changes, so the meaning is the original's.
@@ -77,6 +82,23 @@ def _conjunction(atoms):
     return result
 
 
+_PURE_EFFECTS = (0, 1)  # TVM's CallEffectKind: kExprAnnotation (likely), kPure (tvm_thread_invariant)
+
+
+def _reads_state(condition) -> bool:
+    """True when ``condition`` loads from a buffer or calls anything but a pure operator (its value may change
+    while the leaves before it run)."""
+    found: list = []
+
+    def on_call(call) -> None:
+        effect = call.op.get_attr("TCallEffectKind") if isinstance(call.op, tvm.ir.Op) else None
+        if effect is None or int(effect) not in _PURE_EFFECTS:
+            found.append(call)
+
+    tvm_ffi.structural_walk(condition, [(tvm.ir.TensorLoad, found.append), (tvm.ir.Call, on_call)])
+    return bool(found)
+
+
 class _Merger:
     def __init__(self):
         self.analyzer = sym.Analyzer()
@@ -109,6 +131,8 @@ class _Merger:
         if len(groups) == len(leaves):
             return None
         conditions = [_conjunction(atoms) for atoms, _ in leaves]
+        if any(_reads_state(condition) for condition in conditions):
+            return None
         for index, one in enumerate(conditions):
             for other in conditions[index + 1 :]:
                 with self.analyzer.constraint_scope(one):
