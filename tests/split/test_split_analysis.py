@@ -8,6 +8,7 @@ from tvm.script import tirx as T
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.split import analysis
 from tvm_tailsplit.split.examples import elementwise_multiply_nc1hwc0
+from tvm_tailsplit.testing import assert_same_results
 
 
 def test_headline_4608_instructions_become_9():
@@ -77,3 +78,28 @@ def test_instruction_count_runs_loops_with_a_step_once_per_step():
     """``i`` in ``T.serial(1, 8, step=3)`` takes 3 values and the marked region 8 x 2 points; the count once took
     every value of each range (7 x 32 x 4)."""
     assert analysis.instruction_count(stepped_loops) == analysis.InstructionCount(sites=1, issued=3 * 8 * 2)
+
+
+@T.prim_func
+def guard_in_an_attr_scope(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i in range(4):
+        for j in T.serial(16, annotations={"pragma_emit_insn": "v"}):
+            with T.attr(0, "tailsplit_test_scope", 1):
+                if i * 16 + j < n:
+                    B[i * 16 + j] = A[i * 16 + j] * T.float32(2)
+
+
+def test_a_guard_inside_an_attr_scope_below_the_mark_is_seen():
+    """A guard below the mark inside a ``T.attr`` scope was invisible: ``conditions_under_marks`` said 0, every
+    marked loop counted as one instruction (4 issued instead of one per point), and TailSplit's report said
+    "0 conditions ... nothing to split" without a word about the guard it kept."""
+    assert analysis.conditions_under_marks(guard_in_an_attr_scope) == 1
+    assert analysis.instruction_count(guard_in_an_attr_scope, symbolic_values={"n": 20}).issued == 64
+    report = str(analysis.explain_split(guard_in_an_attr_scope))
+    assert "1 conditions" in report and "mark j: not split: it contains a AttrStmt statement" in report
+    mod = tvm.IRModule({"main": guard_in_an_attr_scope})
+    after = TailSplit()(mod)
+    for n in (-1, 0, 7, 16, 17, 64):
+        assert_same_results(mod, after, {"n": n}, trials=1)

@@ -96,6 +96,8 @@ def _points(stmt, env: dict) -> int:
         return max(_points(stmt.then_case, env), _points(stmt.else_case, env) if stmt.else_case else 0)
     if isinstance(stmt, SBlockRealize):
         return _points(stmt.block.body, env) if loop_vars_in(stmt.block.body) else 1
+    if isinstance(stmt, tirx.AttrStmt):
+        return _points(stmt.body, env)
     return 1
 
 

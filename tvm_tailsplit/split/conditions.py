@@ -209,8 +209,8 @@ class GuardSite:
 
 
 def guards_under(stmt) -> list[GuardSite]:
-    """Every guard in ``stmt`` (block predicates, block-body ifs and loop-level ifs, also inside nested blocks),
-    over loop variables (block iter vars are replaced by their bindings)."""
+    """Every guard in ``stmt`` (block predicates, block-body ifs and loop-level ifs, also inside nested blocks and
+    ``AttrStmt`` scopes), over loop variables (block iter vars are replaced by their bindings)."""
     sites: list[GuardSite] = []
 
     def walk(node, binding: dict):
@@ -235,7 +235,7 @@ def guards_under(stmt) -> list[GuardSite]:
             walk(node.then_case, binding)
             if node.else_case is not None:
                 walk(node.else_case, binding)
-        elif isinstance(node, tirx.For):
+        elif isinstance(node, (tirx.For, tirx.AttrStmt)):  # T.attr / pragma scopes hold guards too
             walk(node.body, binding)
         elif isinstance(node, tirx.SeqStmt):
             for child in node.seq:
