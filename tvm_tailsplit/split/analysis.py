@@ -125,6 +125,9 @@ def _issued(stmt, env: dict, per_site: dict) -> int:
         return _issued(stmt.block.body, env, per_site)
     if isinstance(stmt, tirx.AttrStmt):
         return _issued(stmt.body, env, per_site)
+    if isinstance(stmt, tirx.While) and any(is_mark(loop) for loop in loop_vars_in(stmt.body)):
+        raise ValueError(f"marks inside the while loop 'while {stmt.condition}' run an unknown number of times: "
+                         "their issued instructions cannot be counted")
     return 0
 
 

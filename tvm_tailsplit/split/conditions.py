@@ -327,7 +327,7 @@ def find_marks(func: tirx.PrimFunc) -> list[Mark]:
             walk(node.then_case, enclosing)
             if node.else_case is not None:
                 walk(node.else_case, enclosing)
-        elif isinstance(node, tirx.AttrStmt):
+        elif isinstance(node, (tirx.AttrStmt, tirx.While)):
             walk(node.body, enclosing)
 
     walk(func.body, ())

@@ -53,8 +53,9 @@ and a note says so), so no statement is copied more than ``max_fuzzy_expansion``
 
 Statements that define variables or buffers (lets, allocations, attributes, blocks with buffers) are never
 copied; a loop with a ``step`` other than 1 is never cut (it is kept whole, decided by a guard chain when it is
-above a mark); an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) stays once around the plan of its body
-(``AttrPlan``). The planner only reads IR; ``rewrite.py`` turns a plan into IR.
+above a mark); an ``AttrStmt`` above the marks (``T.attr``, ``T.launch_thread``) or a ``while`` loop holding marks stays
+once around the plan of its body (``AttrPlan``; a ``while`` whose body plans to nothing stays as it is: its
+condition may never turn false). The planner only reads IR; ``rewrite.py`` turns a plan into IR.
 
 **Budget.** A planner given ``max_length`` keeps the code length of the sub-plans it has finished (those stay
 in the final plan, so their sum is a lower bound of its length) and raises ``PlanTooLong`` as soon as it
@@ -194,10 +195,11 @@ class OpaqueBlockPlan:
 
 @dataclass
 class AttrPlan:
-    """An ``AttrStmt`` above marks (e.g. ``T.launch_thread`` in a function without blocks), kept once around the
-    plan of its body (an ``AttrStmt`` is never copied: a loop holding one is not split)."""
+    """An ``AttrStmt`` above marks (e.g. ``T.launch_thread`` in a function without blocks) or a ``while`` loop
+    holding marks, kept once around the plan of its body (neither is ever copied: a loop holding one is not
+    split)."""
 
-    stmt: tirx.AttrStmt
+    stmt: tirx.AttrStmt | tirx.While
     body: object
 
 
@@ -521,9 +523,12 @@ class Planner:
             return self._plan_realize(stmt, mark)
         if isinstance(stmt, tirx.IfThenElse):
             return self._plan_if(stmt, mark)
-        if isinstance(stmt, tirx.AttrStmt) and mark is None and any(is_mark(l) for l in loop_vars_in(stmt.body)):
+        if (isinstance(stmt, (tirx.AttrStmt, tirx.While)) and mark is None
+                and any(is_mark(l) for l in loop_vars_in(stmt.body))):
             body = self.plan(stmt.body)
-            return None if body is None else AttrPlan(stmt, body)
+            if body is None:
+                return VerbatimPlan(stmt) if isinstance(stmt, tirx.While) else None
+            return AttrPlan(stmt, body)
         return VerbatimPlan(stmt)
 
     def _plan_loop(self, loop: tirx.For, mark: tirx.For | None):

@@ -93,8 +93,10 @@ class Emitter:
         if isinstance(plan, OpaqueBlockPlan):
             return self._emit_opaque_block(plan)
         if isinstance(plan, AttrPlan):
-            attr = plan.stmt
-            return tirx.AttrStmt(attr.node, attr.attr_key, substitute(attr.value, self.var_map), self.emit(plan.body))
+            stmt = plan.stmt
+            if isinstance(stmt, tirx.While):
+                return tirx.While(substitute(stmt.condition, self.var_map), self.emit(plan.body))
+            return tirx.AttrStmt(stmt.node, stmt.attr_key, substitute(stmt.value, self.var_map), self.emit(plan.body))
         if isinstance(plan, IfPlan):
             return self._emit_if(plan)
         if isinstance(plan, VerbatimPlan):
