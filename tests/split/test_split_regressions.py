@@ -487,3 +487,31 @@ def test_marks_inside_a_while_loop_are_split(strategy):
     executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(remove_marks(after), target="llvm"))
     for n in (-1, 0, 1, 15, 16, 17, 40, 64, 65):  # seed 2 draws F = 19: the while loop runs 19 times
         assert_same_results(mod, after, {"n": n}, trials=1, seed=2, executables=executables)
+
+
+@T.prim_func(s_tir=True)
+def likely_kept_under_the_mark(a: T.handle, b: T.handle, n: T.int32, m: T.int32):
+    A = T.match_buffer(a, (4, 1), "float32")
+    B = T.match_buffer(b, (4, 1), "float32")
+    for i_0 in range(1):
+        for i_1 in T.serial(4, annotations={"pragma_emit_insn": "v"}):
+            for j in range(1):
+                if not T.likely(3 * n - j - m >= 3) and 3 * (i_0 * 4 + i_1) - j - n + 2 * m < 12:
+                    with T.sblock("B"):
+                        vi = T.axis.spatial(4, i_0 * 4 + i_1)
+                        vj = T.axis.spatial(1, j)
+                        B[vi, vj] = A[vi, vj] * T.float32(2)
+
+
+@pytest.mark.parametrize("strategy", ["full", "partial"])
+def test_likely_hints_kept_under_the_mark_are_dropped(strategy):
+    """The opaque guard ``not T.likely(...)`` stayed under the mark, below ``for j in range(T.max(1 - T.max(0, i_0 *
+    12 + i_1 * 3 + m * 2 - n - 11), 0))``, and TVM 0.27's LoopPartition, partitioning that loop on the hint, wrote
+    11 elements before B and one row too many at n = -3, m = 0. The rewritten nest now carries no likely hint."""
+    mod = tvm.IRModule({"main": likely_kept_under_the_mark})
+    after = TailSplit(strategy=strategy)(mod)
+    executables = (tvm.compile(remove_marks(mod), target="llvm"), tvm.compile(remove_marks(after), target="llvm"))
+    for n in range(-3, 14, 2):
+        for m in range(-3, 14, 3):
+            assert_same_results(mod, after, {"n": n, "m": m}, trials=1, executables=executables)
+    assert "T.likely" not in after.script()

@@ -178,7 +178,7 @@ def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_c
         if chosen_plan is None:
             nest_report.notes.append(Note("nest", "removed: no guarded point of it ever runs"))
             continue
-        new_nests.append(emitter.emit(chosen_plan))
+        new_nests.append(emitter.emit_nest(chosen_plan))
         nest_report.notes.extend(emitter.take_notes())
         rewritten.append(len(new_nests) - 1)
     if not report.changed:
