@@ -396,3 +396,32 @@ def test_copies_whose_variable_bounds_an_inner_loop_start_at_0(kernel, strategy)
     after = TailSplit(strategy=strategy)(mod)
     assert after["main"].script() != mod["main"].script()
     assert_same_results(mod, after, trials=1, executables=compiled_pair(mod, after))
+
+
+@T.prim_func(s_tir=True)
+def unrolled_rows_under_a_split_loop(a: T.handle, c: T.handle, n: T.int32, m: T.int32):
+    A = T.match_buffer(a, (40,), "float32")
+    C = T.match_buffer(c, (6, 40), "float32")
+    for i_0 in range(5):
+        for r in T.unroll(6):
+            for i_1 in T.serial(8, annotations={"pragma_emit_insn": "v8"}):
+                with T.sblock("C"):
+                    vr = T.axis.spatial(6, r)
+                    vi = T.axis.spatial(40, i_0 * 8 + i_1)
+                    T.where(r < m and i_0 * 8 + i_1 < n)
+                    C[vr, vi] = A[vi] + T.float32(1)
+
+
+def test_a_serial_copy_is_reported_once():
+    """Every copy of the split loop i_0 holds a copy of r of extent T.max(0, T.min(6, m)), each made serial, and the
+    report said so once per copy (the same line twice); it now says it once."""
+    mod = tvm.IRModule({"main": unrolled_rows_under_a_split_loop})
+    reports = []
+    after = TailSplit(strategy="full", reports=reports)(mod)
+    lines = str(reports[0]).splitlines()
+    serial = [line for line in lines if "is serial: TVM unrolls only loops of constant extent" in line]
+    assert len(serial) == 1, lines
+    executables = compiled_pair(mod, after)
+    for n in range(-1, 42, 5):
+        for m in (0, 1, 4, 6, 7):
+            assert_same_results(mod, after, {"n": n, "m": m}, trials=1, executables=executables)

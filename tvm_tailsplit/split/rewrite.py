@@ -216,9 +216,11 @@ class Emitter:
             else:
                 kind = tirx.ForKind.SERIAL
                 how = _CONSTANT_EXTENT_KINDS[loop.kind]
-                self.notes.append(Note(f"loop {loop.loop_var.name}",
-                                       f"the copy of extent {self._bound_extents.get(extent, extent)} is serial: "
-                                       f"TVM {how} only loops of constant extent"))
+                shown = self._bound_extents.get(extent, extent)
+                note = Note(f"loop {loop.loop_var.name}",
+                            f"the copy of extent {shown} is serial: TVM {how} only loops of constant extent")
+                if note not in self.notes:  # each copy of an enclosing split loop makes one such copy
+                    self.notes.append(note)
         return with_loop(loop, loop_var=new_var, min=start, extent=extent, kind=kind, body=body,
                          thread_binding=thread_binding)
 
