@@ -72,6 +72,21 @@ def test_scratch_between_163_and_227_kib_is_one_kernel_on_sm_90_only(params, sm_
         planner.Plan(sm_80.spec, sm_80.batch, sm_80.target, sm_80.input_layout, sm_80.output_layout, sm_90.variant)
 
 
+@pytest.mark.parametrize("params", [BETWEEN, NEAR_LIMIT], ids=["chain", "near-limit"])
+def test_the_source_of_an_sm_90_plan_is_refused_for_an_architecture_it_does_not_fit(params):
+    # the 187.5 and 218.75 KiB blocks of these sm_90 plans were generated for sm_80 (163 KiB) and sm_86 (99 KiB),
+    # a source that compiles and fails at launch
+    sm_90 = plan_for("sm_90", params)
+    for arch in ("sm_80", "sm_86"):
+        with pytest.raises(ValueError, match=rf"arch '{arch}': the plan's kernels use \d+ bytes of shared memory per "
+                           rf"block \(planned for sm_90\), more than the \d+ of {arch}"):
+            sm_90.cuda_source(arch)
+    assert "extern \"C\" __global__" in sm_90.cuda_source("sm_90a")
+    # a plan that fits every architecture gives its source for each, a multi-kernel one too
+    assert plan_for("sm_80", BETWEEN).cuda_source("sm_86")
+    assert plan_for("sm_80", dict(n=64, batch=4)).cuda_source("sm_75")
+
+
 def test_one_kernel_threads_scale_with_shared_memory():
     assert plan_for("sm_80", dict(n=8192, batch=2)).variant.cuda_threads == 3 * CUDA_THREADS  # 128 KiB
     assert plan_for("sm_80", dict(n=1000, batch=2)).variant.cuda_threads == CUDA_THREADS  # 15.6 KiB
