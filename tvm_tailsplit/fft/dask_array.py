@@ -116,7 +116,7 @@ def _transform(kind: str, a: Any, n: int | None, axis: int, norm: str | None) ->
     dtype = _precision(a)
     if kind == "rfft":
         if np.iscomplexobj(a):
-            raise ValueError(f"a must be real for rfft, got {a.dtype}")
+            raise TypeError(f"a must be real for rfft, got {a.dtype}")  # (a wrong type, as numpy_api says)
         out_dtype = dtype
     else:
         out_dtype = REAL_DTYPES[dtype] if kind == "irfft" else dtype
