@@ -9,8 +9,8 @@
   ``fft.plan`` / ``fft.fft`` / ``fft.ifft`` / ``fft.rfft`` / ``fft.irfft``.
 
 Layering (who may import whom): this facade imports the wings; a wing (``split``, ``fft``, ``warpspec``) imports
-its own modules and the shared leaf modules (``ir_utils``, ``cuda``, ``testing``), never another wing or the facade;
-the shared modules import TVM and numpy only.
+its own modules and the shared modules (``ir_utils``, ``cuda``, ``testing``), never another wing or the facade;
+``ir_utils`` imports nothing of the package, ``cuda`` and ``testing`` import ``ir_utils`` at most.
 """
 
 from . import fft, split, warpspec
