@@ -14,10 +14,11 @@ The planner walks a loop nest from the outside in, keeping the current range of 
   (atoms with no split point in it, e.g. ``f % 3 * 16 + j < 37``) is not cut: it stays as it is, is not counted
   as a change, and the notes show such a copy as ``(whole range: not cut)`` (a guard chain likewise).
 - **Marks.** Enclosing loops that were not split but still appear in fuzzy atoms of the mark's guards are
-  decided by a *guard chain* above the mark: an if/elif chain over the intervals (and expanded points) of
-  each such variable, outermost first. Below the mark nothing branches on them any more. The conditions of the
-  enclosing ``if``s cut the chain too: an interval where one of them fails never reaches the mark, has no case,
-  and the case beside it is tested over it as well, so that no arm repeats an enclosing ``if``.
+  decided by a *guard chain* above the mark: one case per interval (and expanded point) of each such
+  variable, outermost first, emitted as disjoint ``if``s (``rewrite.py``; never an if/elif chain). Below the
+  mark nothing branches on them any more. The conditions of the enclosing ``if``s cut the chain too: an
+  interval where one of them fails never reaches the mark, has no case, and the case beside it is tested over
+  it as well, so that no arm repeats an enclosing ``if``.
 - **Guards.** At a guard under a mark each atom is proved on the current ranges: always-true atoms are
   removed, an always-false atom removes the guarded block (or selects the else branch), fuzzy atoms stay.
 - **Opaque blocks.** A block above the marks with no iter vars, no init and no buffers of its own (a task of
@@ -167,7 +168,7 @@ class GuardCase:
 
 @dataclass
 class GuardChain:
-    """An if/elif chain on the variable of ``loop`` over its range ``[range_lo, range_hi)``."""
+    """Disjoint cases on the variable of ``loop`` over its range ``[range_lo, range_hi)`` (one ``if`` each)."""
 
     loop: tirx.For
     range_lo: object
