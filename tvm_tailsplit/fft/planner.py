@@ -20,8 +20,8 @@ disk (`cache`, keyed by the request and its variant), so that a later process lo
 loaded plan builds its passes and IR only when asked for them (`describe`, `workspace_bytes`, `module`). Plans
 pickle as their `plan()` arguments and variant. Inputs may be read-only arrays (np.memmap, np.frombuffer): they are
 passed without a copy.
-Every tuning constant comes from `tuning`; plans are logged at DEBUG level on the `tvm_tailsplit.fft` logger,
-searches at INFO (shown on stderr with `verbose=True`).
+Every tuning constant comes from `tuning`; on the `tvm_tailsplit.fft` logger a compile and searches are logged at
+INFO (shown on stderr with `verbose=True`), each plan's breakdown and variant at DEBUG.
 """
 
 from __future__ import annotations
