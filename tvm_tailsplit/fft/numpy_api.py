@@ -23,11 +23,12 @@ layout allows, else copied with numpy's same-kind casting).
 `workers` is the number of threads of TVM's CPU thread pool that the call uses (scipy's rule: negative values
 count back from `os.cpu_count()`, -1 is every CPU; zero and values below `-os.cpu_count()` are refused). TVM's
 pool is per calling thread and is configured through its `runtime.config_threadpool` function before the
-call and restored after it; the pool never grows beyond its size (`TVM_NUM_THREADS`, by default the physical
-cores), so larger values use the whole pool. None uses the whole pool. TVM's pool threads do not survive a
-fork: in a forked child the operator runs on the calling thread only (`TVM_NUM_THREADS=1` there). A program that
-the child executes (subprocess with preexec_fn, pty.spawn, a forked worker's subprocesses) inherits that 1, but it
-starts a fresh pool: importing tvm_tailsplit there gives it back the parent's TVM_NUM_THREADS (or none).
+call and restored after it; the pool never grows beyond its size (`TVM_NUM_THREADS`; unset, TVM takes half the
+logical CPUs on x86, 1 thread on a 2-core machine without SMT), so larger values use the whole pool. None uses
+the whole pool. TVM's pool threads do not survive a fork: in a forked child the operator runs on the calling
+thread only (`TVM_NUM_THREADS=1` there). A program that the child executes (subprocess with preexec_fn,
+pty.spawn, a forked worker's subprocesses) inherits that 1, but it starts a fresh pool: importing
+tvm_tailsplit there gives it back the parent's TVM_NUM_THREADS (or none).
 
 `next_fast_len(target, real=False)` is the smallest length at least `target` whose every pass over memory is a
 Cooley-Tukey radix within the generator's radix limit (`tuning.RADIX_LIMIT`: prime factors 2, 3, 5, 7), so
