@@ -16,7 +16,8 @@ Two ways to get the channel plan, chosen per kernel:
   with constant trip counts and at most `max_instances` instances is unrolled; otherwise the error names the loop.
 
 `check` and the pass's debug mode explore `small_protocol()`: the protocol itself when unrolled, else the symbolic
-protocol instantiated at the window trip counts.
+protocol instantiated at the window trip counts; for Hopper (`check(func, hopper=True)`, `WarpSpecialize(...,
+hopper=True, debug_check=True)`) its `hopper.hopper_protocol` (transactions, groups in flight).
 """
 
 from __future__ import annotations
