@@ -16,7 +16,7 @@ plan's lane groups hold `tuning.STRIDED_LANES` consecutive b (`_node_lanes`), so
 contiguous bytes of every row they touch (the 1-D plan's own choice, one vector or one transform per group,
 ran 3 to 15 times slower at power-of-two B); the A·B/lanes lane groups are the independent parts of the node,
 run in parallel as the plan's parallel tasks. Nothing is copied or permuted: a permute node per axis (numpy
-transposes around the contiguous plan) was 2 to 5 times slower (`bench/bench_fft_ndim.py`).
+transposes around the contiguous plan) was 5.7 to 6.7 times slower (bench/results/fft_ndim.md).
 
 Graph: a Relax function `main(x, out)` whose bindings are, per node, zero-copy views (`R.memory.view`) of the
 previous result as the node's buffer shapes and a call of the node's scheduled PrimFunc with its constant
