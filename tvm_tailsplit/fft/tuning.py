@@ -3,7 +3,8 @@ keeps its tunables in one place).
 
 The other modules read these names; none keeps a tunable of its own. The measurements behind each rule (AVX-512,
 16 MiB batches, old and new variants timed in one process) are in bench/results/fft_tuning.md, one section per
-constant under the same name.
+constant under the same name; `ANY_BATCH_SCRATCH_BYTES` is measured in bench/results/fft_cache.md, and
+`STRIDED_LANES`, `GROUP_SCRATCH_LIMIT` and `MIN_BLOCK_LANES` have no section (their comments say why).
 """
 
 from __future__ import annotations
