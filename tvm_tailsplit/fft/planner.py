@@ -222,7 +222,8 @@ class Plan:
     @functools.cached_property
     def kernels(self) -> int:
         """CUDA kernels of the plan: one; or, beyond shared memory (the variant's `kernel_per_pass`), one per
-        group of `kernel_groups`, else one per pass over memory."""
+        group of `kernel_groups`, else one per pass over memory. A tail lane group (`batch % lanes` transforms)
+        is compiled as a kernel of its own beside these, not counted here."""
         if not (self.is_cuda and self.variant.kernel_per_pass):
             return 1
         return len(self.kernel_groups) if self.kernel_groups else len(self.passes.passes)
