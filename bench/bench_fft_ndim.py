@@ -22,17 +22,15 @@ rounds, under bench/results/quick/).
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 
-from bench.bench_fft import best_time
+from bench.bench_fft import best_time, machine
 from bench.cli import parser, result_paths
 
 os.environ.setdefault("TVM_NUM_THREADS", "2")
@@ -139,27 +137,35 @@ def measure(kind: str, shape: tuple[int, ...], rounds: int) -> dict:
             "lanes": [node.plan.lanes for node in graph.nodes]}
 
 
+def markdown(info: dict, rounds: int, results: dict) -> str:
+    """The results table, under the machine and the date of the run (`bench_fft.machine()`'s `info`)."""
+    names = list(next(iter(results.values()))["milliseconds"])
+    lines = [f"# n-D FFT: milliseconds per transform (median of {rounds} rounds, "
+             f"TVM_NUM_THREADS={info['tvm_num_threads']})", "",
+             f"{info['cpu']}, {info['cores']} cores, {info['date']}; numpy {info['numpy']}, scipy {info['scipy']}, "
+             f"TVM {info['tvm']}. Command: `make bench (python -m bench.run_all) or python -m bench.bench_fft_ndim`.",
+             "", "| case | " + " | ".join(names) + " | workspace bytes |", "|---" * (len(names) + 2) + "|"]
+    for name, result in results.items():
+        cells = [f"{result['milliseconds'][n]:.3f}" if n in result["milliseconds"] else "-" for n in names]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {result['workspace_bytes']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser("bench_fft_ndim", __doc__.split("\n\n")[0]).parse_args(argv)
     cases = QUICK_CASES if args.quick else CASES
     rounds = QUICK_ROUNDS if args.quick else ROUNDS
-    threads = os.environ["TVM_NUM_THREADS"]
-    print(f"machine: {platform.processor() or platform.machine()}, TVM_NUM_THREADS={threads}", flush=True)
+    info = machine()
+    print(f"machine: {info}", flush=True)
     results = {}
     for kind, shape in cases:
         name = f"{kind}:{'x'.join(map(str, shape))}"
         results[name] = measure(kind, shape, rounds)
         print(name, {k: round(v, 3) for k, v in results[name]["milliseconds"].items()}, flush=True)
     json_path, md_path = result_paths("fft_ndim", args.quick)
-    json_path.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                                     "tvm_num_threads": threads, "rounds": rounds, "cases": results}, indent=1))
-    names = list(next(iter(results.values()))["milliseconds"])
-    lines = [f"# n-D FFT: milliseconds per transform (median of {rounds} rounds, TVM_NUM_THREADS={threads})", "",
-             "| case | " + " | ".join(names) + " | workspace bytes |", "|---" * (len(names) + 2) + "|"]
-    for name, result in results.items():
-        cells = [f"{result['milliseconds'][n]:.3f}" if n in result["milliseconds"] else "-" for n in names]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {result['workspace_bytes']} |")
-    md_path.write_text("\n".join(lines) + "\n")
+    json_path.write_text(json.dumps({"machine": info, "date": info["date"], "tvm_num_threads": info["tvm_num_threads"],
+                                     "rounds": rounds, "cases": results}, indent=1))
+    md_path.write_text(markdown(info, rounds, results))
     print(f"results: {json_path}, {md_path}")
     return 0 if all(math.isfinite(v) for r in results.values() for v in r["milliseconds"].values()) else 1
 

@@ -57,3 +57,16 @@ def test_blas_worker_times_numpy_matmul_with_one_thread():
         assert numpy_matmul.blas
         assert 0 < numpy_matmul.seconds(dict(m=3, n=5, k=7)) < 0.01
     assert numpy_matmul.process.returncode == 0
+
+
+def test_fft_ndim_table_names_the_machine_and_the_date():
+    """As README says of every table under bench/results/: the n-D table states where and when it was measured."""
+    sys.path.insert(0, str(ROOT))
+    from bench import bench_fft_ndim
+
+    info = {"cpu": "Some CPU", "cores": 2, "date": "2026-11-25T01:00:00+00:00", "numpy": "2.4", "scipy": "1.17",
+            "tvm": "0.27.0.post1", "tvm_num_threads": "2"}
+    results = {"c2c:8x8": {"milliseconds": {"graph": 0.5, "numpy.fft": 1.0}, "workspace_bytes": 64}}
+    text = bench_fft_ndim.markdown(info, 5, results)
+    assert "Some CPU, 2 cores, 2026-11-25T01:00:00+00:00" in text
+    assert "| c2c:8x8 | 0.500 | 1.000 | 64 |" in text
