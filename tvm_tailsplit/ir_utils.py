@@ -2,18 +2,24 @@
 
 - ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
 - ``uses_var``: whether an expression or statement mentions a variable; ``conjunction``: ``a and b and ...``.
+- ``buffer_bytes``: the bytes of a buffer of constant shape.
+- ``runtime_assert``: a host check raising ``RuntimeError``; ``host_if``: a thread-invariant ``if`` around kernels;
+  ``with_root_body``: a block-form PrimFunc with another root body.
+- ``has_unit_step``: a loop over every value of its range; ``launched_extent``: how many values a loop's
+  variable takes when the kernel runs (a thread-bound loop of extent 0 still launches one).
 - ``with_loop``: a ``For`` rebuilt with some of its fields changed (the others, annotations included, kept).
 - ``map_loops``: every ``For`` of every PrimFunc of a module mapped by a function, innermost first.
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
-- ``require_sizes``: a ``ValueError`` naming the function and the argument unless each size is a positive int.
+- ``require_sizes``: a ``ValueError`` naming the function and the argument unless each size is a positive int;
+  ``require_list``: a ``TypeError`` naming them unless a reports argument is a list or ``None``.
 - ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time;
   ``default_passes_with``: that list with passes of ours placed next to one of TVM's (pipelines that insert their
   own passes into TVM's instead of copying its list).
 - ``dispatch_by_intervals``: one PrimFunc that runs, on each interval of a variable (a symbolic extent such as
   ``M``), the body of the function built for that interval: each body keeps its own kernels and launch shapes,
-  and the host picks one by the variable's value.
+  and the host picks one by the variable's value; ``suffix_block_names``: a copy's blocks told apart.
 """
 
 from __future__ import annotations
