@@ -501,3 +501,35 @@ def test_the_intrinsics_run_on_a_cpu_without_avx512(mcpu):
         a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
         _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
         np.testing.assert_array_equal(c, a * b)
+
+
+def test_tail_forms_registered_before_the_first_registration_are_kept():
+    """A user's ``register_tail_intrinsics`` for one of the package's marks, made before the first
+    ``register_intrinsics`` (which ``tensorize_marked`` calls), was replaced by the package's tail form: the user's
+    emitter was never called. ``register_intrinsics`` now registers a tail form only where none is registered."""
+    from tvm_tailsplit import TailSplit, register_tail_intrinsics
+    from tvm_tailsplit.split.tail_forms import tail_intrinsics
+
+    package_form = intr.emit_masked_elementwise("mul")
+    calls = []
+
+    def mine(match):
+        calls.append(match.extents)
+        return package_form(match)
+
+    intr._register_once.cache_clear()  # as in a fresh process: nothing registered by the package yet
+    try:
+        register_tail_intrinsics(intr.MUL_16, variable_length=mine)
+        mod = symbolic_vector_multiply()
+        tensorized = tensorize_marked(TailSplit()(mod))
+        assert calls, "the tail form registered by the user was replaced"
+        assert tail_intrinsics(intr.MUL_16).variable_length is mine
+        executable = tvm.compile(tensorized, target=TARGET)
+        for n in (0, 5, 16, 21):
+            rng = np.random.default_rng(n)
+            a, b = (rng.uniform(-1, 1, n).astype("float32") for _ in range(2))
+            got = run_guarded(executable, tensorized["main"], [a, b, np.zeros(n, "float32")], {})[-1]
+            np.testing.assert_array_equal(got, a * b, err_msg=f"n={n}")
+    finally:
+        register_tail_intrinsics(intr.MUL_16, variable_length=package_form)
+        intr.register_intrinsics()

@@ -72,7 +72,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics
+from .tail_forms import TailMatch, TailMismatch, register_tail_intrinsics, tail_intrinsics
 
 __all__ = [
     "ADD_16",
@@ -644,27 +644,37 @@ def _register(name: str, description, implementation) -> None:
         s_tir.TensorIntrin.register(name, description, implementation)
 
 
+def _register_tail_forms(name: str, **forms) -> None:
+    """The package's tail forms of ``name``, unless tail forms are registered for it already (a user's
+    ``register_tail_intrinsics`` made before the first ``register_intrinsics`` is kept, as a user's
+    ``TensorIntrin`` of one of these names is)."""
+    if tail_intrinsics(name) is None:
+        register_tail_intrinsics(name, **forms)
+
+
 @functools.lru_cache(maxsize=1)
 def _register_once() -> tuple[str, ...]:
     for name, op in ((MUL_16, "mul"), (ADD_16, "add")):
         _register(name, *_elementwise_intrinsic(op))
-        register_tail_intrinsics(name, variable_length=emit_masked_elementwise(op))
+        _register_tail_forms(name, variable_length=emit_masked_elementwise(op))
     _register(MATMUL_8x16x16, *_matmul_intrinsic(MATMUL_TILE[0], MATMUL_TILE[1], MATMUL_TILE[2]))
     for rows, name in MATMUL_TAILS.items():
         _register(name, *_matmul_intrinsic(rows, MATMUL_TILE[1], MATMUL_TILE[2]))
-    register_tail_intrinsics(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
+    _register_tail_forms(MATMUL_8x16x16, by_extent=dict(MATMUL_TAILS), variable_length=emit_masked_matmul)
     _register(MATMUL_8x16_ANY_DEPTH, *_matmul_intrinsic(*MATMUL_PANEL_TILE, depth=None))
-    register_tail_intrinsics(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul_from_zero)
+    _register_tail_forms(MATMUL_8x16_ANY_DEPTH, variable_length=emit_masked_matmul_from_zero)
     _register(VNNI_DOT_16x4_LLVM22, _vnni_description, _vnni_implementation)
-    register_tail_intrinsics(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
+    _register_tail_forms(VNNI_DOT_16x4_LLVM22, variable_length=emit_masked_vnni)
     _register(VNNI_DENSE_8x16_ANY_DEPTH, *_vnni_dense_intrinsic(VNNI_PANEL_TILE[0]))
-    register_tail_intrinsics(VNNI_DENSE_8x16_ANY_DEPTH, variable_length=emit_masked_vnni_dense)
+    _register_tail_forms(VNNI_DENSE_8x16_ANY_DEPTH, variable_length=emit_masked_vnni_dense)
     return (MUL_16, ADD_16, MATMUL_8x16x16, *MATMUL_TAILS.values(), MATMUL_8x16_ANY_DEPTH, VNNI_DOT_16x4_LLVM22,
             VNNI_DENSE_8x16_ANY_DEPTH)
 
 
 def register_intrinsics() -> list[str]:
-    """Register this package's intrinsics and their tail forms (idempotent); returns their names.
+    """Register this package's intrinsics and their tail forms (idempotent); returns their names. A name already
+    registered keeps its ``TensorIntrin``, and a mark whose tail forms are registered already (a user's
+    ``register_tail_intrinsics``) keeps them.
 
     The built-ins named here (``VNNI_DOT_16x4``, ``WMMA_*``) are registered by ``import tvm.s_tir.tensor_intrin``,
     which parses a few hundred TVMScript functions (seconds); it is not done here, but
