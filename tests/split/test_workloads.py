@@ -10,7 +10,7 @@ import tvm
 
 from tvm_tailsplit import TailSplit, tensorize_marked
 from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
-from tvm_tailsplit.split import analysis
+from tvm_tailsplit.split import analysis, examples
 from tvm_tailsplit.split import workloads as wl
 from tvm_tailsplit.testing import dispatched_labels, random_like, run_guarded
 
@@ -237,3 +237,31 @@ def test_workload_builders_name_a_bad_size(build, message):
     # they failed deep inside TVM (`!info.dom.IsNothing()`) on an empty axis
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize(("build", "error", "message"), [
+    (lambda: examples.elementwise_multiply_nc1hwc0(h=-3), ValueError,
+     "elementwise_multiply_nc1hwc0: h must be a positive int, got -3"),
+    (lambda: examples.elementwise_multiply_nc1hwc0(c0=2.5), ValueError,
+     "elementwise_multiply_nc1hwc0: c0 must be a positive int, got 2.5"),
+    (lambda: examples.matmul(0, 4, 4), ValueError, "matmul: m must be a positive int, got 0"),
+    (lambda: examples.vector_scale_1d(n=0), ValueError, "vector_scale_1d: n must be a positive int, got 0"),
+    (lambda: examples.vector_scale_1d(instruction=5), TypeError,
+     "vector_scale_1d: instruction must be the name of an instruction"),
+    (lambda: examples.symbolic_vector_multiply(lanes=0), ValueError,
+     "symbolic_vector_multiply: lanes must be a positive int, got 0"),
+    (lambda: examples.register_vector_scale_intrinsic(lanes=0), ValueError,
+     "register_vector_scale_intrinsic: lanes must be a positive int, got 0"),
+    (lambda: examples.gpu_vector_add_one(n=-1), ValueError,
+     "gpu_vector_add_one: n must be a positive int or None, got -1"),
+])
+def test_example_builders_name_a_bad_argument(build, error, message):
+    # they built a module with a negative or fractional extent (h=-3 compiled and ran), or failed inside TVM
+    # ("All the constant factors are required to be positive", a DiagnosticError) naming no argument
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_example_matmul_takes_symbolic_sizes():
+    k = tvm.tirx.Var("k", "int32")
+    assert examples.matmul(4, 16, k).params[0].shape[1].same_as(k)
