@@ -265,3 +265,30 @@ def test_example_builders_name_a_bad_argument(build, error, message):
 def test_example_matmul_takes_symbolic_sizes():
     k = tvm.tirx.Var("k", "int32")
     assert examples.matmul(4, 16, k).params[0].shape[1].same_as(k)
+
+
+def test_vnni_marks_stay_code_for_a_cpu_without_vnni():
+    """The dense layer compiled for a CPU without AVX-512 VNNI (TVM's plain "llvm", or haswell) through the
+    "tailsplit" pipeline: the code with vpdpbusd.512 compiled, and LLVM aborted the process at the first call ("Do
+    not know how to split the result of this operator!"). The marks naming a VNNI intrinsic now stay code where the
+    function's target (or the current one) lacks the feature, with the reason; it runs, equal to numpy."""
+    haswell = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
+    marked = wl.dense_int8_vnni(None, 20, 9)
+    report = []
+    with haswell:
+        tensorize_marked(TailSplit()(marked), report=report)
+    assert report and all(r.action == "left" and "lacks avx512vnni" in r.reason for r in report), report
+    executable = tvm.compile(marked, target=haswell, tir_pipeline="tailsplit")  # the function's target attribute
+    for m in (0, 5, 13):
+        shape = dict(m=m, n=20, k=9)
+        arrays = random_inputs(wl.WORKLOADS["dense_int8_vnni"].compute(**shape), np.random.default_rng(m))
+        got = run_guarded(executable, marked["main"], arrays, {})[-1]
+        np.testing.assert_array_equal(got, wl.reference("dense_int8_vnni", arrays, shape), err_msg=f"m={m}")
+
+
+@pytest.mark.vnni
+def test_vnni_marks_are_tensorized_for_a_cpu_with_vnni(target):
+    report = []
+    with target:
+        tensorize_marked(TailSplit()(wl.dense_int8_vnni(None, 20, 9)), report=report)
+    assert [r.action for r in report] == ["instantiated"] + ["variable_length"] * 3, [str(r) for r in report]

@@ -54,7 +54,9 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   ``_frames_of_frozen_code_have_no_module``).
 
 The masked forms are correct on any llvm target (without AVX-512, LLVM expands the masked accesses into
-per-lane branches).
+per-lane branches). The VNNI intrinsics are not: compiled for a CPU without ``avx512vnni`` LLVM aborts the process
+at the first call ("Do not know how to split the result of this operator!"); ``TARGET_FEATURES`` lists what each
+intrinsic needs, and ``tensorize_marked`` leaves such marks as code for a target that lacks it.
 
 Compile with ``llvm_target()``: TVM's plain ``"llvm"`` target means ``-mcpu=generic`` (no AVX-512), and with
 LLVM 22 ``{"kind": "llvm", "mcpu": "native"}`` is rejected (TVM falls back to generic with an error message), so
@@ -85,6 +87,7 @@ __all__ = [
     "MATMUL_TILE",
     "MUL_16",
     "BUILTIN_NAMES",
+    "TARGET_FEATURES",
     "VNNI_DOT_16x4",
     "VNNI_DOT_16x4_LLVM22",
     "VNNI_DENSE_8x16_ANY_DEPTH",
@@ -102,6 +105,7 @@ __all__ = [
     "emit_masked_vnni",
     "emit_masked_vnni_dense",
     "llvm_target",
+    "missing_target_features",
     "register_intrinsics",
 ]
 
@@ -135,11 +139,28 @@ WMMA_STORE_F32_SHARED = "wmma_store_16x16x16_f32_shared"
 
 _OPS = {MUL_16: tirx.Mul, ADD_16: tirx.Add}
 
+# The llvm CPU features an intrinsic's code needs (LLVM aborts the process, "Do not know how to split the result of
+# this operator!", when it JIT-compiles ``vpdpbusd.512`` for a CPU without them); the others run on any llvm target.
+TARGET_FEATURES: dict[str, tuple[str, ...]] = {
+    VNNI_DOT_16x4: ("avx512vnni",),
+    VNNI_DOT_16x4_LLVM22: ("avx512vnni",),
+    VNNI_DENSE_8x16_ANY_DEPTH: ("avx512vnni",),
+}
+
 
 def llvm_target(mcpu: str | None = None) -> tvm.target.Target:
     """An llvm target for this machine's CPU (``mcpu`` defaults to LLVM's name of the host CPU)."""
     cpu = mcpu or tvm.target.codegen.llvm_get_system_cpu()
     return tvm.target.Target({"kind": "llvm", "mcpu": str(cpu)})
+
+
+def missing_target_features(name: str, target: tvm.target.Target) -> tuple[str, ...]:
+    """The CPU features that intrinsic ``name`` needs (``TARGET_FEATURES``) and ``target`` lacks (all of them for a
+    target that is not llvm); ``()`` for an intrinsic that needs none."""
+    needed = TARGET_FEATURES.get(name, ())
+    if not needed or target.kind.name != "llvm":
+        return needed
+    return tuple(feature for feature in needed if not tvm.target.codegen.target_has_features(feature, target))
 
 
 def _elementwise_intrinsic(op: str, lanes: int = LANES):

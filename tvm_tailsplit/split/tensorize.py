@@ -18,6 +18,10 @@ first, one at a time, and removes it in every case:
    (``sch.decompose_reduction`` first). A loop under the mark (the marked loop included) that is bound to a GPU
    thread is a ``ValueError`` naming both loops: the instruction replaces the region's loops, and a thread
    binding is part of the kernel's launch.
+   An intrinsic that needs llvm CPU features (``intrinsics.TARGET_FEATURES``: the VNNI ones) is left as code, with
+   the reason, where the function's ``target`` attribute (``tvm.compile`` binds it before the TIR pipeline) or else
+   the current target lacks them: LLVM aborts the process when it compiles ``vpdpbusd.512`` for such a CPU. With
+   no target known, nothing is checked.
 2. A region with a guard under the mark (``conditions.guards_under``) is not condition-free, and one with a loop
    whose ``step`` is not 1 is strided (``sch.tensorize`` ignores the step): either stays as code.
 3. Main tile (extents equal the description's): ``sch.unannotate(loop, MARK_KEY)`` (a loop annotation makes the
@@ -79,7 +83,7 @@ from ..ir_utils import (
     with_loop,
 )
 from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in
-from .intrinsics import ensure_builtin_registered, register_intrinsics
+from .intrinsics import ensure_builtin_registered, missing_target_features, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
 
 __all__ = ["TensorizeMarked", "TensorizeRecord", "instantiate", "tensorize_marked"]
@@ -181,6 +185,12 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     def record(action: str, used: str | None = None, reason: str = "") -> TensorizeRecord:
         return TensorizeRecord(fname, loop_name, block_name, value, action, used, reason)
 
+    target = _target_of(func)
+    missing = missing_target_features(value, target) if target is not None else ()
+    if missing:  # LLVM would abort the process when it compiles the instruction for this CPU
+        reason = f"target {target} lacks {', '.join(missing)}, which {value!r} needs"
+        return _unmark(func, mark.loop), record("left", reason=reason)
+
     if mark.guards:
         reason = "not condition-free: " + "; ".join(g.describe() for g in mark.guards)
         return _unmark(func, mark.loop), record("left", reason=reason)
@@ -245,6 +255,13 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
         what = _show(extents) if extents is not None else "a nest that is not perfect"
         reasons.append(f"tail {what} and no tail form registered for {value!r}")
     return _unmark(func, mark.loop), record("left", reason="; ".join(reasons))
+
+
+def _target_of(func: tirx.PrimFunc) -> tvm.target.Target | None:
+    """The target ``func`` is compiled for: its ``target`` attribute (``tvm.compile`` binds it before the TIR
+    pipeline), else the current target (``with target:``), else ``None``."""
+    target = func.attrs.get("target") if func.attrs else None
+    return target if target is not None else tvm.target.Target.current(allow_none=True)
 
 
 def _show(extents) -> str:
