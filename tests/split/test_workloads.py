@@ -292,3 +292,19 @@ def test_vnni_marks_are_tensorized_for_a_cpu_with_vnni(target):
     with target:
         tensorize_marked(TailSplit()(wl.dense_int8_vnni(None, 20, 9)), report=report)
     assert [r.action for r in report] == ["instantiated"] + ["variable_length"] * 3, [str(r) for r in report]
+
+
+def _loop_order(func: tvm.tirx.PrimFunc, block: str) -> list[str]:
+    sch = tvm.s_tir.Schedule(func)
+    return [sch.get(loop).loop_var.name for loop in sch.get_loops(sch.get_sblock(block))]
+
+
+def test_matmul_loop_order_is_the_documented_one():
+    """``matmul_fp32``'s docstring gave ``j_0, i_0, i_1, j_1, r`` for both kernels; the in-place one runs
+    ``i_0, j_0, ...`` (each panel of ``B`` is read in place, no panel to keep in cache)."""
+    assert _loop_order(wl.matmul_fp32(20, 33, 7, pack=True)["main"], "C") == ["j_0", "i_0", "i_1", "j_1", "r"]
+    assert _loop_order(wl.matmul_fp32(20, 33, 7, pack=False)["main"], "C") == ["i_0", "j_0", "i_1", "j_1", "r"]
+    symbolic = wl.matmul_fp32(None, 33, 7)["main"]
+    assert _loop_order(symbolic, "C_in_place") == ["i_0", "j_0", "i_1", "j_1", "r"]
+    assert _loop_order(symbolic, "C_packed") == ["j_0", "i_0", "i_1", "j_1", "r"]
+    assert "(``False``: loops ``i_0, j_0, i_1, j_1, r``)" in " ".join(wl.matmul_fp32.__doc__.split())

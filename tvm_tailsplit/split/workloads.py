@@ -253,8 +253,9 @@ def _marked_matmul(m: int | None, n: int, k: int, pack: bool) -> tirx.PrimFunc:
 
 def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129, pack: bool | None = None) -> tvm.IRModule:
     """An fp32 matmul ``C[M, N] = A[M, K] @ B[K, N]`` (``m``, ``n``, ``k``) tiled for the any-depth 8 x 16
-    micro-kernel (loops ``j_0, i_0, i_1, j_1, r``, the block's init kept, the mark on ``i_1``), ``B`` packed per
-    16-column panel at ``j_0`` (``pack=True``) or read in place (``False``); ``pack=None`` applies the rule
+    micro-kernel (the block's init kept, the mark on ``i_1``), ``B`` packed per 16-column panel at ``j_0``
+    (``pack=True``: loops ``j_0, i_0, i_1, j_1, r``, the panel copied at the top of ``j_0``) or read in place
+    (``False``: loops ``i_0, j_0, i_1, j_1, r``); ``pack=None`` applies the rule
     ``matmul_packs_panels``. ``m=None``: ``M`` is symbolic; with ``pack=None`` the function then holds both
     kernels, each run for the rows the rule gives it (``ir_utils.dispatch_by_intervals`` on ``M``; block names
     suffixed ``_in_place`` and ``_packed``)."""
