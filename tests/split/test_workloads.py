@@ -232,6 +232,11 @@ def test_matmul_packs_b_by_the_rule_of_its_row_tiles(target):
     (lambda: wl.dense_int8_vnni(0), "dense_int8_vnni: m must be a positive int or None, got 0"),
     (lambda: wl.elementwise_nc1hwc0(h_tile=0), "elementwise_nc1hwc0: h_tile must be a positive int, got 0"),
     (lambda: wl.matmul_wmma_cuda(16, 2.5), "matmul_wmma_cuda: n must be a positive int, got 2.5"),
+    # the rule failed with "bad operand type for unary -: 'NoneType'" and took True, -5 and 2.5 as row counts
+    (lambda: wl.matmul_packs_panels(None), "matmul_packs_panels: m must be a non-negative int .*, got None"),
+    (lambda: wl.matmul_packs_panels(True), "matmul_packs_panels: m must be a non-negative int .*, got True"),
+    (lambda: wl.matmul_packs_panels(-5), "matmul_packs_panels: m must be a non-negative int .*, got -5"),
+    (lambda: wl.matmul_packs_panels(24.0), "matmul_packs_panels: m must be a non-negative int .*, got 24.0"),
 ])
 def test_workload_builders_name_a_bad_size(build, message):
     # they failed deep inside TVM (`!info.dom.IsNothing()`) on an empty axis
