@@ -156,13 +156,13 @@ def with_loop(loop: tirx.For, *, loop_var=_UNCHANGED, min=_UNCHANGED, extent=_UN
 def map_loops(mod: tvm.IRModule, fn: Callable[[tirx.For], tirx.Stmt]) -> tvm.IRModule:
     """``mod`` with ``fn`` applied to every loop of every PrimFunc, innermost first (``fn`` sees its loop with
     the inner loops already mapped, and returns it unchanged, rebuilt or replaced); other functions and the
-    module's attributes are kept."""
+    module's attributes and global infos (a Relax module's ``vdevice`` list) are kept."""
     functions = {}
     for global_var, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc):
             func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, fn), order="post"))
         functions[global_var] = func
-    return tvm.IRModule(functions, attrs=mod.attrs)
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
 def drop_loop_annotation(mod: tvm.IRModule, key: str, value: str | None = None) -> tvm.IRModule:

@@ -202,3 +202,31 @@ def test_a_relax_module_compiles_through_the_pipeline_and_exports(caplog, tmp_pa
     for n in (0, 1, 15, 16, 17, 100):
         a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
         np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy(), a * b)
+
+
+def test_tensorize_marked_and_remove_marks_keep_a_relax_modules_vdevices():
+    """A Relax module's global infos (its ``vdevice`` list, which ``R.vdevice`` annotations index) were dropped by
+    ``tensorize_marked`` (and by ``remove_marks``, through ``ir_utils.map_loops``), though ``TailSplit`` keeps them:
+    a module that declared its devices lost them. Both now keep them; the result still builds and runs on the VM."""
+    from tvm_tailsplit.split.rewrite import remove_marks
+
+    intrinsics.register_intrinsics()
+    multiply = symbolic_vector_multiply()["main"]
+    length = tirx.Var("n", "int64")
+    x, y = (relax.Var(name, relax.TensorType([length], "float32")) for name in ("x", "y"))
+    builder = relax.BlockBuilder()
+    with builder.function("main", [x, y]):
+        function = builder.add_func(multiply.without_attr("global_symbol"), "multiply")
+        product = builder.emit(relax.call_tir(function, [x, y], relax.TensorType([length], "float32")))
+        builder.emit_func_output(product)
+    declared = {"vdevice": [relax.VDevice(intrinsics.llvm_target(), 0, "global")]}
+    model = builder.get()
+    model = tvm.IRModule(model.functions, attrs=model.attrs, global_infos=declared)
+    for transformed in (tensorize_marked(TailSplit()(model)), remove_marks(model)):
+        assert "vdevice" in transformed.global_infos
+        tvm.ir.assert_structural_equal(transformed.global_infos["vdevice"], model.global_infos["vdevice"])
+        vm = relax.VirtualMachine(tvm.compile(transformed, target=intrinsics.llvm_target()), tvm.cpu())
+        rng = np.random.default_rng(0)
+        for n in (0, 17):
+            a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
+            np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy(), a * b)

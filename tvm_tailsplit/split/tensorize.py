@@ -132,7 +132,7 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
         if isinstance(func, tirx.PrimFunc) and find_marks(func):
             func = _tensorize_function(func, global_var.name_hint, report)
         functions[global_var] = func
-    return tvm.IRModule(functions, attrs=mod.attrs)
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
 def TensorizeMarked(report: list | None = None) -> tvm.transform.Pass:  # noqa: N802 - TVM pass naming
