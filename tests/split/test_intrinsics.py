@@ -10,10 +10,10 @@ import re
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir
+from tvm import s_tir, te
 from tvm.script import tirx as T
 
-from tvm_tailsplit import MARK_KEY, tensorize_marked
+from tvm_tailsplit import MARK_KEY, TailSplit, tensorize_marked
 from tvm_tailsplit.split import intrinsics as intr
 from tvm_tailsplit.split import workloads
 from tvm_tailsplit.split.examples import matmul, symbolic_vector_multiply
@@ -507,7 +507,7 @@ def test_tail_forms_registered_before_the_first_registration_are_kept():
     """A user's ``register_tail_intrinsics`` for one of the package's marks, made before the first
     ``register_intrinsics`` (which ``tensorize_marked`` calls), was replaced by the package's tail form: the user's
     emitter was never called. ``register_intrinsics`` now registers a tail form only where none is registered."""
-    from tvm_tailsplit import TailSplit, register_tail_intrinsics
+    from tvm_tailsplit import register_tail_intrinsics
     from tvm_tailsplit.split.tail_forms import tail_intrinsics
 
     package_form = intr.emit_masked_elementwise("mul")
@@ -533,3 +533,40 @@ def test_tail_forms_registered_before_the_first_registration_are_kept():
     finally:
         register_tail_intrinsics(intr.MUL_16, variable_length=package_form)
         intr.register_intrinsics()
+
+
+@pytest.mark.vnni
+@pytest.mark.parametrize("kernel", ["dense", "dot"])
+def test_vnni_tails_mask_activations_of_a_row_longer_than_the_reduction(kernel):
+    """``C = A[:, :9] @ W^T`` with ``A`` 12 columns wide and ``W`` packed for 12 (real weights past the reduction):
+    the tail forms loaded the last group's 4 activation bytes plainly whenever ``A``'s row went on (a plain load is
+    right for lanes that are never stored, not for bytes that enter the dot product), so ``A[:, 9:12]`` times the
+    weights there was added to every row of the tail tiles. Equal to TVM's own result and to numpy now."""
+    m, n, k, width = 11, 20, 9, 12
+    a = te.placeholder((m, width), "uint8", name="A")
+    w = te.placeholder((2, width // 4, 16, 4), "int8", name="W")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(
+        a[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r), name="C")
+    func = te.create_prim_func([a, w, c]).with_attr("global_symbol", "main")
+    sch = s_tir.Schedule(func)
+    if kernel == "dense":
+        workloads.WORKLOADS["dense_int8_vnni"].schedule(sch, mark=True, vectorize=False)
+    else:
+        block = sch.get_sblock("C")
+        i, j, reduction = sch.get_loops(block)
+        j_0, j_1 = sch.split(j, [None, 16])
+        r_0, r_1 = sch.split(reduction, [None, 4])
+        sch.reorder(i, j_0, r_0, j_1, r_1)
+        sch.decompose_reduction(block, r_0)
+        sch.annotate(j_1, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
+    report = []
+    mod = tensorize_marked(TailSplit()(sch.mod), report=report)
+    assert any(record.action == "variable_length" for record in report), [str(rec) for rec in report]
+    rng = np.random.default_rng(0)
+    activations = rng.integers(0, 256, (m, width)).astype("uint8")
+    weights = rng.integers(-128, 128, (2, width // 4, 16, 4)).astype("int8")
+    got = run_guarded(tvm.compile(mod, target=TARGET), mod["main"], [activations, weights, np.zeros((m, n), "int32")],
+                      {})[-1]
+    unpacked = weights.transpose(0, 2, 1, 3).reshape(32, width)[:n, :k]
+    np.testing.assert_array_equal(got, activations[:, :k].astype(np.int32) @ unpacked.astype(np.int32).T)

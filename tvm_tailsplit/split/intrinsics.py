@@ -639,8 +639,12 @@ def _vpdpbusd(acc: tvm.ir.PrimExpr, word: tvm.ir.PrimExpr, weights: tvm.ir.PrimE
 
 
 def _activation_word(a: tirx.Buffer, start, used: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
-    """The 4 activation bytes from ``start`` as one ``int32``, the bytes past ``used`` zero (masked, not read)."""
-    return tirx.reinterpret("int32", _tail_load(a, start, used, 4))
+    """The 4 activation bytes from ``start`` as one ``int32``, the bytes past ``used`` zero (masked, not read).
+    Never ``_tail_load``'s plain load of a row that goes on past ``used``: every byte enters the dot product, and
+    the row's next bytes (outside the reduction) would meet the weights' padding, or real weights."""
+    if tvm.sym.Analyzer().can_prove(used >= 4):
+        return tirx.reinterpret("int32", tirx.BufferLoad(a, _row_vector(start, 4)))
+    return tirx.reinterpret("int32", _masked_load(a, start, _mask(used, 4), 4))
 
 
 def _packed_in_whole_tiles(b: tirx.Buffer) -> bool:
