@@ -313,3 +313,20 @@ def test_matmul_loop_order_is_the_documented_one():
     assert _loop_order(symbolic, "C_in_place") == ["i_0", "j_0", "i_1", "j_1", "r"]
     assert _loop_order(symbolic, "C_packed") == ["j_0", "i_0", "i_1", "j_1", "r"]
     assert "(``False``: loops ``i_0, j_0, i_1, j_1, r``)" in " ".join(wl.matmul_fp32.__doc__.split())
+
+
+def test_marked_block_names_the_block_under_each_mark():
+    """``Workload.marked_block`` said "the block under the mark in ``build``'s module", but the symbolic-M matmul
+    holds two kernels whose blocks carry the case's suffix; the docstring says so now."""
+    from tvm_tailsplit.split.conditions import find_marks
+
+    for name, spec in wl.WORKLOADS.items():
+        static = spec.build(**SHAPES[name][0])
+        assert {b for mark in find_marks(static["main"]) for b in mark.blocks()} == {spec.marked_block}, name
+        if spec.symbolic_axis:
+            symbolic = spec.build(**{**SHAPES[name][0], spec.symbolic_axis: None})
+            blocks = {b for mark in find_marks(symbolic["main"]) for b in mark.blocks()}
+            want = ({f"{spec.marked_block}_in_place", f"{spec.marked_block}_packed"} if name == "matmul_fp32"
+                    else {spec.marked_block})
+            assert blocks == want, (name, blocks)
+    assert "suffixed ``_in_place`` and ``_packed``" in " ".join(wl.Workload.__doc__.split())

@@ -434,8 +434,10 @@ class Workload:
     ``pad_tile`` is the tile ``sch.pad_einsum`` pads the block's iteration space to (1 on axes that need no
     padding), or ``None`` for a block that is not an einsum, padded by ``pad_by_hand(**shape)`` instead;
     ``reference(inputs, shape)`` is the numpy result (inputs in the order of the function's buffer parameters);
-    ``marked_block`` is the block under the mark in ``build``'s module; ``symbolic_axis`` names the shape
-    parameter ``build`` also takes as ``None`` (symbolic: one compiled function for every extent)."""
+    ``marked_block`` is the block under the mark in ``build``'s module (``matmul_fp32`` with a symbolic ``M`` holds
+    two kernels, whose blocks are named ``marked_block`` suffixed ``_in_place`` and ``_packed``); ``symbolic_axis``
+    names the shape parameter ``build`` also takes as ``None`` (symbolic: one compiled function for every
+    extent)."""
 
     name: str
     tiled: tuple[str, ...]
