@@ -292,8 +292,9 @@ class Plan:
         transform (no tail group) and the batch is not 1 (a batch of 1 keeps its serial group loop: launching a
         parallel loop costs more than a small transform), while its group's scratch is at most
         `ANY_BATCH_SCRATCH_BYTES`. Measured in bench/results/fft_cache.md: there the plan of any batch runs as fast
-        as the plan of its batch (0.96-1.11x up to n = 4096); at n = 65536 (1 MiB of scratch) batch 16 it ran
-        1.9x slower (not investigated), so larger transforms keep one plan per batch."""
+        as the plan of its batch (0.99-1.04x up to n = 4096); at n = 65536 (1 MiB of scratch) batch 16 it once ran
+        1.9x slower (not investigated; the latest run measured 1.00-1.01x at batches 2, 5 and 16), so larger
+        transforms keep one plan per batch."""
         return (not self.is_cuda and self.lanes == 1 and self.batch > 1
                 and self._scratch_bytes() <= ANY_BATCH_SCRATCH_BYTES)
 

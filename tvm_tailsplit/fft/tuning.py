@@ -35,7 +35,8 @@ INNER_VECTOR_SCALE = 2
 LARGE_INNER_VECTOR_SCALE = 4
 LARGE_SCRATCH_BYTES = 512 * 1024
 # A plan whose lane groups hold one transform is compiled once for every batch (a symbolic batch) while one group's
-# scratch is at most this many bytes (beyond, one plan per batch: at n = 65536 the plan of any batch ran 1.9x slower).
+# scratch is at most this many bytes (beyond, one plan per batch: at n = 65536 the plan of any batch once ran 1.9x
+# slower; the latest run, bench/results/fft_cache.md, 1.00-1.01x).
 ANY_BATCH_SCRATCH_BYTES = 512 * 1024
 # The parallel loop over lane groups has at most this many tasks, each running its groups serially in one
 # scratch allocation.
