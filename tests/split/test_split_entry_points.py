@@ -175,11 +175,8 @@ def test_a_mark_left_as_code_by_the_pipeline_is_logged(caplog):
     np.testing.assert_array_equal(got, x + y)
 
 
-def test_a_relax_module_compiles_through_the_pipeline_and_exports(caplog, tmp_path):
-    """A Relax model calling a marked PrimFunc (`call_tir`, symbolic length): `tvm.compile(..., tir_pipeline=
-    "tailsplit")` runs TailSplit and TensorizeMarked on its PrimFuncs (reported under the function's name, the mark
-    tensorized), and the library round-trips through `export_library` / `load_module` into Relax's VM, equal to
-    numpy at every length."""
+def _relax_multiply_model() -> tvm.IRModule:
+    """A Relax function main(x, y) of symbolic length calling the marked PrimFunc ``multiply`` (``call_tir``)."""
     intrinsics.register_intrinsics()
     multiply = symbolic_vector_multiply()["main"]
     length = tirx.Var("n", "int64")
@@ -189,8 +186,17 @@ def test_a_relax_module_compiles_through_the_pipeline_and_exports(caplog, tmp_pa
         function = builder.add_func(multiply.without_attr("global_symbol"), "multiply")
         product = builder.emit(relax.call_tir(function, [x, y], relax.TensorType([length], "float32")))
         builder.emit_func_output(product)
+    return builder.get()
+
+
+def test_a_relax_module_compiles_through_the_pipeline_and_exports(caplog, tmp_path):
+    """A Relax model calling a marked PrimFunc (`call_tir`, symbolic length): `tvm.compile(..., tir_pipeline=
+    "tailsplit")` runs TailSplit and TensorizeMarked on its PrimFuncs (reported under the function's name, the mark
+    tensorized), and the library round-trips through `export_library` / `load_module` into Relax's VM, equal to
+    numpy at every length."""
+    model = _relax_multiply_model()
     caplog.set_level(logging.DEBUG, logger="tvm_tailsplit")
-    executable = tvm.compile(builder.get(), target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
+    executable = tvm.compile(model, target=intrinsics.llvm_target(), tir_pipeline=TAILSPLIT_PIPELINE)
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("TailSplit multiply:") and "strategy: full split" in m for m in messages), messages
     assert any(m.startswith("TensorizeMarked multiply: loop i_1 (block C_0") and "tensorized with" in m
@@ -220,7 +226,7 @@ def test_tensorize_marked_and_remove_marks_keep_a_relax_modules_vdevices():
         product = builder.emit(relax.call_tir(function, [x, y], relax.TensorType([length], "float32")))
         builder.emit_func_output(product)
     declared = {"vdevice": [relax.VDevice(intrinsics.llvm_target(), 0, "global")]}
-    model = builder.get()
+    model = _relax_multiply_model()
     model = tvm.IRModule(model.functions, attrs=model.attrs, global_infos=declared)
     for transformed in (tensorize_marked(TailSplit()(model)), remove_marks(model)):
         assert "vdevice" in transformed.global_infos
