@@ -216,15 +216,6 @@ def test_tensorize_marked_and_remove_marks_keep_a_relax_modules_vdevices():
     a module that declared its devices lost them. Both now keep them; the result still builds and runs on the VM."""
     from tvm_tailsplit.split.rewrite import remove_marks
 
-    intrinsics.register_intrinsics()
-    multiply = symbolic_vector_multiply()["main"]
-    length = tirx.Var("n", "int64")
-    x, y = (relax.Var(name, relax.TensorType([length], "float32")) for name in ("x", "y"))
-    builder = relax.BlockBuilder()
-    with builder.function("main", [x, y]):
-        function = builder.add_func(multiply.without_attr("global_symbol"), "multiply")
-        product = builder.emit(relax.call_tir(function, [x, y], relax.TensorType([length], "float32")))
-        builder.emit_func_output(product)
     declared = {"vdevice": [relax.VDevice(intrinsics.llvm_target(), 0, "global")]}
     model = _relax_multiply_model()
     model = tvm.IRModule(model.functions, attrs=model.attrs, global_infos=declared)
