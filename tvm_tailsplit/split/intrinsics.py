@@ -403,7 +403,15 @@ def _tail_load(buffer: tirx.Buffer, indices, extent: tvm.ir.PrimExpr, lanes: int
     ``extent >= lanes`` or the whole row is in bounds (lanes past ``extent`` are then never stored), otherwise a
     masked load (zeros past ``extent``). LLVM does not turn a masked access with a constant full mask back into a
     plain one here, and the masked forms cost up to 40% in a tail tile."""
-    if tvm.sym.Analyzer().can_prove(extent >= lanes) or _whole_row_in_bounds(buffer, indices, lanes):
+    if _whole_row_in_bounds(buffer, indices, lanes):
+        return tirx.BufferLoad(buffer, _row_vector(indices, lanes))
+    return _exact_load(buffer, indices, extent, lanes)
+
+
+def _exact_load(buffer: tirx.Buffer, indices, extent: tvm.ir.PrimExpr, lanes: int = LANES) -> tvm.ir.PrimExpr:
+    """``lanes`` elements from ``indices``, those past ``extent`` zero: a plain vector load when ``extent >= lanes``,
+    otherwise a masked one (where every lane is used, as in a dot product)."""
+    if tvm.sym.Analyzer().can_prove(extent >= lanes):
         return tirx.BufferLoad(buffer, _row_vector(indices, lanes))
     return _masked_load(buffer, indices, _mask(extent, lanes), lanes)
 
@@ -642,9 +650,7 @@ def _activation_word(a: tirx.Buffer, start, used: tvm.ir.PrimExpr) -> tvm.ir.Pri
     """The 4 activation bytes from ``start`` as one ``int32``, the bytes past ``used`` zero (masked, not read).
     Never ``_tail_load``'s plain load of a row that goes on past ``used``: every byte enters the dot product, and
     the row's next bytes (outside the reduction) would meet the weights' padding, or real weights."""
-    if tvm.sym.Analyzer().can_prove(used >= 4):
-        return tirx.reinterpret("int32", tirx.BufferLoad(a, _row_vector(start, 4)))
-    return tirx.reinterpret("int32", _masked_load(a, start, _mask(used, 4), 4))
+    return tirx.reinterpret("int32", _exact_load(a, start, used, 4))
 
 
 def _packed_in_whole_tiles(b: tirx.Buffer) -> bool:
