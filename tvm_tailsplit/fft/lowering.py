@@ -33,8 +33,14 @@ two-vector shuffles (LLVM otherwise builds each tuple with inserts; measured in 
 of a parallel task, so that it is allocated once per task instead of once per group.
 
 The pipeline (`register_pipeline`) is TVM's default TIR pipeline composed at run time: its pass list, built by
-TVM under the current PassContext's config (`ir_utils.default_passes_with`), with the two passes inserted after
-`VectorizeLoop` (`INSERT_AFTER`); no copy of the list is kept here.
+TVM under the current PassContext's config (`ir_utils.default_passes_with`), with `hoist_scratch_allocation`
+inserted after `VectorizeLoop` (`INSERT_AFTER`) and `contiguous_complex_access` appended after the list's last
+pass; no copy of the list is kept here. The access rewrite runs last because its transposes are chains of `Bind`s
+of pure shuffles, which every later pass built on TVM's analyzer (`IRMutatorWithAnalyzer`: StmtSimplify,
+RemoveNoOp, HoistIfThenElse, ...) binds and simplifies with each earlier binding substituted, so that its cost grew
+with the number of paths through the chains (lanes x lanes x the codelet's paths). Placed last, only TVM's
+finalization and code generation see them: a 32-point codelet across 16 lanes compiled in 10 s instead of 106 s,
+17 points across 16 lanes in 2.5 s instead of 23 s (measured on the machine of bench/results/fft.md).
 
 Measured on AVX-512 (the issue's 16 MiB batches, 1 thread): see bench/results/fft.md; in the generated
 assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpermt2ps` instead of `vmovss` and
@@ -491,20 +497,22 @@ def hoist_scratch_allocation(func, mod, ctx):
     return func.with_body(tvm_ffi.structural_map(body, [(tirx.SeqStmt, on_seq)], order="post"))
 
 
-# where the FFT's passes go in TVM's default pipeline: right after this pass (by its PassInfo name)
+# where `hoist_scratch_allocation` goes in TVM's default pipeline: right after this pass (by its PassInfo name)
 INSERT_AFTER = "tirx.VectorizeLoop"
+
+
 def _pipeline_factory(pair_buffers: frozenset[str]):
-    """TVM's default pipeline (read at run time, `ir_utils.default_passes_with`) with `contiguous_complex_access` and
-    `hoist_scratch_allocation` right after `INSERT_AFTER`; its finalization passes unchanged."""
+    """TVM's default pipeline (read at run time, `ir_utils.default_passes_with`) with `hoist_scratch_allocation`
+    right after `INSERT_AFTER` and `contiguous_complex_access` after the last pass; its finalization passes
+    unchanged."""
 
     def factory():
         _, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
 
         @tvm.transform.module_pass(opt_level=0, name=PIPELINE_PASS)
         def pipeline(mod, _ctx):
-            passes = default_passes_with([contiguous_complex_access(pair_buffers), hoist_scratch_allocation],
-                                         after=INSERT_AFTER)
-            return tvm.ir.transform.Sequential(passes)(mod)
+            passes = default_passes_with([hoist_scratch_allocation], after=INSERT_AFTER)
+            return tvm.ir.transform.Sequential([*passes, contiguous_complex_access(pair_buffers)])(mod)
 
         return pipeline, finalize_host, finalize_device
 
