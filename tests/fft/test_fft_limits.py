@@ -6,6 +6,8 @@ import pytest
 
 from tvm_tailsplit import fft as tfft
 from tvm_tailsplit.fft.factor import Bluestein, Codelet, CooleyTukey, Rader, breakdown
+from tvm_tailsplit.fft.tuning import MAX_CODELET_LIMIT
+from tvm_tailsplit.fft.variants import Variant
 
 from .fft_reference import random_complex, relative_error, tolerance
 
@@ -51,5 +53,11 @@ def test_small_limits_match_numpy(n, codelet_limit, radix_limit):
 def test_limits_out_of_range_name_the_limit():
     with pytest.raises(ValueError, match="codelet_limit must be at least 2"):
         tfft.plan(7, codelet_limit=1)
+    # a limit of 1024 derived and compiled a 1009-point dense codelet for an hour; the bound is refused at once
+    with pytest.raises(ValueError, match=f"codelet_limit must be at most {MAX_CODELET_LIMIT}, got 1024"):
+        tfft.plan(1009, codelet_limit=1024)
+    with pytest.raises(ValueError, match=f"codelet_limit must be at most {MAX_CODELET_LIMIT}"):
+        Variant(MAX_CODELET_LIMIT + 1, 8, 4, 4, 1, 1, 0)
+    assert Variant(MAX_CODELET_LIMIT, 8, 4, 4, 1, 1, 0).codelet_limit == MAX_CODELET_LIMIT
     with pytest.raises(ValueError, match="radix_limit must be at most codelet_limit=4"):
         tfft.plan(7, codelet_limit=4, radix_limit=8)

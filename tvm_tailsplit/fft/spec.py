@@ -31,7 +31,7 @@ import numpy as np
 from .factor import Breakdown, breakdown
 from .passes import PassList, build_passes
 from .template import ExternalLayout
-from .tuning import CODELET_LIMIT, RADIX_LIMIT
+from .tuning import CODELET_LIMIT, MAX_CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
            "check_choice", "check_int", "first_overlap", "indexable_batch", "layout_reach", "requested_direction"]
@@ -64,6 +64,17 @@ def check_int(name: str, value: Any, minimum: int | None = None) -> int:
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def check_codelet_limit(value: Any) -> int:
+    """`value` as a codelet limit: an integer from 2 to `tuning.MAX_CODELET_LIMIT` (TypeError, ValueError naming
+    `codelet_limit` otherwise)."""
+    value = check_int("codelet_limit", value, 2)
+    if value > MAX_CODELET_LIMIT:
+        raise ValueError(f"codelet_limit must be at most {MAX_CODELET_LIMIT}, got {value}: a codelet is compiled as "
+                         "straight-line code whose compile time grows about 7x per doubling of its size "
+                         "(tuning.MAX_CODELET_LIMIT); larger sizes are split into passes")
     return value
 
 
@@ -111,7 +122,7 @@ class FFTSpec:
             "direction": check_choice("direction", self.direction, DIRECTIONS),
             "norm": check_choice("norm", self.norm, NORMS),
             "dtype": _check_dtype(self.dtype),
-            "codelet_limit": check_int("codelet_limit", self.codelet_limit, 2),
+            "codelet_limit": check_codelet_limit(self.codelet_limit),
             "radix_limit": check_int("radix_limit", self.radix_limit, 2),
         }
         for name, value in normalized.items():

@@ -12,6 +12,10 @@ from __future__ import annotations
 # ---- breakdown (`factor`) ---------------------------------------------------------------------------------------
 # A DFT of at most this many points is one straight-line codelet (the default `codelet_limit`).
 CODELET_LIMIT = 32
+# A larger `codelet_limit` is refused: a codelet is derived and compiled as straight-line code whose time grows
+# about 7x per doubling of its size (limit = n for n = 64, 128, 256: 1.8 s, 8.7 s, 66 s; a prime 127 as one dense
+# codelet 11 s), so a limit of 1024 would compile for an hour; sizes beyond it are passes over memory.
+MAX_CODELET_LIMIT = 128
 # A larger transform is split into radices of at most this many points, one pass over memory each (the default
 # `radix_limit`): more passes of small codelets beat fewer passes whose codelets spill the vector registers.
 RADIX_LIMIT = 8

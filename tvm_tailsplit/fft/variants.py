@@ -37,7 +37,7 @@ from .schedule import (
     cuda_staging,
     staged_bytes,
 )
-from .spec import FFTSpec, check_int
+from .spec import FFTSpec, check_codelet_limit, check_int
 from .template import ExternalLayout, physical_scratch_elements
 from .tuning import (
     CUDA_STAGE_INPUT,
@@ -71,7 +71,8 @@ class Variant:
     radices: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        for name, minimum in (("codelet_limit", 2), ("radix_limit", 2), ("lanes", 1), ("vector_width", 1),
+        object.__setattr__(self, "codelet_limit", check_codelet_limit(self.codelet_limit))
+        for name, minimum in (("radix_limit", 2), ("lanes", 1), ("vector_width", 1),
                               ("inner_vector_scale", 1), ("parallel_tasks", 1), ("prefetch_bytes", 0),
                               ("prefetch_distance", 0), ("cuda_threads", 1)):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
