@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tvm_tailsplit import fft as tfft
-from tvm_tailsplit.fft import cache, ndim, planner
+from tvm_tailsplit.fft import cache, ndim, planner, wisdom
 
 from .fft_reference import random_complex, random_real, relative_error, tolerance
 
@@ -370,6 +370,26 @@ def test_concurrent_writers_leave_a_valid_entry(cache_dir, tmp_path):
     assert not list(cache_dir.glob(".tmp-*"))  # no temporary file left behind
     counts = counts_after(lambda: check_c2c(fresh_plan(30, 4)))
     assert counts == {"loaded": 1, "missing": 0, "rejected": 0, "stored": 0}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077], ids=["umask022", "umask077"])
+def test_entries_and_wisdom_are_written_with_the_umask_of_the_process(cache_dir, umask):
+    # the files were created by mkstemp (mode 0600) and kept that mode: a cache filled by one user (a container
+    # image warmed as root, a team's shared TVM_TAILSPLIT_CACHE_DIR) was unreadable to every other user, whose
+    # processes reported each entry unusable ("Permission denied") and compiled every plan again
+    previous = os.umask(umask)
+    try:
+        plan = fresh_plan(20, 3)
+        check_c2c(plan)
+        wisdom.record(json.dumps({"problem": "of this test"}), "measure", plan.variant)
+    finally:
+        os.umask(previous)
+        wisdom.forget_wisdom()
+    files = list(cache_dir.iterdir())
+    assert {path.suffix for path in files} == {".json", ".so", ".npz"}
+    assert (cache_dir / wisdom.wisdom_file()).exists()
+    assert {path.name: oct(path.stat().st_mode & 0o666) for path in files} == \
+        {path.name: oct(0o666 & ~umask) for path in files}
 
 
 def test_the_cache_can_be_disabled(cache_dir, monkeypatch):

@@ -16,7 +16,8 @@ The sha256 of the key (canonical JSON) names the entry: `<name>.json` holds the 
 variant, the IR hash, the file names, sizes and sha256 of the shared library and of the constant tables), the shared
 library `<name>-<sha>.so` (`Executable.export_library`) and the tables `<name>-<sha>.npz` (the twiddles and
 Rader permutations of the passes, loaded without pickle). The data files are named by their content's
-hash and the metadata is written last, each through a temporary file in the same directory and an atomic
+hash and the metadata is written last, each through a temporary file in the same directory (created with the
+process's umask, as `open()` creates files, so that other users sharing the cache can read it) and an atomic
 `os.replace`: a reader sees either the old entry or the new one, and two processes filling the same entry at
 once both leave a complete, valid entry (identical content keeps its name; the metadata names files that exist).
 
@@ -44,7 +45,7 @@ import importlib.metadata
 import json
 import logging
 import os
-import tempfile
+import secrets
 import time
 import warnings
 from collections import Counter
@@ -298,16 +299,33 @@ def _load_entry(directory: Path, meta_path: Path, text: str, key: dict[str, Any]
 
 def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
     """Write a file through `write(path)` under a temporary name in `directory`; returns (temporary path, size,
-    sha256)."""
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
-    os.close(handle)
+    sha256). The file keeps the mode it was created with (`_create_temporary`), whatever `write` did to it."""
+    temporary, mode = _create_temporary(directory, suffix)
     try:
-        write(temporary)
-        data = Path(temporary).read_bytes()
+        write(str(temporary))
+        os.chmod(temporary, mode)
+        data = temporary.read_bytes()
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
-    return Path(temporary), len(data), hashlib.sha256(data).hexdigest()
+    return temporary, len(data), hashlib.sha256(data).hexdigest()
+
+
+def _create_temporary(directory: Path, suffix: str) -> tuple[Path, int]:
+    """A new empty file `.tmp-<random><suffix>` in `directory` and its permission bits: created as `open()`
+    creates files, 0666 less the process's umask. (mkstemp's 0600 made an entry written by one user, such as a
+    container image's cache warmed as root or a team's shared directory, unreadable to the others, whose processes
+    found every entry unusable and compiled every plan again.)"""
+    while True:
+        path = directory / f".tmp-{secrets.token_hex(8)}{suffix}"
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            return path, os.fstat(handle).st_mode & 0o777
+        finally:
+            os.close(handle)
 
 
 def _noexec(directory: Path) -> bool:
