@@ -415,6 +415,10 @@ def test_the_directory_follows_the_environment_and_python(cache_dir, tmp_path, m
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache.cache_dir() == tmp_path / "home" / ".cache" / "tvm_tailsplit" / "fft"
+    # a relative XDG_CACHE_HOME is invalid (the XDG spec: ignore it); it put the cache in the cwd of each process
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert cache.cache_dir() == tmp_path / "home" / ".cache" / "tvm_tailsplit" / "fft"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     with cache.using_cache_dir(tmp_path / "python"):
         check_c2c(fresh_plan(15, 2))
     assert len(list((tmp_path / "python").glob("*.json"))) == 1

@@ -30,9 +30,10 @@ its entry overwritten. A cache directory that cannot be written only costs the c
 mounted noexec, where no compiled plan loads, is not used, reported once per process (`_noexec`).
 
 The directory is `$TVM_TAILSPLIT_CACHE_DIR` (a leading `~` expanded, as in `set_cache_dir`), else
-`$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without XDG_CACHE_HOME; a process without a home directory has no
-cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables the cache, and `set_cache_dir` / `using_cache_dir` override
-both from Python (None disables). CUDA plans are not cached (see `store`).
+`$XDG_CACHE_HOME/tvm_tailsplit/fft` (`~/.cache` without XDG_CACHE_HOME or with a relative one, which the XDG spec
+says to ignore; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables
+the cache, and `set_cache_dir` / `using_cache_dir` override both from Python (None disables). CUDA plans are not
+cached (see `store`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ def cache_dir() -> Path | None:
         return None
     if os.environ.get("TVM_TAILSPLIT_CACHE_DIR"):
         return _expanded(os.environ["TVM_TAILSPLIT_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return _expanded(os.environ["XDG_CACHE_HOME"]) / "tvm_tailsplit" / "fft"
+    xdg = _expanded(os.environ.get("XDG_CACHE_HOME", ""))
+    if xdg.is_absolute():  # the XDG spec: a relative (or empty) path is invalid and ignored, not the cwd's
+        return xdg / "tvm_tailsplit" / "fft"
     try:
         home = Path.home()
     except (RuntimeError, KeyError):  # no $HOME and no passwd entry (a container's arbitrary user id)
