@@ -305,7 +305,9 @@ def write_atomic(directory: Path, suffix: str, write) -> tuple[Path, int, str]:
     temporary, mode = _create_temporary(directory, suffix)
     try:
         write(str(temporary))
-        os.chmod(temporary, mode)
+        if temporary.stat().st_mode & 0o777 != mode:
+            with contextlib.suppress(OSError):  # (a filesystem without modes: the file as written)
+                os.chmod(temporary, mode)
         data = temporary.read_bytes()
     except BaseException:
         temporary.unlink(missing_ok=True)
