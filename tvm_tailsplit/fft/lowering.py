@@ -10,7 +10,8 @@ llvm code generator scalarizes into w single-float loads (or stores) and inserts
   `Ramp(B - c + l·S, 1, 2)` per lane l, and a `Shuffle` of the parts (lanes 2l + c, reversed for S = -2).
   The real and imaginary parts read the same vectors, which LLVM loads once;
 * two **stores** in a row to `Ramp(B, S, w)` and `Ramp(B + 1, S, w)` (the real and imaginary parts of one
-  value): the parts are interleaved with one `Shuffle` and stored with one contiguous store of 2w floats
+  value), the second value not reading that buffer (it is computed before the first store): the parts are
+  interleaved with one `Shuffle` and stored with one contiguous store of 2w floats
   (S = ±2) or one store of each lane's pair. Stores need no parity: they write the same floats.
 
 Before that, **blocks** of the caller's rows (`_block_transposes`): lanes across the batch (w of them, a power
@@ -234,10 +235,17 @@ def _block_access(analyzer, indices, buffer, names) -> tuple | None:
     return stride, lanes, analyzer.simplify(ramp.base - position), position
 
 
-def _has_store(stmt) -> bool:
+def _has_store(stmt, buffer=None) -> bool:
+    """Whether `stmt` stores (into `buffer`; None: into any buffer)."""
     found = []
-    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda store: found.append(1))])
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda store: found.append(1) if buffer is None
+                                    or store.buffer.same_as(buffer) else None)])
     return bool(found)
+
+
+def _accesses(stmt, buffer) -> bool:
+    """Whether `stmt` loads from or stores into `buffer`."""
+    return _has_load(stmt, buffer) or _has_store(stmt, buffer)
 
 
 def _block_transposes(stmts: list, analyzer, names) -> list:
@@ -312,12 +320,26 @@ def _block_transposes(stmts: list, analyzer, names) -> list:
     return _splice(stmts, replaced, removed)
 
 
+def _may_overlap(members: list, store: tirx.BufferStore, analyzer) -> bool:
+    """Whether `store` (a ramp of positive stride) may write a float of the set of stores `members` (offsets from
+    the set's first base, one stride and lane count): unless their spans are provably apart."""
+    first = members[0][1].indices[0]
+    ramp = store.indices[0]
+    distance = analyzer.simplify(ramp.base - first.base)
+    if not isinstance(distance, tirx.IntImm):
+        return True
+    span = (_int(first.lanes) - 1) * _int(first.stride) + max(offset for _, _, offset in members) + 1
+    return -((_int(ramp.lanes) - 1) * _int(ramp.stride) + 1) < distance.value < span
+
+
 def _transposed_stores(stmts: list, analyzer) -> list:
     """Sets of S stores `buffer[Ramp(B + e, L, w)]`, e < S, with one stride L and lane count w (the outputs of
     w codelet instances side by side whose results are L apart, e.g. a pass that writes `i·m + e` vectorized
     over i) become contiguous stores of their transpose (`_store_set`): w-float ones when the set covers S·w
-    contiguous floats (S = L), else S-float ones per lane. A set is complete at S = L, or when a statement
-    reads its buffer or the sequence ends."""
+    contiguous floats (S = L), else S-float ones per lane, at the set's last member. A set is complete at S = L,
+    or when a statement reads or writes its buffer (a store of another set there: where it may write a float of
+    the set's, `_may_overlap`) or the sequence ends: its stores never move past an access to their floats. The
+    pipeline rewrites every PrimFunc of a module (a Relax model with `emit_fft`), so this holds for any kernel."""
     pending: list[list] = []  # sets of (position, store, offset from the set's first base)
     removed: set[int] = set()
     replaced: dict[int, list] = {}
@@ -350,12 +372,17 @@ def _transposed_stores(stmts: list, analyzer) -> list:
                 if members is None:
                     members = [(position, stmt, 0)]
                     pending.append(members)
+                # the other sets of this buffer cannot move past this store where it may write their floats
+                for other in [other for other in pending if other is not members
+                              and other[0][1].buffer.same_as(stmt.buffer) and _may_overlap(other, stmt, analyzer)]:
+                    close(other)
+                    pending.remove(other)
                 if len(members) == stride:
                     close(members)
                     pending.remove(members)
                 continue
-        # a statement that reads a buffer with pending stores: those stores cannot move past it
-        for members in [members for members in pending if _has_load(stmt, members[0][1].buffer)]:
+        # a statement that reads or writes a buffer with pending stores: those stores cannot move past it
+        for members in [members for members in pending if _accesses(stmt, members[0][1].buffer)]:
             close(members)
             pending.remove(members)
     for members in pending:
@@ -435,8 +462,9 @@ def contiguous_complex_access(pair_buffers: frozenset[str]) -> tvm.transform.Pas
             while index < len(stmts):
                 first = stmts[index]
                 second = stmts[index + 1] if index + 1 < len(stmts) else None
+                # (the second value is computed before the first store: it must not read that buffer)
                 if isinstance(first, tirx.BufferStore) and isinstance(second, tirx.BufferStore) \
-                        and first.buffer.same_as(second.buffer):
+                        and first.buffer.same_as(second.buffer) and not _has_load(second.value, first.buffer):
                     a, b = _ramp(first.indices), _ramp(second.indices)
                     if a is not None and b is not None and _int(a.stride) == _int(b.stride) \
                             and _int(a.lanes) == _int(b.lanes) \
