@@ -28,6 +28,7 @@ EXPECTED_OUTPUT = {
         "chosen variant: Variant(",
         "imported: 1",
         "a new process's measure plan came from: wisdom",
+        "pruned: {'stale': 0, 'orphaned': 0, 'temporary': 0, 'bytes': 0}",
         "workspace bytes (planned before running)",
         "rfftn matches numpy: True",
         "float16 in, complex64 out: complex64",

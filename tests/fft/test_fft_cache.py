@@ -392,6 +392,52 @@ def test_entries_and_wisdom_are_written_with_the_umask_of_the_process(cache_dir,
         {path.name: oct(0o666 & ~umask) for path in files}
 
 
+def test_prune_removes_what_no_process_of_this_environment_loads(cache_dir):
+    # every upgrade left its entries, a rebuilt entry its old files and a killed writer its temporaries: the
+    # directory only grew. prune removes them and keeps what loads (this environment's and other targets' entries)
+    plans = {n: fresh_plan(n, 3) for n in (8, 12, 16, 20)}
+    metas = {json.loads(path.read_text())["key"]["request"]["spec"]["n"]: path for path in cache_dir.glob("*.json")}
+    old_version(metas[8], json.loads(metas[8].read_text()))
+    foreign_target(metas[12], json.loads(metas[12].read_text()))
+    stale_files = [cache_dir / json.loads(metas[n].read_text())[kind]
+                   for n in (8, 16) for kind in ("library", "constants")]
+    garbage_metadata(metas[16], None)
+    library = (cache_dir / json.loads(metas[20].read_text())["library"]).read_bytes()
+    planted = {"orphan": "0" * 32 + "-" + "1" * 16 + ".so", "temporary": ".tmp-" + "2" * 16 + ".so",
+               "young orphan": "3" * 32 + "-" + "4" * 16 + ".npz", "young temporary": ".tmp-" + "5" * 16 + ".json",
+               "user file": "notes.txt", "wisdom": "wisdom-" + "6" * 16 + ".json"}
+    for name in planted.values():
+        (cache_dir / name).write_bytes(library)
+    an_hour_ago = time.time() - cache.PRUNE_GRACE_SECONDS - 60
+    for path in cache_dir.iterdir():
+        if path.name not in (planted["young orphan"], planted["young temporary"]):
+            os.utime(path, (an_hour_ago, an_hour_ago))
+
+    counts = cache.prune()
+    assert counts["stale"] == 2 and counts["orphaned"] == 5 and counts["temporary"] == 1
+    assert counts["bytes"] > 6 * len(library) // 2
+    left = {path.name for path in cache_dir.iterdir()}
+    assert metas[12].name in left and metas[20].name in left and metas[8].name not in left
+    assert not any(path.name in left for path in stale_files)
+    assert planted["orphan"] not in left and planted["temporary"] not in left
+    assert {planted[name] for name in ("young orphan", "young temporary", "user file", "wisdom")} <= left
+    assert counts_after(lambda: check_c2c(fresh_plan(20, 3))) == {"loaded": 1, "missing": 0, "rejected": 0,
+                                                                  "stored": 0}
+    assert cache.prune() == {"stale": 0, "orphaned": 0, "temporary": 0, "bytes": 0}
+
+    counts = cache.prune(everything=True)
+    assert counts["stale"] == 2 and counts["orphaned"] == 5 and counts["temporary"] == 1
+    assert {path.name for path in cache_dir.iterdir()} == {planted["user file"], planted["wisdom"]}
+    assert counts_after(lambda: check_c2c(fresh_plan(20, 3)))["stored"] == 1
+    del plans
+
+
+def test_prune_without_a_cache_directory_removes_nothing(cache_dir, monkeypatch):
+    assert cache.prune() == {"stale": 0, "orphaned": 0, "temporary": 0, "bytes": 0}  # not created yet
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE", "0")
+    assert cache.prune(everything=True) == {"stale": 0, "orphaned": 0, "temporary": 0, "bytes": 0}
+
+
 def test_the_cache_can_be_disabled(cache_dir, monkeypatch):
     monkeypatch.setenv("TVM_TAILSPLIT_CACHE", "0")
     assert cache.cache_dir() is None

@@ -34,6 +34,12 @@ The directory is `$TVM_TAILSPLIT_CACHE_DIR` (a leading `~` expanded, as in `set_
 says to ignore; a process without a home directory has no cache, logged once); `TVM_TAILSPLIT_CACHE=0` disables
 the cache, and `set_cache_dir` / `using_cache_dir` override both from Python (None disables). CUDA plans are not
 cached (see `store`).
+
+Housekeeping (`prune`): entries of other formats, versions or generators (every upgrade leaves the old ones),
+unreadable metadata, data files that no entry names (a rebuilt entry's old library and tables) and the temporary
+files of interrupted writes are removed; entries of other targets stay (machines sharing the directory load them).
+Data and temporary files are removed only once `PRUNE_GRACE_SECONDS` old: a writer writes its data files before
+its metadata.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import re
 import secrets
 import time
 import warnings
@@ -59,8 +66,9 @@ import tvm
 import tvm_ffi
 from tvm.target import codegen
 
-__all__ = ["ENVIRONMENT", "FORMAT", "GENERATOR_SOURCES", "CachedPlan", "PlanCacheWarning", "cache_dir", "load",
-           "plan_key", "set_cache_dir", "stats", "store", "using_cache_dir", "versions", "write_atomic"]
+__all__ = ["ENVIRONMENT", "FORMAT", "GENERATOR_SOURCES", "PRUNE_GRACE_SECONDS", "CachedPlan", "PlanCacheWarning",
+           "cache_dir", "load", "plan_key", "prune", "set_cache_dir", "stats", "store", "using_cache_dir", "versions",
+           "write_atomic"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -69,6 +77,14 @@ FORMAT = 1
 # the files whose code decides the generated IR (relative to the tvm_tailsplit package)
 GENERATOR_SOURCES = ("fft/*.py", "ir_utils.py")
 ENVIRONMENT = "environment"  # `set_cache_dir` value: follow the environment variables
+
+# `prune` removes a data file that no entry names, or a temporary file, only once it is this old: a writer may be
+# between its data files and its metadata (seconds; an hour leaves any compile time to finish)
+PRUNE_GRACE_SECONDS = 3600
+# the cache's own file names: an entry's metadata, its data files (named by the content's sha256), temporaries
+_METADATA_NAME = re.compile(r"[0-9a-f]{32}\.json")
+_DATA_NAME = re.compile(r"[0-9a-f]{32}-[0-9a-f]{16}\.(so|npz)")
+_TEMPORARY_NAME = re.compile(r"\.tmp-[0-9a-f]{16}\.(so|npz|json)")
 
 _setting: Any = ENVIRONMENT
 _counts: Counter = Counter()
@@ -389,3 +405,53 @@ def store(key: dict[str, Any], executable: Any, variant: dict[str, Any], constan
     _counts["stored"] += 1
     logger.debug("stored the compiled plan %s as %s", key["request"], directory / f"{name}.json")
     return directory / f"{name}.json"
+
+
+def prune(everything: bool = False, grace_seconds: float = PRUNE_GRACE_SECONDS) -> dict[str, int]:
+    """Remove from the cache directory what no process of this environment loads; returns the counts of files
+    removed (`stale`: metadata of entries of another format, versions or generator, or unreadable; `orphaned`: data
+    files that no remaining entry names; `temporary`: leftovers of interrupted writes) and `bytes` freed.
+
+    Entries of other targets stay (machines sharing the directory load them); `everything=True` removes every
+    entry and its files whatever their age. Otherwise data and temporary files younger than `grace_seconds` stay (a
+    writer may be between its data files and its metadata). Only the cache's own file names are touched (never the
+    wisdom files: `forget_wisdom(saved=True)`). Without a cache directory (disabled, or not created yet) nothing is
+    removed."""
+    counts = {"stale": 0, "orphaned": 0, "temporary": 0, "bytes": 0}
+    directory = cache_dir()
+    if directory is None or not directory.is_dir():
+        return counts
+    current = {"format": FORMAT, "versions": versions(), "generator": _generator_hash()}
+    now = time.time()
+    names = {path.name: path for path in directory.iterdir()}
+
+    def remove(path: Path, kind: str) -> None:
+        with contextlib.suppress(FileNotFoundError):  # (another process pruning at once)
+            size = path.stat().st_size
+            path.unlink()
+            counts[kind] += 1
+            counts["bytes"] += size
+
+    kept_data: set[str] = set()
+    for name, path in names.items():
+        if not _METADATA_NAME.fullmatch(name):
+            continue
+        try:
+            meta = json.loads(path.read_text())
+            key = meta["key"]
+            stale = everything or any(key.get(field) != value for field, value in current.items())
+            data = [meta["library"], meta["constants"]]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            stale, data = True, []
+        if stale:
+            remove(path, "stale")
+        else:
+            kept_data.update(str(name) for name in data)
+    for name, path in names.items():
+        kind = ("orphaned" if _DATA_NAME.fullmatch(name) and name not in kept_data
+                else "temporary" if _TEMPORARY_NAME.fullmatch(name) else None)
+        with contextlib.suppress(FileNotFoundError):
+            if kind is not None and (everything or now - path.stat().st_mtime >= grace_seconds):
+                remove(path, kind)
+    logger.info("pruned the FFT plan cache %s: %s", directory, counts)
+    return counts
