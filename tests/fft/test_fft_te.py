@@ -92,6 +92,27 @@ def test_te_fft_constants_lists_tables_of_every_fft_stage_round_trip():
     assert relative_error(_as_complex(_compile_and_run([X], Y, x)), _as_complex(x)) <= 2 * tolerance(97, "complex64")
 
 
+def test_two_stages_of_one_size_named_apart_are_scheduled_apart():
+    # the blocks of two stages of one size had the same names (main_0_dft8 twice): get_sblock found two
+    X = te.placeholder((4, 8, 2), "float32", name="X")
+    rows = te_fft(X, schedule=False, name="rows")
+    back = te_fft(rows, direction="backward", norm="forward", schedule=False, name="back")
+    x = random_real((4, 8, 2), "float32")
+    found = []
+
+    def schedule(sch):
+        for name in ("rows", "back"):
+            block = sch.get_sblock(f"main_0_dft8_{name}")
+            outer = sch.get_loops(block)[0]
+            sch.parallel(outer)
+            found.append(sch.get(block).name_hint)
+
+    z = _compile_and_run([X], back, x, schedule)
+    assert found == ["main_0_dft8_rows", "main_0_dft8_back"]
+    assert relative_error(_as_complex(z), np.fft.ifft(np.fft.fft(_as_complex(x)), norm="forward")) \
+        <= 2 * tolerance(8, "complex64")
+
+
 @pytest.mark.parametrize(("shape", "kwargs", "message"), [
     ((4, 8), {}, "trailing dimension of 2"),
     ((4, 8, 2), {"n": 9}, "needs 9"),
@@ -101,6 +122,7 @@ def test_te_fft_constants_lists_tables_of_every_fft_stage_round_trip():
     ((4, 8, 2), {"target": "rocm"}, "target must be 'llvm', 'cuda', a target dict or a tvm.target.Target"),
     ((4, 8, 2), {"target": {"kind": "rocm"}}, "target must be of kind 'llvm' or 'cuda'"),
     ((4, 8), {"kind": "conv"}, "kind must be one of"),
+    ((4, 8, 2), {"name": "two words"}, "name must be None or an identifier"),
 ])
 def test_te_fft_rejects_bad_requests(shape, kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -42,6 +42,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, te
 
+from ..ir_utils import suffix_block_names
 from .lowering import PAIR_BUFFERS_ATTR
 from .passes import PassList
 from .planner import _resolve_target, plan
@@ -115,6 +116,7 @@ def te_fft(
     codelet_limit: int = CODELET_LIMIT,
     radix_limit: int = RADIX_LIMIT,
     target: Any = "llvm",
+    name: str | None = None,
 ) -> te.Tensor:
     """The FFT of `x` along `axis` as a TE tensor (numpy's fft/ifft/rfft/irfft semantics and `norm`).
 
@@ -129,6 +131,8 @@ def te_fft(
     them (target "cuda": compile the graph with `tir_pipeline=fft.planner.CUDA_PIPELINE`, TVM's default without
     `ThreadSync`, as the stage has its barriers, and without `StorageRewrite`, which would merge scratch buffers one
     pass reads and writes); without, the stage's blocks are left for the caller's schedule.
+    `name` names the stage (default `fft_<kind><n>`) and ends the names of its blocks (`<block>_<name>`): two
+    stages of one size in a graph get distinct names to be scheduled apart (`sch.get_sblock` by name).
     The stage reads constant placeholders: see `te_fft_constants`. Compile the graph with
     `PassContext(config={"tirx.disable_cse_tir": True})` as `plan()` does: the codelets arrive with their
     common subexpressions eliminated, and TIR's CSE pass is quadratic in the size of a codelet.
@@ -138,6 +142,8 @@ def te_fft(
     kind = check_choice("kind", kind, KINDS)
     direction = requested_direction(kind, direction)  # as plan()
     axis = check_int("axis", axis)
+    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
+        raise ValueError(f"name must be None or an identifier (it names the stage's blocks), got {name!r}")
     if not isinstance(schedule, bool):
         raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
     target = _resolve_target(target)
@@ -162,6 +168,7 @@ def te_fft(
     if length != expected:
         raise ValueError(f"the length of axis {axis} is {length}; a {kind} transform of n={n} needs {expected}")
 
+    name = name or f"fft_{kind}{n}"
     passes = spec.passes()
     flat, batch_dims = _to_batch_last(x, axis, in_complex)
     batch = math.prod(batch_dims)
@@ -178,13 +185,14 @@ def te_fft(
             func = schedule_llvm(func, VECTOR_LANES[dtype]).mod["main"]
     params = list(func.params)
     constants = _constant_placeholders(passes, dtype)
+    stage_body = suffix_block_names(func.body, f"_{name}")
 
     def body(ins, outs):
         substitution = dict(zip(params, [ins[0], outs[0], *ins[1:]], strict=True))
-        return tvm_ffi.structural_map(func.body, (tvm.ir.Var, lambda v: substitution.get(v, v)), order="post")
+        return tvm_ffi.structural_map(stage_body, (tvm.ir.Var, lambda v: substitution.get(v, v)), order="post")
 
-    attrs = {name: getattr(spec, name) for name in _SPEC_FIELDS}
-    y = te.extern([output_layout.shape(batch)], [flat, *constants], body, name=f"fft_{kind}{n}",
+    attrs = {field: getattr(spec, field) for field in _SPEC_FIELDS}
+    y = te.extern([output_layout.shape(batch)], [flat, *constants], body, name=name,
                   dtype=dtype, tag=_STAGE_TAG, attrs=attrs)
     return _from_batch_last(y, axis, batch_dims, kind != "c2r")
 
