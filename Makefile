@@ -15,7 +15,7 @@ install: $(PY)
 	$(PY) -m pip install -e ".[dev]"
 
 test:
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 lint:
 	$(VENV)/bin/ruff check tvm_tailsplit tests bench
