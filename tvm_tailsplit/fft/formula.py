@@ -9,12 +9,13 @@ matrix for small sizes. The sign is the exponent sign: -1 for the forward transf
 Conventions (the same ones the plan's index maps use):
 * `L^n_k` gathers at stride k: `(L^n_k x)[i·m + j] = x[j·k + i]` for `i < k`, `j < m = n/k`;
 * `T^n_m` is diagonal with entry `ω_n^(i·j)` at position `i·m + j`, where `ω_n = exp(sign·2πi/n)`.
-Twiddle factors come from `unit_root`, computed in float64 with exact values on multiples of π/4.
+Twiddle factors come from `unit_roots`: the angle reduced to the first octant [0, π/4] by the symmetries of
+the circle (exact, in integers) and its cosine and sine evaluated in long double, so that each float64
+value is correctly rounded (within half a unit in the last place; exact on multiples of π/4).
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -34,33 +35,48 @@ __all__ = [
     "dft_matrix",
     "formula_of",
     "unit_root",
+    "unit_roots",
 ]
 
-_SQRT_HALF = math.sqrt(0.5)
-_OCTANTS = [(1.0, 0.0), (_SQRT_HALF, _SQRT_HALF), (0.0, 1.0), (-_SQRT_HALF, _SQRT_HALF),
-            (-1.0, 0.0), (-_SQRT_HALF, -_SQRT_HALF), (0.0, -1.0), (_SQRT_HALF, -_SQRT_HALF)]
+# 2π in long double (64 significant bits on x86, 113 on aarch64 Linux, plain float64 where long double is double)
+_TWO_PI = 2 * np.longdouble("3.14159265358979323846264338327950288")
+
+
+def unit_roots(exponents, n: int, sign: int) -> np.ndarray:
+    """`exp(sign·2πi·t/n)` for every integer t of `exponents` (any shape), in complex128, correctly rounded where
+    long double is wider than float64.
+
+    Each angle 2π·t/n is reduced to the first octant in exact integer arithmetic (FFTW's `real_cexp`): with
+    m = 4t out of 4n, reflect across π (sine negated), take off a quarter turn (cos, sin = -sin, cos) and reflect
+    across π/4 (cos and sin swapped). The reduced angle is at most π/4, where cos and sin are well conditioned, and
+    they are evaluated in long double. A half-turn reduction in float64 (angles up to π) erred by up to ~5 units of
+    2^-53 (sin near π loses the angle's absolute error), which doubled the error of some float64 transforms."""
+    m = 4 * (np.asarray(exponents, np.int64) % n)
+    reflected = m > 4 * n - m
+    m = np.where(reflected, 4 * n - m, m)
+    turned = m > n
+    m = np.where(turned, m - n, m)
+    swapped = m > n - m
+    m = np.where(swapped, n - m, m)
+    theta = _TWO_PI * m.astype(np.longdouble) / (4 * n)
+    cos, sin = np.cos(theta).astype(np.float64), np.sin(theta).astype(np.float64)
+    cos, sin = np.where(swapped, sin, cos), np.where(swapped, cos, sin)
+    cos, sin = np.where(turned, -sin, cos), np.where(turned, cos, sin)
+    sin = np.where(reflected, -sin, sin)
+    # + 0.0: no negative zeros (exact roots such as -i have the real part +0.0)
+    return (cos + 0.0) + 1j * (sign * sin + 0.0)
 
 
 def unit_root(t: int, n: int, sign: int) -> tuple[float, float]:
-    """`exp(sign·2πi·t/n)` as (real, imag) in float64; exact for multiples of π/4."""
-    t %= n
-    if (8 * t) % n == 0:
-        re, im = _OCTANTS[8 * t // n]
-    else:
-        # reduce to the half turn closest to zero so that the argument of cos/sin is small
-        angle = 2.0 * math.pi * (t if 2 * t <= n else t - n) / n
-        re, im = math.cos(angle), math.sin(angle)
-    return re, sign * im
+    """`exp(sign·2πi·t/n)` as (real, imag) in float64 (`unit_roots` of one exponent)."""
+    root = complex(unit_roots(t, n, sign))
+    return root.real, root.imag
 
 
 def dft_matrix(n: int, sign: int) -> np.ndarray:
     """The dense DFT matrix `[ω_n^(j·k)]` in complex128."""
-    matrix = np.empty((n, n), np.complex128)
-    for k in range(n):
-        for j in range(n):
-            re, im = unit_root(j * k, n, sign)
-            matrix[k, j] = complex(re, im)
-    return matrix
+    exponents = np.arange(n)
+    return unit_roots(np.outer(exponents, exponents), n, sign)
 
 
 class Formula(ABC):
@@ -122,8 +138,8 @@ class Twiddle(Formula):
         return (position // self.m) * (position % self.m)
 
     def dense(self, sign: int) -> np.ndarray:
-        diagonal = [complex(*unit_root(self.exponent(p), self.size, sign)) for p in range(self.size)]
-        return np.diag(np.array(diagonal, np.complex128))
+        diagonal = unit_roots([self.exponent(p) for p in range(self.size)], self.size, sign)
+        return np.diag(diagonal)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy as np
 
 from .codelet import derive_codelet
 from .factor import Bluestein, Breakdown, Codelet, CooleyTukey, Rader
-from .formula import unit_root
+from .formula import unit_roots
 from .tuning import DERIVED_TWIDDLE_FACTORS, VECTOR_LOOP_MAX_STRIDE
 
 __all__ = ["Affine", "Pass", "PassList", "TwiddleAccess", "View", "build_passes"]
@@ -173,7 +173,7 @@ class PassList:
 
     def twiddle_table(self, size: int) -> int:
         """The table of `ω_size^t`, t < size, for the forward sign; the backward sign conjugates on load."""
-        return self.table(("root", size), lambda: [complex(*unit_root(t, size, -1)) for t in range(size)])
+        return self.table(("root", size), lambda: unit_roots(np.arange(size), size, -1))
 
     def constants(self) -> tuple[np.ndarray, np.ndarray]:
         """The concatenated complex table (float64 pairs) and index table."""
@@ -215,7 +215,7 @@ class _PassTwiddles:
         def make() -> np.ndarray:
             factor = twiddle.factor.const + sum(c * values[p] for p, c in twiddle.factor.terms)
             base = twiddle.base.const + sum(c * values[p] for p, c in twiddle.base.terms)
-            roots = np.array([complex(*unit_root(t, twiddle.size, twiddle.sign)) for t in range(twiddle.size)])
+            roots = unit_roots(np.arange(twiddle.size), twiddle.size, twiddle.sign)
             table = np.empty((len(self.rows), 2, self.count))
             for row, e in enumerate(self.rows):
                 exponent = np.broadcast_to(factor * (base + twiddle.step * e), (self.count,)) % twiddle.size
@@ -377,7 +377,7 @@ class _Builder:
         scatter = self.plan.index_table(("rader_out", p), lambda: [pow(g, -r, p) for r in range(p - 1)])
 
         def kernel() -> np.ndarray:
-            b = np.array([complex(*unit_root(pow(g, -q, p), p, sign)) for q in range(p - 1)])
+            b = unit_roots([pow(g, -q, p) for q in range(p - 1)], p, sign)
             return np.fft.fft(b) / (p - 1)
 
         kernel_offset = self.plan.table(("rader_kernel", p, sign), kernel)
@@ -421,7 +421,7 @@ class _Builder:
         element = len(loops)
 
         def chirp() -> np.ndarray:
-            return np.array([complex(*unit_root(j * j % (2 * n), 2 * n, sign)) for j in range(n)])
+            return unit_roots([j * j % (2 * n) for j in range(n)], 2 * n, sign)
 
         def kernel() -> np.ndarray:
             b = np.zeros(m, np.complex128)
