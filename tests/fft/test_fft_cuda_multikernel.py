@@ -113,6 +113,18 @@ def test_six_step_plans_with_a_smaller_shared_memory_match_numpy(params, monkeyp
     assert relative_error(run_cuda_plan_on_llvm(plan, x), reference) <= tolerance(params["n"], plan.dtype)
 
 
+@pytest.mark.parametrize(("n", "fits"), [(40009, 13314), (10007, 53260)], ids=["rader", "bluestein"])
+def test_a_global_scratch_beyond_32_bit_indices_is_refused_naming_the_batch(n, fits):
+    # one kernel per pass over memory: each scratch buffer is one global allocation for the whole batch, up to twice
+    # its data (Rader 40009's sub-transforms, Bluestein 10007's m = 20160); a batch within the input's 32-bit limit
+    # planned, and its first call stopped in TVM's FlattenBuffer on an int32 literal (an internal error)
+    with pytest.raises(ValueError, match=rf"batch={fits + 1}: the global scratch .* plan at most {fits} transforms"):
+        tfft.plan(n, fits + 1, target="cuda")
+    plan = tfft.plan(n, fits, target="cuda")
+    assert plan.kernels > 1 and not plan.kernel_groups
+    assert "__global__" in plan.cuda_source()  # the largest batch that fits builds
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("params", [COLUMN_PLANS[1], COLUMN_PLANS[2], COLUMN_PLANS[4], COLUMN_PLANS[5],
                                     COLUMN_PLANS[10], COLUMN_PLANS[13], PASS_PLANS[0]], ids=plan_id)

@@ -64,8 +64,8 @@ from .multikernel import (
 from .passes import PassList
 from .schedule import cuda_staging, schedule_cuda, schedule_llvm, staged_bytes
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import KINDS, FFTSpec, check_choice, check_int, requested_direction
-from .template import ExternalLayout, build_primfunc, lane_groups
+from .spec import KINDS, MAX_BUFFER_FLOATS, FFTSpec, check_choice, check_int, requested_direction
+from .template import ExternalLayout, build_primfunc, lane_groups, largest_scratch_floats
 from .tuning import (
     ANY_BATCH_SCRATCH_BYTES,
     CODELET_LIMIT,
@@ -155,6 +155,7 @@ class Plan:
                              f"block (at most {self.cuda_limits.shared} on {self.cuda_limits.arch}): it must have "
                              "kernel_per_pass=True")
         if cached is None:
+            self._check_scratch_indexable()
             self.symbolic_batch = self._serves_any_batch()
             # compiles take from a tenth of a second to seconds (large primes): progress at INFO (`verbose=True`)
             logger.info("fft: building the %s plan of n=%d (%s), batch %d, for %s", self.kind, self.n, self.tree,
@@ -179,6 +180,29 @@ class Plan:
         self.build_seconds = time.perf_counter() - started
         logger.debug("%r: breakdown %s, %d lanes per group (variant %s), %s in %.3f s", self, self.tree, self.lanes,
                      self.variant, "loaded" if cached else "built", self.build_seconds)
+
+    def _check_scratch_indexable(self) -> None:
+        """ValueError naming the batch (or n) when a scratch allocation would reach beyond `MAX_BUFFER_FLOATS`
+        floats: the operator indexes it with 32-bit integers, and TVM stopped the build with an internal error on an
+        int32 literal (at the first call of a CUDA plan). A CUDA plan of one kernel per pass over memory has its
+        scratch in global memory, one allocation per buffer for the whole batch: for a Rader or Bluestein size up
+        to twice as long as its data (Bluestein's m >= 2n - 1 points); there TVM's `FlattenBuffer` also forms the
+        offset of one transform past the last (Bluestein 10007: batch 53260 builds, 53261 fails on 53262·2m). The
+        global buffers between kernels over columns hold one transform's data each (within the external check);
+        other plans allocate their scratch per lane group."""
+        per_pass = self.is_cuda and self.kernels > 1 and not self.kernel_groups
+        global_scratch = self.is_cuda and self.kernels > 1
+        transforms = self.batch + 1 if per_pass else self.batch if global_scratch else self.lanes
+        floats = largest_scratch_floats(self.passes, transforms)
+        if floats <= MAX_BUFFER_FLOATS:
+            return
+        if not global_scratch:
+            raise ValueError(f"n={self.n}: a lane group's scratch would hold {floats} floats; the generated operator "
+                             f"indexes it with 32-bit integers (at most {MAX_BUFFER_FLOATS})")
+        fit = MAX_BUFFER_FLOATS // largest_scratch_floats(self.passes, 1) - (transforms - self.batch)
+        raise ValueError(f"batch={self.batch}: the global scratch between this CUDA plan's {self.kernels} kernels "
+                         f"would reach {floats} floats; the generated operator indexes it with 32-bit integers (at "
+                         f"most {MAX_BUFFER_FLOATS}): plan at most {fit} transforms and run the batch in parts")
 
     def _variant_problem(self, fields: dict[str, Any]) -> str | None:
         """Why the variant `fields` of a plan cache entry cannot build this plan (None: they can)."""

@@ -57,8 +57,8 @@ from .passes import PassList, View
 from .tuning import CACHE_LINE, CUDA_STAGE_SKEW_VECTORS, CUDA_STAGE_VECTOR_FLOATS, PARALLEL_TASKS
 
 __all__ = ["BARRIER_BLOCK", "STAGE_BLOCK", "ExternalLayout", "assign_buffers", "build_primfunc", "lane_groups",
-           "physical_buffers", "physical_scratch_elements", "stage_rows", "stage_vector_floats", "staged_float",
-           "staged_row_length"]
+           "largest_scratch_floats", "physical_buffers", "physical_scratch_elements", "stage_rows",
+           "stage_vector_floats", "staged_float", "staged_row_length"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,14 @@ def physical_buffers(passes: PassList) -> tuple[dict[str, str], dict[str, int]]:
 def physical_scratch_elements(passes: PassList) -> int:
     """Complex elements per lane of all physical scratch buffers."""
     return sum(physical_buffers(passes)[1].values())
+
+
+def largest_scratch_floats(passes: PassList, transforms: int) -> int:
+    """The floats of the largest physical scratch buffer holding `transforms` transforms: a lane group's (its
+    lanes) where each group allocates its own scratch, or the whole batch's where one allocation spans it (the
+    global scratch between the kernels of a multi-kernel CUDA plan). The operator indexes each allocation with
+    32-bit integers, like its parameters (`spec.MAX_BUFFER_FLOATS`)."""
+    return 2 * transforms * max(physical_buffers(passes)[1].values(), default=0)
 
 
 class _Emitter:
