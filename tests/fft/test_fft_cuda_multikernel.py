@@ -58,7 +58,10 @@ def test_large_c2c_plans_run_in_few_kernels_over_columns():
     plan = tfft.plan(16384, 2, target="cuda")
     assert plan.workspace_bytes == 2 * 2 * 16384 * 4  # one buffer between the two kernels, global memory
     assert "over 256 columns" in plan.describe()
-    assert tfft.plan(65536, 1, kind="r2c", target="cuda").kernels == 4  # before: 7 (the chain's 5, edges, pairs)
+    r2c = tfft.plan(65536, 1, kind="r2c", target="cuda")
+    assert r2c.kernels == 4  # before: 7 (the chain's 5, edges, pairs)
+    # a kernel of one pass over one column is said so (it read "passes 5-5 over 1 columns")
+    assert "; pass 5 over 1 column, 1 per block" in r2c.describe() and "-5 " not in r2c.describe()
     for params in PASS_PLANS:
         plan = tfft.plan(target="cuda", **params)
         assert plan.kernel_groups is None and plan.kernels == len(plan.passes.passes)

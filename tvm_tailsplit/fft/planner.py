@@ -621,7 +621,8 @@ class Plan:
         if self.is_cuda:
             if self.kernel_groups:
                 how = " (" + "; ".join(
-                    f"passes {g.start}-{g.stop - 1} over {g.columns} columns, {g.columns_per_block} per block, "
+                    (f"pass {g.start}" if g.stop - g.start == 1 else f"passes {g.start}-{g.stop - 1}")
+                    + f" over {g.columns} column{'s' * (g.columns != 1)}, {g.columns_per_block} per block, "
                     f"{shared_bytes(self.passes, g, self.real_dtype)} bytes of shared memory"
                     for g in self.kernel_groups) + "; scratch between kernels in global memory)"
             else:
