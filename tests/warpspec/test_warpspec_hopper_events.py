@@ -11,10 +11,18 @@ import re
 
 import pytest
 import tvm
+from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.cuda import cuda_source
-from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
+from tvm_tailsplit.warpspec import (
+    WARP_SPECIALIZED_PIPELINE,
+    WarpSpecialize,
+    WarpSpecializeInputError,
+    analyze,
+    examples,
+    tile_plan,
+)
 from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
 
 from .cuda_events import (
@@ -238,3 +246,96 @@ def test_every_stage_count_and_accepted_tile(block_m, block_n, stages, ctas, k):
     stored = simulate_gemm(transpile(source), m, n, k, grid, seed=k + stages,
                            rings=gemm_rings(block_m, block_n, stages))
     assert stored == m * n
+
+
+def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: int = 1) -> tvm.tirx.PrimFunc:
+    """C = A @ B.T (A: block_m x 128, B: block_n x 128) on one CTA, two compute roles of `block_m / 2` rows whose
+    wgmma tiles span all `block_n` columns of the accumulator, the stores reading only its first `out_cols` columns
+    (C has `out_cols` columns, the accumulator as many as C or the wgmma tiles); the top band's store runs on warp
+    role `store_role`."""
+    band, stages, k, acc_cols = block_m // 2, 2, 128, max(block_n, out_cols)
+
+    @T.prim_func(s_tir=True)
+    def gemm(A: T.Buffer((block_m, k), "float16"), B: T.Buffer((block_n, k), "float16"),
+             C: T.Buffer((block_m, out_cols), "float32")):
+        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
+        A_ring = T.sblock_alloc_buffer((stages, block_m, 64), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((stages, block_n, 64), "float16", scope="shared")
+        acc = T.sblock_alloc_buffer((block_m, acc_cols), "float32", scope="shared")
+        with T.sblock("init_top"):
+            T.reads()
+            T.writes(acc[0:band, 0:block_n])
+            T.sblock_attr({"warp_role": 1})
+            for i, j in T.grid(band, block_n):
+                acc[i, j] = T.float32(0)
+        with T.sblock("init_bottom"):
+            T.reads()
+            T.writes(acc[band:block_m, 0:block_n])
+            T.sblock_attr({"warp_role": 2})
+            for i, j in T.grid(band, block_n):
+                acc[band + i, j] = T.float32(0)
+        for ko in range(k // 64):
+            with T.sblock("load_A"):
+                T.reads(A[0:block_m, ko * 64:ko * 64 + 64])
+                T.writes(A_ring[ko % stages, 0:block_m, 0:64])
+                T.sblock_attr({"warp_role": 0})
+                for i, j in T.grid(block_m, 64):
+                    A_ring[ko % stages, i, j] = A[i, ko * 64 + j]
+            with T.sblock("load_B"):
+                T.reads(B[0:block_n, ko * 64:ko * 64 + 64])
+                T.writes(B_ring[ko % stages, 0:block_n, 0:64])
+                T.sblock_attr({"warp_role": 0})
+                for i, j in T.grid(block_n, 64):
+                    B_ring[ko % stages, i, j] = B[i, ko * 64 + j]
+            with T.sblock("mma_top"):
+                T.reads(A_ring[ko % stages, 0:band, 0:64], B_ring[ko % stages, 0:block_n, 0:64],
+                        acc[0:band, 0:block_n])
+                T.writes(acc[0:band, 0:block_n])
+                T.sblock_attr({"warp_role": 1})
+                for i, j, kk in T.grid(band, block_n, 64):
+                    acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
+                        "float32", B_ring[ko % stages, j, kk])
+            with T.sblock("mma_bottom"):
+                T.reads(A_ring[ko % stages, band:block_m, 0:64], B_ring[ko % stages, 0:block_n, 0:64],
+                        acc[band:block_m, 0:block_n])
+                T.writes(acc[band:block_m, 0:block_n])
+                T.sblock_attr({"warp_role": 2})
+                for i, j, kk in T.grid(band, block_n, 64):
+                    acc[band + i, j] = acc[band + i, j] + T.Cast("float32", A_ring[ko % stages, band + i, kk]) * (
+                        T.Cast("float32", B_ring[ko % stages, j, kk]))
+        with T.sblock("store_top"):
+            T.reads(acc[0:band, 0:out_cols])
+            T.writes(C[0:band, 0:out_cols])
+            T.sblock_attr({"warp_role": store_role})
+            for i, j in T.grid(band, out_cols):
+                C[i, j] = acc[i, j]
+        with T.sblock("store_bottom"):
+            T.reads(acc[band:block_m, 0:out_cols])
+            T.writes(C[band:block_m, 0:out_cols])
+            T.sblock_attr({"warp_role": 2})
+            for i, j in T.grid(band, out_cols):
+                C[band + i, j] = acc[band + i, j]
+
+    return gemm
+
+
+@pytest.mark.parametrize("block_m,block_n,out_cols", [
+    (256, 128, 120),  # two 64-row wgmma blocks per role: the second block's registers start at 64, not 60
+    (128, 128, 100),  # a last column block of 4 columns (the stores ran 100 // 8 = 12 blocks)
+    (256, 64, 36),
+])
+def test_stores_reading_part_of_the_fragment_columns(block_m, block_n, out_cols):
+    """Every C element stored once from the register the wgmma tiles accumulate it in, where the stores read fewer
+    columns than the wgmma tiles write (the fragment's layout is the wgmma's, whatever the store reads)."""
+    func = _fragment_band_gemm(block_m, block_n, out_cols)
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    stored = simulate_gemm(transpile(source), block_m, out_cols, 128, (1, 1), seed=out_cols,
+                           rings=gemm_rings(block_m, block_n, 2))
+    assert stored == block_m * out_cols
+
+
+def test_a_store_reading_columns_past_the_wgmma_tiles_is_refused_naming_it():
+    with pytest.raises(WarpSpecializeInputError, match="fragment store 'store_top' reads columns 0:72 of the "
+                                                       r"accumulator 'acc', but the wgmma tiles \['mma_top'\]"):
+        tile_plan(analyze(_fragment_band_gemm(128, 64, 72)).tree)

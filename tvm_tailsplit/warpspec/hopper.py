@@ -436,7 +436,7 @@ class _Hopper:
         return tirx.For(r, 0, int(fragment.shape[0]), tirx.ForKind.UNROLLED, tirx.Evaluate(fence))
 
     def fragment_task(self, task: TaskNode, op: FragmentTask, rename) -> tirx.Stmt:
-        fragment = self.fragment(op.accumulator, task.role, op.m, op.n)
+        fragment = self.fragment(op.accumulator, task.role, op.m, op.width)
         count = int(fragment.shape[0])
         r = tirx.Var("r", "int32")
         if op.store is None:
@@ -444,7 +444,7 @@ class _Hopper:
                             tirx.BufferStore(fragment, tirx.FloatImm("float32", 0.0), [r]))
         lane = self.thread - self.offset(task.role)
         warp, quad = tirx.floordiv(lane, 32), tirx.floormod(lane, 32)
-        per_block = op.n * WGMMA_M // WARPGROUP
+        per_block = op.width * WGMMA_M // WARPGROUP
         row_loops, col_loops = op.band_loops
 
         def registers(leaf: tirx.Stmt, row_loop: tirx.For, col_loop: tirx.For) -> tirx.Stmt:
@@ -462,7 +462,7 @@ class _Hopper:
 
             def inside(store: tirx.Stmt, row: tirx.PrimExpr, col: tirx.PrimExpr) -> tirx.Stmt:
                 bounds = (_within(row, row_loop, row_offset, op.m)
-                          + _within(col, col_loop, col_offset, op.n))
+                          + _within(col, col_loop, col_offset, op.width))
                 return tirx.IfThenElse(conjunction(bounds), store, None) if bounds else store
 
             stores = []
@@ -479,7 +479,7 @@ class _Hopper:
                         stores.append(inside(pair, row, col))
                     else:
                         stores += [inside(first, row, col), inside(second, row, col + 1)]
-            return tirx.For(column_block, 0, op.n // 8, tirx.ForKind.UNROLLED, _seq(stores))
+            return tirx.For(column_block, 0, op.width // 8, tirx.ForKind.UNROLLED, _seq(stores))
 
         def lower(stmt: tirx.Stmt, loops: tuple[tirx.For, ...], guards: tuple[tirx.PrimExpr, ...]) -> tirx.Stmt:
             """`stmt` of the store tree under the band loops `loops` and the element guards `guards` (the ifs

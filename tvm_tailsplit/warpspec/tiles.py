@@ -21,14 +21,16 @@ Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites
   TailSplit makes of it under a mark (a guard chain above the mark deciding the tile, band loops cut to their
   always-true ranges, `min` ends for a symbolic `M`).
 
-An accumulator whose every task is a fill, a wgmma tile or a store of one warp role, over one band of rows per
-role, becomes that role's **fragment**: registers in wgmma's accumulator layout instead of shared memory. Tasks of
+An accumulator whose every task is a fill, a wgmma tile or a store, over one band of rows per warp role, becomes
+each role's **fragment**: registers in wgmma's accumulator layout instead of shared memory, as wide as the role's
+wgmma tiles (one width per role); a store may read the first columns of it. Tasks of
 no tile form stay generic (run by the role's threads as on older GPUs) and must not touch a swizzled ring or a
 fragment; `tile_plan` rejects the kernel otherwise, naming the task.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import tvm
@@ -93,7 +95,8 @@ class WgmmaTile:
 
 @dataclass(frozen=True)
 class FragmentTask:
-    """A fill (`store is None`) or store task of rows `row0:row0+m` of an accumulator fragment. A store's `store`
+    """A fill (`store is None`) or store task of rows `row0:row0+m`, columns `0:n` of an accumulator fragment of
+    `width` columns. A store's `store`
     is its store tree (the task's body), whose band loops are `band_loops` (row loops, column loops: variables of
     the body's loops over the fragment's rows `i` and columns `j`, read as `acc[row0 + dr + i, dc + j]`, see
     `band_offsets`)."""
@@ -105,6 +108,9 @@ class FragmentTask:
     n: int
     store: tirx.Stmt | None
     band_loops: tuple[frozenset[tirx.Var], frozenset[tirx.Var]] = (frozenset(), frozenset())
+    width: int = 0
+    """The columns of the fragment (its register layout): the `n` of its role's wgmma tiles, which a store may read
+    only part of (`n <= width`); `tile_plan` sets it."""
 
 
 @dataclass(frozen=True)
@@ -404,21 +410,17 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
                     "lowering reads wgmma operands from TMA-swizzled shared rings")
     accumulators = {m.accumulator.name for m in mmas.values()}
     fragments = set()
+    widths: dict[tuple[str, int], int] = {}
     for acc in accumulators:
         users = [t for t in tasks if acc in _names(t.reads) | _names(t.writes)]
-        bands: dict[int, set[tuple[int, int]]] = {}
         for t in users:
             op = mmas.get(t.name) or fragment_tasks.get(t.name)
             if op is None or op.accumulator.name != acc:
                 raise WarpSpecializeInputError(
                     f"task '{t.name}' touches the accumulator '{acc}' but is neither a fragment fill, a wgmma tile "
                     "nor a fragment store (acc[row0 + i, j] = 0 / += A x B / out[...] = acc[row0 + i, j])")
-            bands.setdefault(t.role, set()).add((op.row0, op.m))
-        for role, band in bands.items():
-            if len(band) != 1:
-                raise WarpSpecializeInputError(
-                    f"warp role {role} touches the accumulator '{acc}' in different row bands {sorted(band)}; a "
-                    "fragment is one band of rows per warp role")
+        for role, width in _fragment_widths(acc, users, mmas, fragment_tasks).items():
+            widths[(acc, role)] = width
         fragments.add(acc)
     for t in tasks:
         if t.name in loads or t.name in mmas or t.name in fragment_tasks:
@@ -429,5 +431,47 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
                 f"task '{t.name}' touches {sorted(touched & (rings | fragments))}, which the Hopper lowering keeps "
                 "TMA-swizzled in shared memory or in wgmma registers; only TMA loads, wgmma tiles and fragment "
                 "fills/stores may")
-    fragment_tasks = {name: t for name, t in fragment_tasks.items() if t.accumulator.name in fragments}
+    roles = {t.name: t.role for t in tasks}
+    fragment_tasks = {name: dataclasses.replace(t, width=widths[(t.accumulator.name, roles[name])])
+                      for name, t in fragment_tasks.items() if t.accumulator.name in fragments}
     return TilePlan(loads, mmas, fragment_tasks, frozenset(fragments))
+
+
+def _fragment_widths(acc: str, users: list[TaskNode], mmas: dict[str, WgmmaTile],
+                     fragment_tasks: dict[str, FragmentTask]) -> dict[int, int]:
+    """The columns of each warp role's fragment of the accumulator `acc` (the `n` of the role's wgmma tiles),
+    checking that the fragment can hold what the tasks of `users` (every task touching `acc`, each a tile
+    operation) do: one band of rows per role, one wgmma width per role, and stores reading no column past it.
+    Raises `WarpSpecializeInputError` naming the tasks otherwise."""
+    bands: dict[int, dict[tuple[int, int], list[str]]] = {}
+    mma_widths: dict[int, dict[int, list[str]]] = {}
+    for t in users:
+        op = mmas.get(t.name) or fragment_tasks[t.name]
+        bands.setdefault(t.role, {}).setdefault((op.row0, op.m), []).append(t.name)
+        if t.name in mmas:
+            mma_widths.setdefault(t.role, {}).setdefault(op.n, []).append(t.name)
+    for role, band in bands.items():
+        if len(band) != 1:
+            raise WarpSpecializeInputError(
+                f"warp role {role} touches the accumulator '{acc}' in different row bands {sorted(band)}; a "
+                "fragment is one band of rows per warp role")
+    widths = {}
+    for role, band in bands.items():
+        (names,) = band.values()
+        by_width = mma_widths.get(role, {})
+        if len(by_width) > 1:
+            raise WarpSpecializeInputError(
+                f"the wgmma tiles of warp role {role} update the accumulator '{acc}' with different widths "
+                f"{ {n: tasks for n, tasks in sorted(by_width.items())} }; a fragment has one register layout")
+        ops = [fragment_tasks[name] for name in names if name in fragment_tasks]
+        width = next(iter(by_width), None)
+        if width is None:  # a band only filled and stored: registers for the widest of them, whole column blocks
+            width = -(-max(op.n for op in ops) // 8) * 8
+        for op in ops:
+            if op.store is not None and op.n > width:
+                raise WarpSpecializeInputError(
+                    f"fragment store '{op.task}' reads columns 0:{op.n} of the accumulator '{acc}', but the wgmma "
+                    f"tiles {by_width[width]} of warp role {role} update only columns 0:{width} (its fragment's "
+                    "registers)")
+        widths[role] = width
+    return widths
