@@ -335,6 +335,13 @@ def test_stores_reading_part_of_the_fragment_columns(block_m, block_n, out_cols)
     assert stored == block_m * out_cols
 
 
+def test_a_fragment_band_shared_by_two_roles_is_refused_naming_them():
+    """The top band's store on a third consumer role would read its own registers, which no fill or wgmma wrote."""
+    with pytest.raises(WarpSpecializeInputError, match=r"rows 0:128 \(tasks \['init_top', 'mma_top'\], warp role "
+                                                       r"1\) and rows 0:128 \(tasks \['store_top'\], warp role 3\)"):
+        tile_plan(analyze(_fragment_band_gemm(256, 64, 64, store_role=3)).tree)
+
+
 def test_a_store_reading_columns_past_the_wgmma_tiles_is_refused_naming_it():
     with pytest.raises(WarpSpecializeInputError, match="fragment store 'store_top' reads columns 0:72 of the "
                                                        r"accumulator 'acc', but the wgmma tiles \['mma_top'\]"):

@@ -21,16 +21,17 @@ Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites
   TailSplit makes of it under a mark (a guard chain above the mark deciding the tile, band loops cut to their
   always-true ranges, `min` ends for a symbolic `M`).
 
-An accumulator whose every task is a fill, a wgmma tile or a store, over one band of rows per warp role, becomes
-each role's **fragment**: registers in wgmma's accumulator layout instead of shared memory, as wide as the role's
-wgmma tiles (one width per role); a store may read the first columns of it. Tasks of
-no tile form stay generic (run by the role's threads as on older GPUs) and must not touch a swizzled ring or a
-fragment; `tile_plan` rejects the kernel otherwise, naming the task.
+An accumulator whose every task is a fill, a wgmma tile or a store, over one band of rows per warp role (the bands
+of different roles apart), becomes each role's **fragment**: registers in wgmma's accumulator layout instead of
+shared memory, as wide as the role's wgmma tiles (one width per role); a store may read the first columns of it.
+Tasks of no tile form stay generic (run by the role's threads as on older GPUs) and must not touch a swizzled ring
+or a fragment; `tile_plan` rejects the kernel otherwise, naming the task.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 
 import tvm
@@ -441,8 +442,9 @@ def _fragment_widths(acc: str, users: list[TaskNode], mmas: dict[str, WgmmaTile]
                      fragment_tasks: dict[str, FragmentTask]) -> dict[int, int]:
     """The columns of each warp role's fragment of the accumulator `acc` (the `n` of the role's wgmma tiles),
     checking that the fragment can hold what the tasks of `users` (every task touching `acc`, each a tile
-    operation) do: one band of rows per role, one wgmma width per role, and stores reading no column past it.
-    Raises `WarpSpecializeInputError` naming the tasks otherwise."""
+    operation) do: one band of rows per role, the bands of different roles apart (a fragment is one role's
+    registers: another role's store would read registers no fill or wgmma of its own wrote), one wgmma width per
+    role, and stores reading no column past it. Raises `WarpSpecializeInputError` naming the tasks otherwise."""
     bands: dict[int, dict[tuple[int, int], list[str]]] = {}
     mma_widths: dict[int, dict[int, list[str]]] = {}
     for t in users:
@@ -455,6 +457,14 @@ def _fragment_widths(acc: str, users: list[TaskNode], mmas: dict[str, WgmmaTile]
             raise WarpSpecializeInputError(
                 f"warp role {role} touches the accumulator '{acc}' in different row bands {sorted(band)}; a "
                 "fragment is one band of rows per warp role")
+    owners = sorted((row0, m, role, names) for role, band in bands.items() for (row0, m), names in band.items())
+    for (row0, m, role, names), (other0, other_m, other, other_names) in itertools.pairwise(owners):
+        if other0 < row0 + m:
+            raise WarpSpecializeInputError(
+                f"the accumulator '{acc}' rows {row0}:{row0 + m} (tasks {names}, warp role {role}) and rows "
+                f"{other0}:{other0 + other_m} (tasks {other_names}, warp role {other}) overlap; the Hopper lowering "
+                "keeps each role's band of an accumulator in that role's registers (a wgmma fragment), so its fill, "
+                "wgmma tiles and stores must run on one warp role")
     widths = {}
     for role, band in bands.items():
         (names,) = band.values()
