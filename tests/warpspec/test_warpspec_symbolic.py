@@ -209,6 +209,9 @@ def test_rule_crossing_the_loop_end_falls_back_to_the_sequential_pipeline_below_
     # total waits for the last partial: distance 1 - n, which needs n >= 1.
     assert analysis.symbolic.loops[0].min_trip_count == 1
     assert analysis.plan.min_trip_counts == (("t", 1),)
+    # the plan's text says what the kernels do below the minimum (it said "asserted at run time")
+    assert ("valid for at least 1 iterations of loop t (below that the llvm and CUDA kernels run the pipeline "
+            "sequentially, the Hopper kernel fails its assert)") in analysis.plan.describe()
     assert check(_reduce_then_use).ok
     executable = tvm.compile(WarpSpecialize("llvm", debug_check=True)(tvm.IRModule({"main": _reduce_then_use})),
                              target="llvm")

@@ -123,7 +123,8 @@ class ChannelPlan:
         """The channel count, the channels per kind, minimum trip counts and every group, as text."""
         lines = [f"{self.channel_count} channels: data {self.channels_of_kind(DATA)}, "
                  f"resource {self.channels_of_kind(RESOURCE)}"]
-        lines += [f"  valid for at least {minimum} iterations of loop {name} (asserted at run time)"
+        lines += [f"  valid for at least {minimum} iterations of loop {name} (below that the llvm and CUDA kernels "
+                  "run the pipeline sequentially, the Hopper kernel fails its assert)"
                   for name, minimum in self.min_trip_counts]
         for g in self.groups:
             lines.append(f"  {g.kind} {g.src_task} (role {g.src_role}) -> {g.dst_task} (role {g.dst_role}): "
