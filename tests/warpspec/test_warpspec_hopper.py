@@ -73,7 +73,9 @@ def test_bounds_guarded_loads_are_tma_loads_with_zero_fill():
                                     store.indices)
 
     guarded = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.BufferStore, halve), order="post"))
-    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="which no TMA load task writes"):
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"which no TMA load task writes; .* \('load_A' "
+                       r"is no TMA load: it must copy an element of a global buffer, unguarded or guarded by that "
+                       r"buffer's bounds"):
         tile_plan(analyze(guarded).tree)
 
 
@@ -90,7 +92,8 @@ def test_stepped_loops_make_no_tile():
 
     stepped = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, every_other), order="post"))
     assert "range(0, 64, 2)" in stepped.script()
-    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="which no TMA load task writes"):
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=r"which no TMA load task writes; .* \('load_A' "
+                       "is no TMA load: its loops must start at 0 and have constant extents and step 1"):
         tile_plan(analyze(stepped).tree)
 
 
@@ -98,7 +101,21 @@ def test_kernels_without_tiles_have_an_empty_plan_and_are_rejected_for_hopper():
     func = examples.gemm_kernel(k=64)  # B not K-major, 16-wide K tiles: no TMA box of 128-byte rows
     plan = tile_plan(analyze(func).tree)
     assert not plan.loads and not plan.mmas
-    with pytest.raises((WarpSpecializeInputError, RuntimeError), match="no TMA load or no wgmma tile"):
+    # the error says why each task shaped like a tile operation is none (it named no task)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=(
+            r"no TMA load or no wgmma tile.*'load_A' is no TMA load: its box must have rows of 128 bytes and at most "
+            r"256 rows, not 32 rows of 32 bytes; .*'mma' is no wgmma tile: it must read its second operand K-major as "
+            r"B_ring\[stage, j, kk\] \(wgmma reads B transposed, n x K\), not B_ring\[ko % 3, kk, j\]")):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+
+
+def test_a_wgmma_shaped_task_that_is_no_tile_is_named_with_the_reason():
+    """The Hopper GEMM with B not K-major (its ring k x n): 'mma_top' was refused as touching A_ring, without the
+    reason that it is no wgmma tile."""
+    func = examples.symbolic_k_gemm_kernel(128, 256, 128, 256, 64, 4, 2, b_transposed=False)
+    with pytest.raises((WarpSpecializeInputError, RuntimeError), match=(
+            r"task 'mma_top' touches \['A_ring'\].*\('mma_top' is no wgmma tile: it must read its second operand "
+            r"K-major as B_ring\[stage, j, kk\]")):
         WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
 
 

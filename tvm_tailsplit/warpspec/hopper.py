@@ -555,7 +555,8 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
     if not tiles.loads or not tiles.mmas:
         raise WarpSpecializeInputError(
             "WarpSpecialize(hopper=True) found no TMA load or no wgmma tile task; the accepted forms are in "
-            "tvm_tailsplit.warpspec.tiles (e.g. examples.hopper_gemm_kernel)")
+            "tvm_tailsplit.warpspec.tiles (e.g. examples.hopper_gemm_kernel)"
+            + "".join(f"; {reason}" for reason in tiles.refused.values()))
     _require_thread_private_in_one_role(protocol)
     state = _Hopper(protocol, tiles)
     tree, plan = protocol.tree, protocol.plan

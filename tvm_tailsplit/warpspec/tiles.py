@@ -122,6 +122,8 @@ class TilePlan:
     mmas: dict[str, WgmmaTile] = field(default_factory=dict)
     fragment_tasks: dict[str, FragmentTask] = field(default_factory=dict)
     fragments: frozenset[str] = frozenset()
+    refused: dict[str, str] = field(default_factory=dict)
+    """Why each task shaped like a TMA load or a wgmma tile is none, by task name (for the errors that follow)."""
 
     def describe(self) -> str:
         """The tile plan as text: TMA loads, wgmma tiles, fragment fills and fragment stores."""
@@ -187,18 +189,25 @@ def _is_zero(expr: tirx.PrimExpr) -> bool:
     return isinstance(expr, tirx.FloatImm | tirx.IntImm) and float(expr.value) == 0.0
 
 
-def _tma_load(task: TaskNode, params: set[str], analyzer: sym.Analyzer) -> TmaLoad | None:
+def _tma_load(task: TaskNode, params: set[str], analyzer: sym.Analyzer) -> TmaLoad | str | None:
+    """The TMA load of `task` (module doc); for a task shaped like one (two loops around a copy into a 3-D shared
+    ring) that is none, why (a phrase); else None."""
     loops, store = _loop_nest(task.realize.block.body)
-    if len(loops) != 2 or not isinstance(store, tirx.BufferStore):
+    if (len(loops) != 2 or not isinstance(store, tirx.BufferStore) or len(store.buffer.shape) != 3
+            or not store.buffer.scope().startswith("shared")):
         return None
+    ring = store.buffer
     load = _bounds_guarded_load(store.value, analyzer)
     if load is None:
-        return None
+        return ("it must copy an element of a global buffer, unguarded or guarded by that buffer's bounds "
+                "(if_then_else(index < extent and ..., src[...], 0), TMA's zero fill)")
     extents = _bands(loops)
-    ring, source = store.buffer, load.source
-    if (extents is None or source.name not in params or not ring.scope().startswith("shared")
-            or len(source.shape) != 2 or len(ring.shape) != 3 or source.dtype != ring.dtype):
-        return None
+    source = load.source
+    if extents is None:
+        return "its loops must start at 0 and have constant extents and step 1"
+    if source.name not in params or len(source.shape) != 2 or source.dtype != ring.dtype:
+        return (f"its source '{source.name}' must be a 2-D kernel parameter of the ring's dtype {ring.dtype} (a "
+                "tensor map)")
     i, j = (loop.loop_var for loop in loops)
     rows, cols = extents
     zero = {i: tirx.IntImm("int32", 0), j: tirx.IntImm("int32", 0)}
@@ -206,13 +215,16 @@ def _tma_load(task: TaskNode, params: set[str], analyzer: sym.Analyzer) -> TmaLo
     stage = store.indices[0]
     expected_ring = [stage, i, j]
     expected_source = [origin[0] + i, origin[1] + j]
-    if not all(_same(analyzer, a, b) for a, b in zip(store.indices, expected_ring, strict=True)):
-        return None
-    if not all(_same(analyzer, a, b) for a, b in zip(load.indices, expected_source, strict=True)):
-        return None
-    if (cols * tvm.DataType(source.dtype).bits // 8 != TMA_ROW_BYTES or rows > TMA_MAX_BOX_ROWS
-            or [_constant(d) for d in ring.shape[1:]] != [rows, cols]):
-        return None
+    if not (all(_same(analyzer, a, b) for a, b in zip(store.indices, expected_ring, strict=True))
+            and all(_same(analyzer, a, b) for a, b in zip(load.indices, expected_source, strict=True))):
+        return (f"it must copy the box {source.name}[row0 + {i.name}, col0 + {j.name}] into "
+                f"{ring.name}[stage, {i.name}, {j.name}]")
+    row_bytes = cols * tvm.DataType(source.dtype).bits // 8
+    if row_bytes != TMA_ROW_BYTES or rows > TMA_MAX_BOX_ROWS:
+        return (f"its box must have rows of {TMA_ROW_BYTES} bytes and at most {TMA_MAX_BOX_ROWS} rows, not {rows} "
+                f"rows of {row_bytes} bytes")
+    if [_constant(d) for d in ring.shape[1:]] != [rows, cols]:
+        return f"its box ({rows} x {cols}) must fill a stage of '{ring.name}' ({list(ring.shape[1:])})"
     return TmaLoad(task.name, source, ring, stage, origin, rows, cols)
 
 
@@ -229,34 +241,48 @@ def _product_operands(value: tirx.PrimExpr) -> tuple[tvm.ir.TensorLoad, tvm.ir.T
     return operands[0], operands[1]
 
 
-def _wgmma_tile(task: TaskNode, analyzer: sym.Analyzer) -> WgmmaTile | None:
+def _wgmma_tile(task: TaskNode, analyzer: sym.Analyzer) -> WgmmaTile | str | None:
+    """The wgmma tile of `task` (module doc); for a task shaped like one (three loops around `acc[...] =
+    acc[...] + x * y`) that is none, why (a phrase); else None."""
     loops, store = _loop_nest(task.realize.block.body)
     if len(loops) != 3 or not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
         return None
-    extents = _bands(loops)
     acc = store.buffer
     previous, product = store.value.a, store.value.b
     operands = _product_operands(product)
-    if (extents is None or operands is None or acc.dtype != "float32" or not isinstance(previous, tvm.ir.TensorLoad)
-            or not previous.source.same_as(acc) or len(acc.shape) != 2):
+    if operands is None or not isinstance(previous, tvm.ir.TensorLoad) or not previous.source.same_as(acc):
         return None
+    extents = _bands(loops)
+    if extents is None:
+        return "its loops must start at 0 and have constant extents and step 1"
+    if acc.dtype != "float32" or len(acc.shape) != 2:
+        return f"its accumulator '{acc.name}' must be a 2-D float32 buffer, not {len(acc.shape)}-D {acc.dtype}"
     i, j, kk = (loop.loop_var for loop in loops)
     m, n, k = extents
     a, b = operands
     row0 = _constant(analyzer.simplify(store.indices[0] - i))
-    if row0 is None or not _same(analyzer, store.indices[1], j):
-        return None
-    if not all(_same(analyzer, x, y) for x, y in zip(previous.indices, store.indices, strict=True)):
-        return None
+    if (row0 is None or not _same(analyzer, store.indices[1], j)
+            or not all(_same(analyzer, x, y) for x, y in zip(previous.indices, store.indices, strict=True))):
+        return (f"it must update {acc.name}[row0 + {i.name}, {j.name}] (a constant row0) over its loops "
+                f"({i.name}, {j.name}, {kk.name}) in that order")
     if len(a.indices) != 3 or len(b.indices) != 3:
-        return None
-    if not (_same(analyzer, a.indices[1], row0 + i) and _same(analyzer, a.indices[2], kk)
-            and _same(analyzer, b.indices[1], j) and _same(analyzer, b.indices[2], kk)):
-        return None
-    if (m % WGMMA_M or n % 8 or n > WGMMA_MAX_N or k * tvm.DataType(a.source.dtype).bits // 8 != TMA_ROW_BYTES
-            or a.source.dtype != "float16" or b.source.dtype != "float16"):
-        return None
+        return "its operands must be stages of shared rings, read as ring[stage, row, k]"
+    if not (_same(analyzer, a.indices[1], row0 + i) and _same(analyzer, a.indices[2], kk)):
+        return (f"it must read its first operand K-major as {a.source.name}[stage, {row0} + {i.name}, {kk.name}], "
+                f"not {_load_text(a)}")
+    if not (_same(analyzer, b.indices[1], j) and _same(analyzer, b.indices[2], kk)):
+        return (f"it must read its second operand K-major as {b.source.name}[stage, {j.name}, {kk.name}] (wgmma "
+                f"reads B transposed, n x K), not {_load_text(b)}")
+    if a.source.dtype != "float16" or b.source.dtype != "float16":
+        return f"its operands must be float16, not {a.source.dtype} and {b.source.dtype}"
+    if m % WGMMA_M or n % 8 or n > WGMMA_MAX_N or k * tvm.DataType(a.source.dtype).bits // 8 != TMA_ROW_BYTES:
+        return (f"its loops must span a multiple of {WGMMA_M} rows, a multiple of 8 up to {WGMMA_MAX_N} columns "
+                f"and {TMA_ROW_BYTES // 2} of K (one {TMA_ROW_BYTES}-byte row), not {m} x {n} x {k}")
     return WgmmaTile(task.name, a.source, b.source, a.indices[0], b.indices[0], acc, row0, m, n, k)
+
+
+def _load_text(load: tvm.ir.TensorLoad) -> str:
+    return f"{load.source.name}[{', '.join(str(index) for index in load.indices)}]"
 
 
 def _fragment_task(task: TaskNode, analyzer: sym.Analyzer) -> FragmentTask | None:
@@ -390,15 +416,20 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
     params = {p.name for p in tree.func.params if not isinstance(p.ty, tvm.ir.PrimType)}
     tasks = list(tree.tasks())
     loads, mmas, fragment_tasks = {}, {}, {}
+    reasons: dict[str, str] = {}  # why a task shaped like a tile operation is none
     for task in tasks:
         load = _tma_load(task, params, analyzer)
-        if load is not None:
+        if isinstance(load, TmaLoad):
             loads[task.name] = load
             continue
+        if load is not None:
+            reasons[task.name] = f"'{task.name}' is no TMA load: {load}"
         mma = _wgmma_tile(task, analyzer)
-        if mma is not None:
+        if isinstance(mma, WgmmaTile):
             mmas[task.name] = mma
             continue
+        if mma is not None:
+            reasons[task.name] = f"'{task.name}' is no wgmma tile: {mma}"
         fragment = _fragment_task(task, analyzer)
         if fragment is not None:
             fragment_tasks[task.name] = fragment
@@ -406,9 +437,11 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
     for mma in mmas.values():
         for operand in (mma.a, mma.b):
             if operand.name not in rings:
+                why = [reasons[t.name] for t in tasks if t.name in reasons and operand.name in _names(t.writes)]
                 raise WarpSpecializeInputError(
                     f"wgmma task '{mma.task}' reads '{operand.name}', which no TMA load task writes; the Hopper "
-                    "lowering reads wgmma operands from TMA-swizzled shared rings")
+                    "lowering reads wgmma operands from TMA-swizzled shared rings"
+                    + (f" ({'; '.join(why)})" if why else ""))
     accumulators = {m.accumulator.name for m in mmas.values()}
     fragments = set()
     widths: dict[tuple[str, int], int] = {}
@@ -431,11 +464,11 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
             raise WarpSpecializeInputError(
                 f"task '{t.name}' touches {sorted(touched & (rings | fragments))}, which the Hopper lowering keeps "
                 "TMA-swizzled in shared memory or in wgmma registers; only TMA loads, wgmma tiles and fragment "
-                "fills/stores may")
+                "fills/stores may" + (f" ({reasons[t.name]})" if t.name in reasons else ""))
     roles = {t.name: t.role for t in tasks}
     fragment_tasks = {name: dataclasses.replace(t, width=widths[(t.accumulator.name, roles[name])])
                       for name, t in fragment_tasks.items() if t.accumulator.name in fragments}
-    return TilePlan(loads, mmas, fragment_tasks, frozenset(fragments))
+    return TilePlan(loads, mmas, fragment_tasks, frozenset(fragments), reasons)
 
 
 def _fragment_widths(acc: str, users: list[TaskNode], mmas: dict[str, WgmmaTile],
