@@ -3,6 +3,7 @@
 import pytest
 import tvm
 from tvm import s_tir, tirx
+from tvm.s_tir import SBlock, SBlockRealize
 from tvm.script import tirx as T
 
 from tvm_tailsplit.warpspec import WarpSpecialize, WarpSpecializeInputError, analyze, examples
@@ -319,6 +320,25 @@ def test_warp_roles_on_loops_are_rejected_naming_the_loop():
     with pytest.raises((WarpSpecializeInputError, RuntimeError),
                        match="loop 't' in the pipeline carries 'warp_role'; warp roles mark blocks"):
         WarpSpecialize("llvm")(tvm.IRModule({"main": sch.mod["main"]}))
+
+
+@pytest.mark.parametrize("tasks_marked", [True, False])
+def test_a_warp_role_on_the_root_block_is_rejected(tasks_marked):
+    """A mark on the root block applies to no task: with the tasks marked too it was ignored without a word, alone
+    it was reported as the first task missing its mark."""
+    func = examples.streaming_kernel(tiles=4, tile=4)
+    if not tasks_marked:
+        sch = s_tir.Schedule(func)
+        for name in ("load", "compute"):
+            sch.unannotate(sch.get_sblock(name), "warp_role")
+        func = sch.mod["main"]
+    root = func.body.block
+    marked = func.with_body(SBlockRealize([], True, SBlock(
+        root.iter_vars, root.reads, root.writes, root.name_hint, root.body, alloc_buffers=root.alloc_buffers,
+        annotations={"warp_role": 0})))
+    with pytest.raises((WarpSpecializeInputError, RuntimeError),
+                       match="the root block carries 'warp_role' .*annotate each block of the pipeline"):
+        WarpSpecialize("llvm")(tvm.IRModule({"main": marked}))
 
 
 def _copy_kernel(kind: str) -> tirx.PrimFunc:

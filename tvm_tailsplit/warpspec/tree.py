@@ -12,7 +12,7 @@ known.
 Accepted input form (anything else is rejected with `WarpSpecializeInputError` naming the block or statement):
 
 * a `PrimFunc` with `T.sblock` blocks (`@T.prim_func(s_tir=True)`), whose root block may allocate buffers
-  (typically the multi-buffered shared rings indexed by a stage such as `k % 3`);
+  (typically the multi-buffered shared rings indexed by a stage such as `k % 3`) and carries no `warp_role`;
 * the root block's body is zero or more nested loops bound to `blockIdx.x/y/z` (each the only statement of its
   parent), then the pipeline;
 * the pipeline is a sequence of serial `for` loops with constant start 0, and block realizes; an extent is a
@@ -449,6 +449,10 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
         raise WarpSpecializeInputError("the kernel must be an s_tir function with a root block "
                                        "(@T.prim_func(s_tir=True))")
     root = body.block
+    if WARP_ROLE in root.annotations:
+        raise WarpSpecializeInputError(
+            f"the root block carries '{WARP_ROLE}' (a mark there applies to no task); annotate each block of the "
+            f"pipeline with its warp role instead: sch.annotate(block, '{WARP_ROLE}', role)")
     asserts, stmt = _after_asserts(root.body)
     grid: list[tirx.For] = []
     while (isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.THREAD_BINDING
