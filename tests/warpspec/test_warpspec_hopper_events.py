@@ -31,13 +31,16 @@ from .cuda_events import (
     DESCRIPTOR,
     EARLY_READ,
     FRAGMENT,
+    HALF_BYTES,
     MISALIGNED,
     REGISTERS,
     STAGE_RACE,
+    SWIZZLE_ATOM_BYTES,
     TRANSACTION,
     TRAP,
     UNRETIRED_STORE,
     KernelFault,
+    Ring,
     check_descriptor_encoder,
     gemm_rings,
     simulate_gemm,
@@ -248,19 +251,20 @@ def test_every_stage_count_and_accepted_tile(block_m, block_n, stages, ctas, k):
     assert stored == m * n
 
 
-def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: int = 1) -> tvm.tirx.PrimFunc:
-    """C = A @ B.T (A: block_m x 128, B: block_n x 128) on one CTA, two compute roles of `block_m / 2` rows whose
+def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: int = 1, k: int = 128,
+                        stages: int = 2, b_stages: int = 2) -> tvm.tirx.PrimFunc:
+    """C = A @ B.T (A: block_m x k, B: block_n x k) on one CTA, two compute roles of `block_m / 2` rows whose
     wgmma tiles span all `block_n` columns of the accumulator, the stores reading only its first `out_cols` columns
     (C has `out_cols` columns, the accumulator as many as C or the wgmma tiles); the top band's store runs on warp
-    role `store_role`."""
-    band, stages, k, acc_cols = block_m // 2, 2, 128, max(block_n, out_cols)
+    role `store_role`; A's ring has `stages` stages, B's `b_stages`."""
+    band, acc_cols = block_m // 2, max(block_n, out_cols)
 
     @T.prim_func(s_tir=True)
     def gemm(A: T.Buffer((block_m, k), "float16"), B: T.Buffer((block_n, k), "float16"),
              C: T.Buffer((block_m, out_cols), "float32")):
         T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
         A_ring = T.sblock_alloc_buffer((stages, block_m, 64), "float16", scope="shared")
-        B_ring = T.sblock_alloc_buffer((stages, block_n, 64), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((b_stages, block_n, 64), "float16", scope="shared")
         acc = T.sblock_alloc_buffer((block_m, acc_cols), "float32", scope="shared")
         with T.sblock("init_top"):
             T.reads()
@@ -283,26 +287,26 @@ def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: i
                     A_ring[ko % stages, i, j] = A[i, ko * 64 + j]
             with T.sblock("load_B"):
                 T.reads(B[0:block_n, ko * 64:ko * 64 + 64])
-                T.writes(B_ring[ko % stages, 0:block_n, 0:64])
+                T.writes(B_ring[ko % b_stages, 0:block_n, 0:64])
                 T.sblock_attr({"warp_role": 0})
                 for i, j in T.grid(block_n, 64):
-                    B_ring[ko % stages, i, j] = B[i, ko * 64 + j]
+                    B_ring[ko % b_stages, i, j] = B[i, ko * 64 + j]
             with T.sblock("mma_top"):
-                T.reads(A_ring[ko % stages, 0:band, 0:64], B_ring[ko % stages, 0:block_n, 0:64],
+                T.reads(A_ring[ko % stages, 0:band, 0:64], B_ring[ko % b_stages, 0:block_n, 0:64],
                         acc[0:band, 0:block_n])
                 T.writes(acc[0:band, 0:block_n])
                 T.sblock_attr({"warp_role": 1})
                 for i, j, kk in T.grid(band, block_n, 64):
                     acc[i, j] = acc[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
-                        "float32", B_ring[ko % stages, j, kk])
+                        "float32", B_ring[ko % b_stages, j, kk])
             with T.sblock("mma_bottom"):
-                T.reads(A_ring[ko % stages, band:block_m, 0:64], B_ring[ko % stages, 0:block_n, 0:64],
+                T.reads(A_ring[ko % stages, band:block_m, 0:64], B_ring[ko % b_stages, 0:block_n, 0:64],
                         acc[band:block_m, 0:block_n])
                 T.writes(acc[band:block_m, 0:block_n])
                 T.sblock_attr({"warp_role": 2})
                 for i, j, kk in T.grid(band, block_n, 64):
                     acc[band + i, j] = acc[band + i, j] + T.Cast("float32", A_ring[ko % stages, band + i, kk]) * (
-                        T.Cast("float32", B_ring[ko % stages, j, kk]))
+                        T.Cast("float32", B_ring[ko % b_stages, j, kk]))
         with T.sblock("store_top"):
             T.reads(acc[0:band, 0:out_cols])
             T.writes(C[0:band, 0:out_cols])
@@ -333,6 +337,19 @@ def test_stores_reading_part_of_the_fragment_columns(block_m, block_n, out_cols)
     stored = simulate_gemm(transpile(source), block_m, out_cols, 128, (1, 1), seed=out_cols,
                            rings=gemm_rings(block_m, block_n, 2))
     assert stored == block_m * out_cols
+
+
+def test_rings_of_different_stage_counts_in_one_tma_batch():
+    """A's ring of 4 stages, B's of 2: load_B's acquire (the release of B's stage two steps back) stood between the
+    batch's copies, so the batch was not merged into one transaction and the kernel was refused ('TMA load task
+    'load_A' signals no transaction channel ... see the log'); the acquire now precedes the batch's expect_tx."""
+    func = _fragment_band_gemm(256, 128, 128, k=512, stages=4, b_stages=2)
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    b = Ring("B", SWIZZLE_ATOM_BYTES // HALF_BYTES, 128, 2)  # the smaller allocation first (gemm_rings)
+    a = Ring("A", b.base + b.stages * b.stage_size, 256, 4)
+    for seed in range(3):
+        assert simulate_gemm(transpile(source), 256, 128, 512, (1, 1), seed=seed, rings=(a, b)) == 256 * 128
 
 
 def test_a_fragment_band_shared_by_two_roles_is_refused_naming_them():

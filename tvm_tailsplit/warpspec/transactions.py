@@ -12,10 +12,12 @@ loop body, with no synchronization between them other than acquires before the f
 * The commit becomes one **transaction arrive** before the batch's first copy: `arrive.expect_tx` with the bytes
   of all the batch's copies (`tx_bytes`), issued by one thread; each copy completes its bytes on the same channel
   (`tx_copies`). The channel's arrival count is 1.
-* Acquires (the consumers' releases of the stage) are unchanged: they still precede the first copy.
+* Acquires (the consumers' releases of the stage) precede the first copy: those of later copies (a ring of fewer
+  stages) move before it, since the batch's copies are issued together after one `expect_tx`.
 
-A batch whose commits cannot be merged is left as it is and the reason is logged; the Hopper code generator then
-rejects the kernel naming the task (a TMA copy must signal exactly one channel).
+A batch whose commits cannot be merged (a commit between its copies, consumers with different rules) is left as it
+is and the reason is logged; the Hopper code generator then rejects the kernel naming the task (a TMA copy must
+signal exactly one channel).
 """
 
 from __future__ import annotations
@@ -62,13 +64,20 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
     ops = {task: list(task_ops) for task, task_ops in protocol.ops.items()}
     for batch in _batches(protocol.tree.children, tiles):
         names = [task.name for task in batch]
-        inner_syncs = [op for i, name in enumerate(names) for op in ops.get(name, [])
-                       if (i > 0 and op.before_task) or (i < len(names) - 1 and not op.before_task)]
+        inner_commits = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
         commits = [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
-        if inner_syncs or not commits:
-            reason = "synchronization between its copies" if inner_syncs else "no consumer"
+        if inner_commits or not commits:
+            reason = "a commit between its copies" if inner_commits else "no consumer"
             logger.info("WarpSpecialize: TMA batch %s kept as it is: %s", names, reason)
             continue
+        # the acquires of later copies (a ring of fewer stages than the first copy's) move before the first copy:
+        # the batch's copies are armed together, so each waits for the stages of all (the siblings share their loops
+        # and so their instance numbers)
+        hoisted = [op for name in names[1:] for op in ops.get(name, []) if op.before_task]
+        for name in names[1:]:
+            ops[name] = [op for op in ops.get(name, []) if not op.before_task]
+        first = ops.setdefault(names[0], [])
+        ops[names[0]] = [op for op in first if op.before_task] + hoisted + [op for op in first if not op.before_task]
         if len({_rule(op) for op in commits}) != 1:
             logger.info("WarpSpecialize: TMA batch %s kept as it is: its consumers' channel rules differ (%s)",
                         names, sorted({_rule(op) for op in commits}))
