@@ -20,10 +20,13 @@ from tvm_tailsplit.warpspec import (
     WarpSpecialize,
     WarpSpecializeInputError,
     analyze,
+    check,
     examples,
     tile_plan,
 )
 from tvm_tailsplit.warpspec.ablation import unspecialized_hopper_kernel
+from tvm_tailsplit.warpspec.hopper import hopper_protocol
+from tvm_tailsplit.warpspec.protocol import ARRIVE, WAIT
 
 from .cuda_events import (
     COVERAGE,
@@ -363,3 +366,106 @@ def test_a_store_reading_columns_past_the_wgmma_tiles_is_refused_naming_it():
     with pytest.raises(WarpSpecializeInputError, match="fragment store 'store_top' reads columns 0:72 of the "
                                                        r"accumulator 'acc', but the wgmma tiles \['mma_top'\]"):
         tile_plan(analyze(_fragment_band_gemm(128, 64, 72)).tree)
+
+
+def _gram_gemm(k: int = 512) -> tvm.tirx.PrimFunc:
+    """C = A @ B.T (A: 128 x k, B: 64 x k; compute roles 1 and 2 of 64 rows) and D = A[0:64] @ A[0:64].T by a
+    third compute role (3) whose wgmma tiles read only A's ring; 2 stages."""
+    stages = 2
+
+    @T.macro
+    def init(acc, name, role, row0):
+        with T.sblock(name):
+            T.reads()
+            T.writes(acc[row0:row0 + 64, 0:64])
+            T.sblock_attr({"warp_role": role})
+            for i, j in T.grid(64, 64):
+                acc[row0 + i, j] = T.float32(0)
+
+    @T.macro
+    def mma(A_ring, B_ring, acc, ko, name, role, row0):
+        with T.sblock(name):
+            T.reads(A_ring[ko % stages, row0:row0 + 64, 0:64], B_ring[ko % stages, 0:64, 0:64],
+                    acc[row0:row0 + 64, 0:64])
+            T.writes(acc[row0:row0 + 64, 0:64])
+            T.sblock_attr({"warp_role": role})
+            for i, j, kk in T.grid(64, 64, 64):
+                acc[row0 + i, j] = acc[row0 + i, j] + T.Cast("float32", A_ring[ko % stages, row0 + i, kk]) * T.Cast(
+                    "float32", B_ring[ko % stages, j, kk])
+
+    @T.macro
+    def store(acc, C, name, role, row0):
+        with T.sblock(name):
+            T.reads(acc[row0:row0 + 64, 0:64])
+            T.writes(C[row0:row0 + 64, 0:64])
+            T.sblock_attr({"warp_role": role})
+            for i, j in T.grid(64, 64):
+                C[row0 + i, j] = acc[row0 + i, j]
+
+    @T.prim_func(s_tir=True)
+    def gemm(A: T.Buffer((128, k), "float16"), B: T.Buffer((64, k), "float16"), C: T.Buffer((128, 64), "float32"),
+             D: T.Buffer((64, 64), "float32")):
+        T.func_attr({"global_symbol": "gemm", "tirx.noalias": True})
+        A_ring = T.sblock_alloc_buffer((stages, 128, 64), "float16", scope="shared")
+        B_ring = T.sblock_alloc_buffer((stages, 64, 64), "float16", scope="shared")
+        acc = T.sblock_alloc_buffer((128, 64), "float32", scope="shared")
+        gram = T.sblock_alloc_buffer((64, 64), "float32", scope="shared")
+        init(acc, "init_top", 1, 0)
+        init(acc, "init_bottom", 2, 64)
+        with T.sblock("init_gram"):
+            T.reads()
+            T.writes(gram[0:64, 0:64])
+            T.sblock_attr({"warp_role": 3})
+            for i, j in T.grid(64, 64):
+                gram[i, j] = T.float32(0)
+        for ko in range(k // 64):
+            with T.sblock("load_A"):
+                T.reads(A[0:128, ko * 64:ko * 64 + 64])
+                T.writes(A_ring[ko % stages, 0:128, 0:64])
+                T.sblock_attr({"warp_role": 0})
+                for i, j in T.grid(128, 64):
+                    A_ring[ko % stages, i, j] = A[i, ko * 64 + j]
+            with T.sblock("load_B"):
+                T.reads(B[0:64, ko * 64:ko * 64 + 64])
+                T.writes(B_ring[ko % stages, 0:64, 0:64])
+                T.sblock_attr({"warp_role": 0})
+                for i, j in T.grid(64, 64):
+                    B_ring[ko % stages, i, j] = B[i, ko * 64 + j]
+            with T.sblock("mma_gram"):
+                T.reads(A_ring[ko % stages, 0:64, 0:64], gram[0:64, 0:64])
+                T.writes(gram[0:64, 0:64])
+                T.sblock_attr({"warp_role": 3})
+                for i, j, kk in T.grid(64, 64, 64):
+                    gram[i, j] = gram[i, j] + T.Cast("float32", A_ring[ko % stages, i, kk]) * T.Cast(
+                        "float32", A_ring[ko % stages, j, kk])
+            mma(A_ring, B_ring, acc, ko, "mma_top", 1, 0)
+            mma(A_ring, B_ring, acc, ko, "mma_bottom", 2, 64)
+        with T.sblock("store_gram"):
+            T.reads(gram[0:64, 0:64])
+            T.writes(D[0:64, 0:64])
+            T.sblock_attr({"warp_role": 3})
+            for i, j in T.grid(64, 64):
+                D[i, j] = gram[i, j]
+        store(acc, C, "store_top", 1, 0)
+        store(acc, C, "store_bottom", 2, 64)
+
+    return gemm
+
+
+def test_a_consumer_of_a_batch_s_first_copy_only_waits_for_the_batch_transaction():
+    """mma_gram reads only A's ring: load_A's commit to it stood between the batch's copies, so the batch was not
+    merged and the kernel was refused ('TMA load task 'load_A' signals no transaction channel ... see the log').
+    Every consumer of the batch now waits for its one transaction, which completes after both copies."""
+    func = _gram_gemm()
+    analysis = analyze(func)
+    plan = tile_plan(analysis.tree)
+    assert len(plan.mmas) == 3 and "mma_gram" in plan.mmas
+    protocol = hopper_protocol(analysis.protocol, plan)
+    (arrive,) = [op for op in protocol.ops["load_A"] if op.tx_copies]
+    assert [name for name, _ in arrive.tx_copies] == ["load_A", "load_B"] and arrive.tx_bytes == 128 * 128 + 64 * 128
+    assert not [op for op in protocol.ops.get("load_B", ()) if op.action == ARRIVE]
+    for task in plan.mmas:
+        (wait,) = [op for op in protocol.before(task) if op.action == WAIT]
+        assert wait.signalling_group == arrive.group, task
+    assert check(func, hopper=True).ok
+    WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))

@@ -13,9 +13,11 @@ loop body, with no synchronization between them other than acquires before the f
   of all the batch's copies (`tx_bytes`), issued by one thread; each copy completes its bytes on the same channel
   (`tx_copies`). The channel's arrival count is 1.
 * Acquires (the consumers' releases of the stage) precede the first copy: those of later copies (a ring of fewer
-  stages) move before it, since the batch's copies are issued together after one `expect_tx`.
+  stages) move before it, since the batch's copies are issued together after one `expect_tx`; and the commits of
+  earlier copies (a consumer reading only the first copy's ring) join the transaction, whose phase completes after
+  all the batch's copies (the consumers come after the whole batch in the sequential program).
 
-A batch whose commits cannot be merged (a commit between its copies, consumers with different rules) is left as it
+A batch whose commits cannot be merged (a release between its copies, consumers with different rules) is left as it
 is and the reason is logged; the Hopper code generator then rejects the kernel naming the task (a TMA copy must
 signal exactly one channel).
 """
@@ -64,11 +66,16 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
     ops = {task: list(task_ops) for task, task_ops in protocol.ops.items()}
     for batch in _batches(protocol.tree.children, tiles):
         names = [task.name for task in batch]
-        inner_commits = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
-        commits = [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
-        if inner_commits or not commits:
-            reason = "a commit between its copies" if inner_commits else "no consumer"
+        inner_arrives = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
+        inner_commits = [op for op in inner_arrives if op.action == ARRIVE and op.group.kind == DATA]
+        commits = inner_commits + [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
+        if len(inner_commits) != len(inner_arrives) or not commits:
+            reason = "a release between its copies" if commits else "no consumer"
             logger.info("WarpSpecialize: TMA batch %s kept as it is: %s", names, reason)
+            continue
+        if len({_rule(op) for op in commits}) != 1:
+            logger.info("WarpSpecialize: TMA batch %s kept as it is: its consumers' channel rules differ (%s)",
+                        names, sorted({_rule(op) for op in commits}))
             continue
         # the acquires of later copies (a ring of fewer stages than the first copy's) move before the first copy:
         # the batch's copies are armed together, so each waits for the stages of all (the siblings share their loops
@@ -78,15 +85,12 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
             ops[name] = [op for op in ops.get(name, []) if not op.before_task]
         first = ops.setdefault(names[0], [])
         ops[names[0]] = [op for op in first if op.before_task] + hoisted + [op for op in first if not op.before_task]
-        if len({_rule(op) for op in commits}) != 1:
-            logger.info("WarpSpecialize: TMA batch %s kept as it is: its consumers' channel rules differ (%s)",
-                        names, sorted({_rule(op) for op in commits}))
-            continue
         primary = commits[0].group
         copies = tuple((name, tiles.loads[name].bytes) for name in names)
         arrive = SyncOp(ARRIVE, primary, before_task=True, tx_bytes=sum(size for _, size in copies),
                         tx_copies=copies)
-        ops[names[-1]] = [op for op in ops[names[-1]] if op not in commits]
+        for name in names:  # an earlier copy's commits too: its consumers wait for the batch's transaction
+            ops[name] = [op for op in ops.get(name, []) if op not in commits]
         first = ops.setdefault(names[0], [])
         first.insert(len([op for op in first if op.before_task]), arrive)
         merged = {op.group for op in commits[1:]}
