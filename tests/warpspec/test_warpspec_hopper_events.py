@@ -255,11 +255,12 @@ def test_every_stage_count_and_accepted_tile(block_m, block_n, stages, ctas, k):
 
 
 def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: int = 1, k: int = 128,
-                        stages: int = 2, b_stages: int = 2) -> tvm.tirx.PrimFunc:
+                        stages: int = 2, b_stages: int = 2, double_top: bool = False) -> tvm.tirx.PrimFunc:
     """C = A @ B.T (A: block_m x k, B: block_n x k) on one CTA, two compute roles of `block_m / 2` rows whose
     wgmma tiles span all `block_n` columns of the accumulator, the stores reading only its first `out_cols` columns
     (C has `out_cols` columns, the accumulator as many as C or the wgmma tiles); the top band's store runs on warp
-    role `store_role`; A's ring has `stages` stages, B's `b_stages`."""
+    role `store_role`; A's ring has `stages` stages, B's `b_stages`. `double_top`: a task of role 1 doubles the top
+    band of C after its store, its rows in reverse order."""
     band, acc_cols = block_m // 2, max(block_n, out_cols)
 
     @T.prim_func(s_tir=True)
@@ -316,6 +317,13 @@ def _fragment_band_gemm(block_m: int, block_n: int, out_cols: int, store_role: i
             T.sblock_attr({"warp_role": store_role})
             for i, j in T.grid(band, out_cols):
                 C[i, j] = acc[i, j]
+        if double_top:
+            with T.sblock("double_top"):
+                T.reads(C[0:band, 0:out_cols])
+                T.writes(C[0:band, 0:out_cols])
+                T.sblock_attr({"warp_role": 1})
+                for i, j in T.grid(band, out_cols):
+                    C[band - 1 - i, j] = C[band - 1 - i, j] * T.float32(2)
         with T.sblock("store_bottom"):
             T.reads(acc[band:block_m, 0:out_cols])
             T.writes(C[band:block_m, 0:out_cols])
@@ -353,6 +361,21 @@ def test_rings_of_different_stage_counts_in_one_tma_batch():
     a = Ring("A", b.base + b.stages * b.stage_size, 256, 4)
     for seed in range(3):
         assert simulate_gemm(transpile(source), 256, 128, 512, (1, 1), seed=seed, rings=(a, b)) == 256 * 128
+
+
+def test_a_task_reading_what_its_role_s_fragment_store_wrote_follows_the_role_s_barrier():
+    """double_top reads C, which store_top's threads store from their fragment registers: without the role's named
+    barrier between them (there was none: only generic tasks were followed by one) a thread doubled elements that
+    other threads had not stored yet."""
+    func = _fragment_band_gemm(128, 64, 64, double_top=True)
+    lines = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func})).script().splitlines()
+    stores = [n for n, line in enumerate(lines) if "C[" in line and "acc_r1[" in line]
+    doubling = next(n for n, line in enumerate(lines) if "C[" in line and "T.float32(2" in line)
+    assert stores and max(stores) < doubling
+    assert any("T.ptx.bar(T.uint32(2), T.uint32(128)" in line for line in lines[max(stores):doubling])
+    # the GEMM alone (no task of the role touching C after the store) has no such barrier
+    plain = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": _fragment_band_gemm(128, 64, 64)})).script()
+    assert "T.ptx.bar(" not in plain
 
 
 def test_a_fragment_band_shared_by_two_roles_is_refused_naming_them():

@@ -513,13 +513,17 @@ def _moves_elements_between_lanes(task: TaskNode) -> bool:
 
 def _shares_with_role(protocol: Protocol, task: TaskNode) -> bool:
     """True when a task of the same role reads what `task` writes, or another one writes what `task` writes or
-    reads (its next instance must not overwrite what slower threads of `task` still read), or when its own
-    instances store one element from different threads (`_moves_elements_between_lanes`: without a barrier a slow
-    thread's older value could land last)."""
-    if _moves_elements_between_lanes(task):
-        return True
-    written = {w.buffer.name for w in task.writes}
-    read = {r.buffer.name for r in task.reads}
+    reads (`_shares_buffers_with_role`), or when its own instances store one element from different threads
+    (`_moves_elements_between_lanes`: without a barrier a slow thread's older value could land last)."""
+    return _moves_elements_between_lanes(task) or _shares_buffers_with_role(protocol, task)
+
+
+def _shares_buffers_with_role(protocol: Protocol, task: TaskNode, private: frozenset[str] = frozenset()) -> bool:
+    """True when a task of the same role reads what `task` writes, or another one writes what `task` writes or
+    reads (its next instance must not overwrite what slower threads of `task` still read). Buffers named in
+    `private` (each thread's own, e.g. Hopper's register fragments) are shared with no one."""
+    written = {w.buffer.name for w in task.writes} - private
+    read = {r.buffer.name for r in task.reads} - private
     for other in protocol.tree.tasks():
         if other.role != task.role:
             continue

@@ -83,6 +83,7 @@ from .codegen import (
     _require_thread_private_in_one_role,
     _RoleProgram,
     _seq,
+    _shares_buffers_with_role,
     _shares_with_role,
     _TargetLowering,
 )
@@ -368,8 +369,18 @@ class _Hopper:
         if task.name in self.tiles.mmas:
             return self.wgmma(task, self.tiles.mmas[task.name], rename, self.protocol.in_flight.get(task.name, 0))
         if task.name in self.tiles.fragment_tasks:
-            return [self.fragment_task(task, self.tiles.fragment_tasks[task.name], rename)]
+            op = self.tiles.fragment_tasks[task.name]
+            stmts = [self.fragment_task(task, op, rename)]
+            if op.store is not None and _shares_buffers_with_role(self.protocol, task, self.tiles.fragments):
+                # each thread stores its fragment's elements (the same threads in every instance): another task of
+                # the role, strided over the threads otherwise, touches them only after every thread has stored
+                stmts.append(self.role_barrier(task.role, WARPGROUP))
+            return stmts
         return None
+
+    def role_barrier(self, role: int, threads: int) -> tirx.Stmt:
+        """The named barrier of warp role `role` (id 1 + its position), for its `threads` threads."""
+        return tirx.Evaluate(T.ptx.bar.sync(1 + self.roles.index(role), threads))
 
     def tma_load(self, task: TaskNode, load: TmaLoad, rename, index: tirx.PrimExpr) -> tirx.Stmt:
         op = self.transactions.get(task.name)
@@ -570,7 +581,7 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
         threads = PRODUCER_THREADS if role in producers else WARPGROUP
         stmts = [_distribute(body, thread - state.offset(role), threads)]
         if _shares_with_role(protocol, task):
-            stmts.append(tirx.Evaluate(T.ptx.bar.sync(1 + roles.index(role), threads)))
+            stmts.append(state.role_barrier(role, threads))
         return stmts
 
     lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,
