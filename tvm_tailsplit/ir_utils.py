@@ -57,6 +57,8 @@ __all__ = [
     "uses_var",
     "with_loop",
     "with_root_body",
+    "annotations_as_pragma_attributes",
+    "pragma_attributes_as_annotations",
 ]
 
 # The loop annotation that maps the loop nest below it to one instruction (TVM's emit_insn pragma; TailSplit's mark).
@@ -176,6 +178,41 @@ def drop_loop_annotation(mod: tvm.IRModule, key: str, value: str | None = None) 
         return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
 
     return map_loops(mod, drop)
+
+
+def pragma_attributes_as_annotations(func: tirx.PrimFunc, key: str) -> tuple[tirx.PrimFunc, bool]:
+    """``func`` with every ``T.attr(v, key, value)`` directly above the loop over ``v`` made that loop's annotation
+    ``key`` again, and whether there was one. TVM's ``LowerOpaqueBlock`` lowers a loop annotation whose key starts
+    with ``pragma_`` to that form (the marks of a module lowered past its blocks); ``annotations_as_pragma_attributes``
+    lowers them back."""
+    found = []
+
+    def lift(node: tirx.AttrStmt) -> tirx.Stmt:
+        loop = node.body
+        if node.attr_key != key or not isinstance(loop, tirx.For) or not loop.loop_var.same_as(node.node):
+            return node
+        found.append(node)
+        value = node.value.value if isinstance(node.value, tvm.ir.StringImm) else node.value
+        return with_loop(loop, annotations={**loop.annotations, key: value})
+
+    body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, lift), order="post")
+    return (func.with_body(body), True) if found else (func, False)
+
+
+def annotations_as_pragma_attributes(func: tirx.PrimFunc, key: str) -> tirx.PrimFunc:
+    """``func`` with every loop annotation ``key`` lowered to ``T.attr(loop_var, key, value)`` above the loop, as TVM's
+    ``LowerOpaqueBlock`` lowers a ``pragma_`` annotation (a str value becomes a ``StringImm``); the inverse of
+    ``pragma_attributes_as_annotations``."""
+
+    def lower(loop: tirx.For) -> tirx.Stmt:
+        if key not in loop.annotations:
+            return loop
+        value = loop.annotations[key]
+        value = tvm.ir.StringImm(value) if isinstance(value, str) else value
+        bare = with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
+        return tirx.AttrStmt(loop.loop_var, key, value, bare)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, lower), order="post"))
 
 
 def require_module(mod: object, who: str, argument: str = "mod") -> None:

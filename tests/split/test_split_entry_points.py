@@ -8,11 +8,12 @@ import os
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 from tvm.ir.instrument import pass_instrument
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
-from tvm_tailsplit.split import TAILSPLIT_PIPELINE, intrinsics, tailsplit_pipeline
+from tvm_tailsplit.split import TAILSPLIT_PIPELINE, analysis, intrinsics, tailsplit_pipeline
 from tvm_tailsplit.split.examples import symbolic_vector_multiply
 from tvm_tailsplit.testing import run_guarded
 
@@ -227,3 +228,38 @@ def test_tensorize_marked_and_remove_marks_keep_a_relax_modules_vdevices():
         for n in (0, 17):
             a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
             np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy(), a * b)
+
+
+LOWER_PAST_BLOCKS = [s_tir.transform.LowerInitBlock(), s_tir.transform.ConvertBlocksToOpaque(),
+                     s_tir.transform.CompactBufferAllocation(), s_tir.transform.LowerOpaqueBlock()]
+
+
+def lowered_marks(mod: tvm.IRModule) -> list[str]:
+    """The marks of ``mod["main"]`` in the form LowerOpaqueBlock gives them: T.attr(loop_var, MARK_KEY, value)."""
+    found = []
+    tvm_ffi.structural_walk(mod["main"].body, (tirx.AttrStmt, lambda node: found.append(node.value.value)
+                                                if node.attr_key == MARK_KEY else None))
+    return found
+
+
+def test_tailsplit_after_tvms_lower_opaque_block_splits_the_lowered_marks():
+    """LowerOpaqueBlock (TVM's, composed before TailSplit in a Sequential) lowers each pragma_emit_insn loop
+    annotation to T.attr(i_1, "pragma_emit_insn", ...) above the loop: TailSplit found no marks there, reported
+    'no marks (pragma_emit_insn), unchanged' and left every guard, and instruction_count counted 0 sites. Such marks
+    are split now, stay in their lowered form, and the program still means the original."""
+    mod = symbolic_vector_multiply(instruction="vmul16")
+    lowered = tvm.transform.Sequential(LOWER_PAST_BLOCKS)(mod)
+    assert lowered_marks(lowered) == ["vmul16"] and analysis.conditions_under_marks(lowered) == 1
+    counts = [analysis.instruction_count(m, symbolic_values={"n": 40}) for m in (mod, lowered)]
+    assert counts[0] == counts[1] and counts[1].sites == 1
+    reports = []
+    split = tvm.transform.Sequential([*LOWER_PAST_BLOCKS, TailSplit(reports=reports)])(mod)
+    assert reports[0].changed and "no marks" not in str(reports[0])
+    assert lowered_marks(split) == ["vmul16", "vmul16"] and analysis.conditions_under_marks(split) == 0
+    assert "annotations" not in split.script()  # no loop annotation left beside the attributes
+    executable = tvm.compile(split, target="llvm")
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 15, 16, 17, 40):
+        a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
+        _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
+        np.testing.assert_array_equal(c, a * b)

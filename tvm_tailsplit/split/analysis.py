@@ -20,9 +20,9 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from ..ir_utils import substitute
+from ..ir_utils import pragma_attributes_as_annotations, substitute
 from .apply import SplitReport, nests_of, plan_nest, split_function, validate_options
-from .conditions import find_marks, guards_under, is_mark, loop_invariant_symbols, loop_vars_in
+from .conditions import MARK_KEY, find_marks, guards_under, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost
 
 __all__ = [
@@ -47,16 +47,20 @@ class InstructionCount:
 
 
 def _functions(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None) -> list[tirx.PrimFunc]:
+    """The PrimFuncs the metrics read, their marks as loop annotations (a function lowered past its blocks holds
+    them as ``T.attr(loop_var, "pragma_emit_insn", value)``: ``pragma_attributes_as_annotations``)."""
     if isinstance(mod, tirx.PrimFunc):
-        return [mod]
-    if not isinstance(mod, tvm.IRModule):
+        funcs = [mod]
+    elif not isinstance(mod, tvm.IRModule):
         raise TypeError(f"expected a tvm.IRModule or a tirx.PrimFunc, got {type(mod).__name__}")
-    if func_name is not None:
+    elif func_name is not None:
         names = [gv.name_hint for gv in mod.functions]
         if func_name not in names:
             raise ValueError(f"function {func_name!r} is not in the module (it has {names})")
-        return [mod[func_name]]
-    return [f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc)]
+        funcs = [mod[func_name]]
+    else:
+        funcs = [f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc)]
+    return [pragma_attributes_as_annotations(f, MARK_KEY)[0] for f in funcs]
 
 
 def _constant(expr, env: dict, what: str) -> int:

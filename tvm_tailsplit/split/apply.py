@@ -16,7 +16,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from .conditions import find_marks, is_mark, loop_invariant_symbols, loop_vars_in
+from ..ir_utils import annotations_as_pragma_attributes, pragma_attributes_as_annotations
+from .conditions import MARK_KEY, find_marks, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, PlanTooLong, RangeProof
 from .privatize import buffer_privacy, give_each_copy_its_buffer
@@ -146,10 +147,15 @@ def split_function(
     """Apply TailSplit to ``func``; returns the new function (``func`` itself when nothing changed) and a report.
 
     ``name`` names the function in the report; ``strategy``, ``max_mapping_cost`` and ``max_fuzzy_expansion`` are
-    ``TailSplit``'s options."""
+    ``TailSplit``'s options. A function lowered past its blocks (TVM's ``LowerOpaqueBlock`` makes each mark a
+    ``T.attr(loop_var, "pragma_emit_insn", value)`` above its loop) is split too, and its marks stay in that form."""
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
-    with loop_invariant_symbols(func):  # (m + 15) // 16 is a symbol like m (conditions.loop_invariant_symbols)
-        return _split_function(func, name, strategy, max_mapping_cost, max_fuzzy_expansion)
+    annotated, lowered = pragma_attributes_as_annotations(func, MARK_KEY)
+    with loop_invariant_symbols(annotated):  # (m + 15) // 16 is a symbol like m (conditions.loop_invariant_symbols)
+        new_func, report = _split_function(annotated, name, strategy, max_mapping_cost, max_fuzzy_expansion)
+    if not report.changed:
+        return func, report
+    return (annotations_as_pragma_attributes(new_func, MARK_KEY) if lowered else new_func), report
 
 
 def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_cost: int,
