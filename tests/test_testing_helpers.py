@@ -44,3 +44,31 @@ def test_bool_canaries_are_intact_after_allocation_and_random_bools_take_both_va
     guarded_device_tensor((5,), "bool", tvm.cpu()).numpy()
     data = random_like("bool", (64,), np.random.default_rng(0))
     assert data.dtype == bool and data.any() and not data.all()
+
+
+@T.prim_func(s_tir=True)
+def copy_past_the_end(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.sblock("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi + 1] = A[vi]
+
+
+@T.prim_func(s_tir=True)
+def copy_shifted(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(7):
+        with T.sblock("B"):
+            vi = T.axis.spatial(7, i)
+            B[vi + 1] = A[vi]
+
+
+@pytest.mark.parametrize("wrong", ["before", "after"])
+def test_assert_same_results_names_the_module_that_wrote_out_of_bounds(wrong):
+    """The untransformed module writing past a buffer (TVM's LoopPartition with partition_const_loop miscompiles
+    a T.likely guard so) was reported as 'out-of-bounds write after buffer B', read as the transformed module's
+    fault; the error now names the module, 'before' or 'after'."""
+    bad, good = tvm.IRModule({"main": copy_past_the_end}), tvm.IRModule({"main": copy_shifted})
+    before, after = (bad, good) if wrong == "before" else (good, bad)
+    message = rf"module '{wrong}' \(function main\): out-of-bounds write after buffer B"
+    with pytest.raises(AssertionError, match=message):
+        assert_same_results(before, after)

@@ -253,9 +253,10 @@ def assert_same_results(
 ) -> None:
     """Compile `before` and `after` for `target` (llvm) and check that every buffer of function `func_name` ends
     equal, on random data (outputs start equal too, so an element one version fails to write is caught) and with
-    canaries around every buffer, in `trials` runs drawn from `seed`. Marks are removed before compiling (they only
-    name instructions). `scalar_args` gives the scalar parameters (and the symbolic shapes) by name;
-    `executables`: the two modules already compiled, as a pair (then they are not compiled again)."""
+    canaries around every buffer, in `trials` runs drawn from `seed` (a write outside a buffer is an
+    ``AssertionError`` naming the module that wrote it, ``'before'`` or ``'after'``). Marks are removed before
+    compiling (they only name instructions). `scalar_args` gives the scalar parameters (and the symbolic shapes)
+    by name; `executables`: the two modules already compiled, as a pair (then they are not compiled again)."""
     scalar_args = dict(scalar_args or {})
     built_before, built_after = executables or (
         tvm.compile(drop_loop_annotation(before, EMIT_INSN_PRAGMA), target=target),
@@ -265,12 +266,23 @@ def assert_same_results(
     rng = np.random.default_rng(seed)
     for trial in range(trials):
         inputs = [random_like(b.dtype, _concrete_shape(b, scalar_args), rng) for b in _buffer_params(func)]
-        expected = run_guarded(built_before, func, inputs, scalar_args, func_name)
-        actual = run_guarded(built_after, after[func_name], inputs, scalar_args, func_name)
+        expected = _run_named(built_before, func, inputs, scalar_args, func_name, "before", trial)
+        actual = _run_named(built_after, after[func_name], inputs, scalar_args, func_name, "after", trial)
         for param, want, got in zip(_buffer_params(func), expected, actual, strict=True):
             np.testing.assert_array_equal(
                 got, want, err_msg=f"buffer {param.name} differs (trial {trial}, scalars {scalar_args})"
             )
+
+
+def _run_named(executable, func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], scalar_args: dict, func_name: str,
+               which: str, trial: int) -> list[np.ndarray]:
+    """``run_guarded``, its out-of-bounds error naming the module that wrote (``which``: before or after), the trial
+    and the scalars."""
+    try:
+        return run_guarded(executable, func, inputs, scalar_args, func_name)
+    except AssertionError as error:
+        raise AssertionError(f"module {which!r} (function {func_name}): {error} (trial {trial}, scalars "
+                             f"{scalar_args})") from error
 
 
 def threads_as_serial_loops(mod: tvm.IRModule) -> tvm.IRModule:
