@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te
+from tvm import s_tir, te, tirx
 from tvm.script import tirx as T
 
 from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
@@ -460,3 +460,22 @@ def test_a_loop_with_a_step_is_not_tensorized():
     want = c0.copy()
     want[::2] = a[::2] * b[::2]
     np.testing.assert_array_equal(c, want)
+
+
+@pytest.mark.parametrize("returned", [None, tirx.const(1, "int32"), [tirx.Evaluate(0)]], ids=["None", "expr", "list"])
+def test_a_variable_length_form_that_returns_no_statement_is_named(returned):
+    """A user's variable-length emitter returning None, an expression or a list (not a tirx.Stmt) failed inside
+    TVM's mutator with 'Cannot dispatch a null statement' or 'structural mutate result does not match the declared
+    type', naming neither the emitter, the mark nor its loop; it is now a TypeError naming all three."""
+    intrinsic = register_vector_scale_intrinsic(16, name="tailsplit_test_scale_bad_emitter")
+
+    def returns_no_statement(match):
+        return returned
+
+    register_tail_intrinsics(intrinsic, variable_length=returns_no_statement)
+    split = TailSplit(strategy="full")(vector_scale_1d(100, 16, intrinsic))
+    message = (r"the variable-length tail form .*returns_no_statement registered for "
+               r"'tailsplit_test_scale_bad_emitter' returned \w+ .* for loop 'i_1' \(block 'B_1'\); it must return a "
+               r"tirx.Stmt")
+    with pytest.raises(TypeError, match=message):
+        tensorize_marked(split)

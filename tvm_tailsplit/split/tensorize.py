@@ -250,11 +250,25 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
         except TailMismatch as err:
             reasons.append(f"variable-length form refused: {err}")
         else:
+            _check_emitted(replacement, forms.variable_length, value, loop_name, block_name)
             return _replace_loop(func, mark.loop, replacement), record("variable_length", value)
     elif not reasons:
         what = _show(extents) if extents is not None else "a nest that is not perfect"
         reasons.append(f"tail {what} and no tail form registered for {value!r}")
     return _unmark(func, mark.loop), record("left", reason="; ".join(reasons))
+
+
+def _check_emitted(replacement: object, emitter: Callable, value: str, loop_name: str, block_name: str) -> None:
+    """Raise ``TypeError`` naming the emitter, the mark and its loop and block unless the variable-length emitter
+    returned a statement (anything else failed inside TVM's mutator, naming none of them)."""
+    if not isinstance(replacement, tirx.Stmt):
+        emitter_name = getattr(emitter, "__qualname__", repr(emitter))
+        raise TypeError(
+            f"the variable-length tail form {emitter_name} registered for {value!r} returned "
+            f"{type(replacement).__name__} ({replacement!r:.60}) for loop {loop_name!r} (block {block_name!r}); it "
+            "must return a tirx.Stmt (wrap an expression in tirx.Evaluate, several statements in tirx.SeqStmt) or "
+            "raise TailMismatch to refuse the tail"
+        )
 
 
 def _target_of(func: tirx.PrimFunc) -> tvm.target.Target | None:
