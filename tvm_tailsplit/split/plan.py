@@ -667,7 +667,10 @@ class Planner:
         may_be_empty = not self.context.prove(new_lo <= new_hi, outside)
         body = self._plan_body(loop, mark, new_lo, new_hi)
         self.changed = True
-        where = "above the mark" if hoisted else "in the loop header (it depends on loops below the mark)"
+        inner = sorted({v.name for v in free_vars(new_lo) | free_vars(new_hi) if v in loop_vars and v not in above})
+        where = "above the mark" if hoisted else (
+            f"in the loop header (it depends on loop{'s' if len(inner) > 1 else ''} {', '.join(inner)}, at or below "
+            "the mark)")
         if not hoisted and not any(v in self.context.ranges and v not in above
                                    for v in free_vars(new_lo) | free_vars(new_hi)):
             where = "in the loop header (it depends on variables bound below the mark)"
