@@ -141,6 +141,19 @@ def test_unregistered_mark_is_an_error():
         tensorize_marked(elementwise_multiply_nc1hwc0(instruction="vmuls"))
 
 
+@pytest.mark.parametrize("value", [5, 2.5])
+def test_a_mark_whose_value_is_no_name_is_an_error(value):
+    """A mark annotated with a number (sch.annotate(loop, "pragma_emit_insn", 5)) was reported as "names '5', which
+    is not a registered TensorIntrin", as if a str had been given; the error now says the value is no name."""
+    sch = s_tir.Schedule(vector_scale_1d(40, 16, "vmul16"))
+    loop = sch.get_loops(sch.get_sblock("B"))[-1]
+    sch.unannotate(loop, MARK_KEY)  # (annotate keeps a key's first value)
+    sch.annotate(loop, MARK_KEY, value)
+    message = rf"the mark on loop 'i_1' \(block 'B'\) has the value {value} \({type(value).__name__}\): .* \(a str\)"
+    with pytest.raises(ValueError, match=message):
+        tensorize_marked(sch.mod)
+
+
 def test_undecomposed_reduction_is_an_error():
     mod = TailSplit(strategy="full")(scheduled_matmul(16, 16, 16, decompose=False))
     with pytest.raises(ValueError, match=r"block 'C\w*'.*init statement.*decompose_reduction"):

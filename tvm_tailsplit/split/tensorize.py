@@ -172,6 +172,12 @@ def _handle(func: tirx.PrimFunc, mark: Mark, fname: str) -> tuple[tirx.PrimFunc,
     loop_name = mark.loop.loop_var.name
     blocks = mark.blocks()
     block_name = blocks[0] if blocks else "?"
+    raw = mark.loop.annotations[MARK_KEY]
+    if not isinstance(raw, str):  # (str() of 5 read as a name: "names '5', which is not a registered TensorIntrin")
+        raise ValueError(
+            f"the mark on loop {loop_name!r} (block {block_name!r}) has the value {raw!r} ({type(raw).__name__}): a "
+            f"{MARK_KEY} mark's value is the name of a registered TensorIntrin (a str)"
+        )
     intrinsic = s_tir.TensorIntrin.get(value, allow_missing=True)
     forms = tail_intrinsics(value) or TailForms()
     if intrinsic is None:
