@@ -48,6 +48,33 @@ def test_instruction_count_with_symbolic_values():
         analysis.instruction_count(chain_with_symbolic, symbolic_values={"m": 5})
 
 
+@T.prim_func(s_tir=True)
+def chain_with_two_symbols(a: T.handle, b: T.handle, n: T.int32, m: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    for i_0 in range(n):
+        if i_0 < m:
+            for i_1 in T.serial(8, annotations={"pragma_emit_insn": "vmul8"}):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(64, i_0 * 8 + i_1)
+                    B[vi] = A[vi]
+
+
+@pytest.mark.parametrize("value", ["5", 2.5, True, None])
+def test_a_symbolic_value_that_is_no_int_is_named(value):
+    """symbolic_values={"n": "x"} failed with "invalid literal for int() with base 10: 'x'" (naming neither n nor
+    symbolic_values), and 2.5 or True counted as 2 or 1."""
+    with pytest.raises(TypeError, match=r"symbolic_values\['n'\] must be an int, got "):
+        analysis.instruction_count(chain_with_symbolic, symbolic_values={"n": value})
+
+
+def test_the_variables_without_a_value_are_named():
+    """With n given and m not, the error said 'give the symbolic variables values' without saying which."""
+    assert analysis.instruction_count(chain_with_two_symbols, symbolic_values={"n": 5, "m": 3}).issued == 3
+    with pytest.raises(ValueError, match=r"condition i_0 < m is .*\(without a value: m\)"):
+        analysis.instruction_count(chain_with_two_symbols, symbolic_values={"n": 5})
+
+
 def test_unknown_function_name_is_reported():
     with pytest.raises(ValueError, match="function 'other' is not in the module"):
         analysis.instruction_count(tvm.IRModule({"main": chain_with_symbolic}), func_name="other")

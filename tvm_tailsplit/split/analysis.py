@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from tvm.s_tir import SBlockRealize
 
 from ..ir_utils import pragma_attributes_as_annotations, substitute
 from .apply import SplitReport, nests_of, plan_nest, split_function, validate_options
-from .conditions import MARK_KEY, find_marks, guards_under, is_mark, loop_invariant_symbols, loop_vars_in
+from .conditions import MARK_KEY, find_marks, free_vars, guards_under, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost
 
 __all__ = [
@@ -66,8 +67,10 @@ def _functions(mod: tvm.IRModule | tirx.PrimFunc, func_name: str | None) -> list
 def _constant(expr, env: dict, what: str) -> int:
     value = tvm.sym.Analyzer().simplify(substitute(expr, env))
     if not isinstance(value, tirx.IntImm):
+        missing = ", ".join(sorted({v.name for v in free_vars(value)}))
         raise ValueError(
-            f"{what} is {expr}, not a constant; give the symbolic variables values with symbolic_values="
+            f"{what} is {expr}, not a constant; give the symbolic variables values with symbolic_values= "
+            f"(without a value: {missing})"
         )
     return int(value.value)
 
@@ -149,6 +152,8 @@ def _symbolic_env(func: tirx.PrimFunc, symbolic_values: Mapping[str, int] | None
     for name, value in symbolic_values.items():
         if name not in free:
             raise ValueError(f"symbolic variable {name!r} is not a parameter or buffer dimension of the function")
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # (int("x"), int(2.5): no word)
+            raise TypeError(f"symbolic_values[{name!r}] must be an int, got {value!r} ({type(value).__name__})")
         env[free[name]] = tirx.const(int(value), free[name].ty.dtype)
     return env
 
