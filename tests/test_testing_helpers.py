@@ -72,3 +72,20 @@ def test_assert_same_results_names_the_module_that_wrote_out_of_bounds(wrong):
     message = rf"module '{wrong}' \(function main\): out-of-bounds write after buffer B"
     with pytest.raises(AssertionError, match=message):
         assert_same_results(before, after)
+
+
+@T.prim_func(s_tir=True)
+def scaled_copy(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), n: T.int32, m: T.int32):
+    for i in range(8):
+        with T.sblock("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.Cast("float32", n + m)
+
+
+def test_a_scalar_parameter_without_a_value_is_named():
+    """assert_same_results / run_guarded without a value for a scalar parameter raised a bare KeyError: 'm'."""
+    mod = tvm.IRModule({"main": scaled_copy})
+    assert_same_results(mod, mod, {"n": 1, "m": 2})
+    with pytest.raises(ValueError, match=r"scalar_args gives no value for the scalar parameter 'm' of function main "
+                                         r"\(it gives \['n'\]\)"):
+        assert_same_results(mod, mod, {"n": 1})

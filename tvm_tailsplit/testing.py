@@ -226,6 +226,9 @@ def run_guarded(
     buffers = iter(inputs)
     for param in func.params:
         if isinstance(param.ty, tvm.ir.PrimType):
+            if param.name not in scalar_args:  # (a bare KeyError: 'm')
+                raise ValueError(f"scalar_args gives no value for the scalar parameter {param.name!r} of function "
+                                 f"{func_name} (it gives {sorted(scalar_args)})")
             arguments.append(scalar_args[param.name])
             continue
         data = next(buffers)
