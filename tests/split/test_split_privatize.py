@@ -11,6 +11,7 @@ from tvm.script import tirx as T
 from tvm_tailsplit import TailSplit
 from tvm_tailsplit.split import workloads as wl
 from tvm_tailsplit.split.privatize import buffer_privacy
+from tvm_tailsplit.split.rewrite import remove_marks
 from tvm_tailsplit.testing import assert_same_results
 
 MARK = {"pragma_emit_insn": "vector_op"}
@@ -284,3 +285,43 @@ def test_scratch_buffer_written_whole_each_iteration_is_private():
     after, report = split_with_report(before)
     assert "P_1 = T.sblock_alloc_buffer((16,))" in after.script()
     assert_same_results(before, after)
+
+
+@T.prim_func(s_tir=True)
+def stepped_first_write(a: T.handle, b: T.handle, n: T.int32):
+    """Each iteration of j_0 writes P's even elements first, reads P whole (odd elements: the previous iteration's,
+    from j_0 = 1 on), then writes P's odd elements."""
+    A = T.match_buffer(a, (48,), "float32")
+    B = T.match_buffer(b, (48,), "float32")
+    P = T.sblock_alloc_buffer((16,), "float32")
+    for j_0 in range(3):
+        for t in T.serial(0, 16, step=2):
+            with T.sblock("even"):
+                vt, vj = T.axis.remap("SS", [t, j_0])
+                P[vt] = A[vj * 16 + vt]
+        for j_1 in T.serial(16, annotations={"pragma_emit_insn": "v16"}):
+            with T.sblock("B"):
+                vj = T.axis.spatial(48, j_0 * 16 + j_1)
+                vt = T.axis.spatial(16, j_1)
+                T.where(j_0 * 16 + j_1 < n and (j_1 % 2 == 0 or j_0 >= 1))
+                B[vj] = P[vt] * T.float32(2)
+        for t in T.serial(1, 16, step=2):
+            with T.sblock("odd"):
+                vt, vj = T.axis.remap("SS", [t, j_0])
+                P[vt] = A[vj * 16 + vt] * T.float32(3)
+
+
+def test_a_first_write_with_a_step_leaves_the_buffer_shared():
+    """The first write's box took a stepped loop (range(0, 16, 2)) as writing every element of its range, so P,
+    whose odd elements carry values from one iteration of j_0 to the next, got one buffer per copy of j_0: at
+    n = 18 the tail copy read its own P_1's odd elements, never written (B[17] 0.0 instead of 3 * A[1] * 2; seen
+    with StorageRewrite off, which otherwise may give P_1 the memory of P). P now stays shared, saying why."""
+    before = tvm.IRModule({"main": stepped_first_write})
+    assert verdicts(stepped_first_write)["P"] == (
+        "j_0", False, "loop t of its first write has step 2: it skips elements")
+    after = TailSplit(strategy="full")(before)
+    assert "P_1" not in after.script()
+    with tvm.transform.PassContext(config={"tirx.disable_storage_rewrite": True}):
+        executables = tuple(tvm.compile(remove_marks(m), target="llvm") for m in (before, after))
+    for n in range(-2, 50):
+        assert_same_results(before, after, {"n": n}, trials=1, executables=executables)

@@ -12,7 +12,7 @@ statically, so copies of those would add up) is *private to the iterations* of t
 all its accesses when, in ``L``'s body, the first statement that touches it
 
 - writes it without reading it, as a rectangular loop nest (bounds free of the nest's own loops, extents
-  provably positive) around one unpredicated block whose body is a single store, each index of which is either
+  provably positive, no step) around one unpredicated block whose body is a single store, each index of which is either
   free of the nest's loops (a point) or ``loop + offset`` for its own loop (an interval): the region it writes
   is then known exactly;
 
@@ -31,7 +31,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlockRealize
 
-from ..ir_utils import substitute
+from ..ir_utils import has_unit_step, substitute
 from .conditions import loop_vars_in
 
 __all__ = ["BufferPrivacy", "buffer_privacy", "give_each_copy_its_buffer"]
@@ -135,6 +135,8 @@ def _written_box(stmt, buffer: tirx.Buffer) -> tuple[list | None, str]:
     nest_vars = {loop.loop_var for loop in nest}
     analyzer = tvm.sym.Analyzer()
     for loop in nest:
+        if not has_unit_step(loop):  # (the box below would hold the elements between the steps too)
+            return None, f"loop {loop.loop_var.name} of its first write has step {loop.step}: it skips elements"
         if _uses_any(loop.min, nest_vars) or _uses_any(loop.extent, nest_vars):
             return None, f"loop {loop.loop_var.name} of its first write is not rectangular"
         if not analyzer.can_prove(loop.extent > 0):
