@@ -50,6 +50,7 @@ __all__ = [
     "map_loops",
     "require_list",
     "require_module",
+    "require_prim_func",
     "require_sizes",
     "runtime_assert",
     "substitute",
@@ -221,6 +222,14 @@ def require_module(mod: object, who: str, argument: str = "mod") -> None:
         return
     hint = " (wrap it: tvm.IRModule({'main': func}))" if isinstance(mod, tirx.PrimFunc) else ""
     raise TypeError(f"{who}: {argument} must be a tvm.IRModule, got {type(mod).__name__}{hint}")
+
+
+def require_prim_func(func: object, who: str, argument: str = "func") -> None:
+    """Raise ``TypeError`` naming ``who`` and ``argument`` unless ``func`` is a ``tirx.PrimFunc``."""
+    if isinstance(func, tirx.PrimFunc):
+        return
+    hint = " (take one of its functions: mod['main'])" if isinstance(func, tvm.IRModule) else ""
+    raise TypeError(f"{who}: {argument} must be a tirx.PrimFunc, got {type(func).__name__}{hint}")
 
 
 def require_list(value: object, who: str, argument: str) -> None:

@@ -12,7 +12,7 @@ import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 from tvm.ir.instrument import pass_instrument
 
-from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, tensorize_marked
+from tvm_tailsplit import MARK_KEY, TailSplit, TensorizeMarked, register_tail_intrinsics, split, tensorize_marked
 from tvm_tailsplit.split import TAILSPLIT_PIPELINE, analysis, intrinsics, tailsplit_pipeline
 from tvm_tailsplit.split.examples import symbolic_vector_multiply
 from tvm_tailsplit.testing import run_guarded
@@ -263,3 +263,16 @@ def test_tailsplit_after_tvms_lower_opaque_block_splits_the_lowered_marks():
         a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
         _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
         np.testing.assert_array_equal(c, a * b)
+
+
+@pytest.mark.parametrize("function", [split.split_function, split.find_marks], ids=["split_function", "find_marks"])
+@pytest.mark.parametrize("bad", ["module", None], ids=["module", "None"])
+def test_the_function_level_entry_points_refuse_what_is_not_a_prim_func(function, bad):
+    """split.split_function and split.find_marks (public, taking one PrimFunc) given a module failed with
+    AttributeError: 'IRModule' object has no attribute 'body'; now a TypeError naming the function."""
+    mod = symbolic_vector_multiply()
+    argument = mod if bad == "module" else None
+    hint = r" \(take one of its functions: mod\['main'\]\)" if bad == "module" else ""
+    with pytest.raises(TypeError, match=rf"{function.__name__}: func must be a tirx.PrimFunc, got "
+                                        rf"{type(argument).__name__}{hint}$"):
+        function(argument)

@@ -16,7 +16,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import annotations_as_pragma_attributes, pragma_attributes_as_annotations
+from ..ir_utils import annotations_as_pragma_attributes, pragma_attributes_as_annotations, require_prim_func
 from .conditions import MARK_KEY, find_marks, is_mark, loop_invariant_symbols, loop_vars_in
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, PlanTooLong, RangeProof
@@ -149,6 +149,7 @@ def split_function(
     ``name`` names the function in the report; ``strategy``, ``max_mapping_cost`` and ``max_fuzzy_expansion`` are
     ``TailSplit``'s options. A function lowered past its blocks (TVM's ``LowerOpaqueBlock`` makes each mark a
     ``T.attr(loop_var, "pragma_emit_insn", value)`` above its loop) is split too, and its marks stay in that form."""
+    require_prim_func(func, "split_function")
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
     annotated, lowered = pragma_attributes_as_annotations(func, MARK_KEY)
     with loop_invariant_symbols(annotated):  # (m + 15) // 16 is a symbol like m (conditions.loop_invariant_symbols)

@@ -30,7 +30,7 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import EMIT_INSN_PRAGMA, substitute
+from ..ir_utils import EMIT_INSN_PRAGMA, require_prim_func, substitute
 
 MARK_KEY = EMIT_INSN_PRAGMA
 
@@ -310,6 +310,7 @@ class Mark:
 
 def find_marks(func: tirx.PrimFunc) -> list[Mark]:
     """Every outermost mark of ``func`` (a mark below another mark belongs to the outer instruction)."""
+    require_prim_func(func, "find_marks")
     marks: list[Mark] = []
 
     def walk(node, enclosing: tuple):
