@@ -49,9 +49,10 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
     Returns
     -------
     A ``tvm.transform.Pass`` (a module pass) named ``TailSplit`` working on every PrimFunc of a module, with
-    blocks (s_tir) or without (one report per PrimFunc, marks or not, named by its GlobalVar); functions without
-    marks, and functions that are not PrimFuncs (Relax), pass through unchanged. Called directly on anything but
-    an ``IRModule`` it raises ``TypeError``.
+    blocks (s_tir) or without (one report per PrimFunc, marks or not, named by its GlobalVar; after TVM's
+    ``LowerOpaqueBlock`` a mark is ``T.attr(loop_var, "pragma_emit_insn", value)`` above its loop, and stays so);
+    functions without marks, and functions that are not PrimFuncs (Relax), pass through unchanged. Called
+    directly on anything but an ``IRModule`` it raises ``TypeError``.
     """
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
     require_list(reports, "TailSplit", "reports")
