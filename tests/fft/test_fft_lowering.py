@@ -190,7 +190,7 @@ def _with_fft_passes(names: list[str], last_pass: str) -> list[str]:
     position = names.index(lowering.INSERT_AFTER) + 1
     with_hoist = names[:position] + ["HoistScratchAllocation"] + names[position:]
     last = with_hoist.index(last_pass) + 1
-    return with_hoist[:last] + ["ContiguousComplexAccess"] + with_hoist[last:]
+    return with_hoist[:last] + ["ContiguousComplexAccess", "tirx.StmtSimplify"] + with_hoist[last:]
 
 
 def test_pipeline_is_tvm_default_with_the_fft_passes():

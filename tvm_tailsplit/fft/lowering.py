@@ -36,12 +36,15 @@ of a parallel task, so that it is allocated once per task instead of once per gr
 The pipeline (`register_pipeline`) is TVM's default TIR pipeline composed at run time: its pass list, built by
 TVM under the current PassContext's config (`ir_utils.default_passes_with`), with `hoist_scratch_allocation`
 inserted after `VectorizeLoop` (`INSERT_AFTER`) and `contiguous_complex_access` appended after the list's last
-pass; no copy of the list is kept here. The access rewrite runs last because its transposes are chains of `Bind`s
-of pure shuffles, which every later pass built on TVM's analyzer (`IRMutatorWithAnalyzer`: StmtSimplify,
-RemoveNoOp, HoistIfThenElse, ...) binds and simplifies with each earlier binding substituted, so that its cost grew
-with the number of paths through the chains (lanes x lanes x the codelet's paths). Placed last, only TVM's
-finalization and code generation see them: a 32-point codelet across 16 lanes compiled in 10 s instead of 106 s,
-17 points across 16 lanes in 2.5 s instead of 23 s (measured on the machine of bench/results/fft.md).
+pass, followed by one `StmtSimplify`; no copy of the list is kept here. The access rewrite runs last because its
+transposes are chains of `Bind`s of pure shuffles, which every later pass built on TVM's analyzer
+(`IRMutatorWithAnalyzer`: StmtSimplify, RemoveNoOp, HoistIfThenElse, ...) binds and simplifies with each earlier
+binding substituted, at a cost that grows with the number of paths through the chains (lanes x lanes x the
+codelet's paths). The one `StmtSimplify` after it inlines the shuffles into their uses, the order in which LLVM
+schedules the default 16-point plan 5-7% faster than from the bound shuffles (without it the plans of
+bench/results/fft.md were otherwise as fast, timed side by side). Measured on the machine of bench/results/fft.md,
+compile times after `VectorizeLoop` -> last: a 32-point codelet across 16 lanes 106 s -> 24 s, 17 points across 16
+lanes 12-23 s -> 5.8 s, 16 points across 16 lanes 9.7 s -> 4.5 s.
 
 Measured on AVX-512 (the issue's 16 MiB batches, 1 thread): see bench/results/fft.md; in the generated
 assembly the boundary passes use `vmovsd`/`vmovups` and `vunpck*`/`vshufps`/`vpermt2ps` instead of `vmovss` and
@@ -540,7 +543,8 @@ def _pipeline_factory(pair_buffers: frozenset[str]):
         @tvm.transform.module_pass(opt_level=0, name=PIPELINE_PASS)
         def pipeline(mod, _ctx):
             passes = default_passes_with([hoist_scratch_allocation], after=INSERT_AFTER)
-            return tvm.ir.transform.Sequential([*passes, contiguous_complex_access(pair_buffers)])(mod)
+            return tvm.ir.transform.Sequential([*passes, contiguous_complex_access(pair_buffers),
+                                                tirx.transform.StmtSimplify()])(mod)
 
         return pipeline, finalize_host, finalize_device
 
