@@ -67,6 +67,15 @@ def test_readme_fft_examples_compute_what_their_comments_say():
     x, z = namespace["x"], namespace["z"].numpy()
     reference = np.fft.fft(x[..., 0] + 1j * x[..., 1])
     np.testing.assert_allclose(z[..., 0] + 1j * z[..., 1], reference, atol=1e-4 * np.abs(reference).max())
+    fusion_block = next(b for b in re.findall(r"```python\n(.*?)```", fft_part, re.S) if "fuse_consumers(" in b)
+    exec(compile(fusion_block, str(README), "exec"), namespace)  # noqa: S102
+    assert namespace["report"] == [re.search(r"# report: \['(.*)'\]", fusion_block).group(1)]
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        fused = tvm.compile(tvm.IRModule({"main": namespace["func"].with_attr("global_symbol", "main")}), "llvm")
+    power = tvm.runtime.empty((8, 1000), "float32")
+    fused["main"](tvm.runtime.tensor(x), *[tvm.runtime.tensor(v) for _, v in namespace["constants"]], power)
+    expected = np.abs(reference / 2) ** 2  # Y is the transform of X * 0.5
+    np.testing.assert_allclose(power.numpy(), expected, rtol=1e-3, atol=1e-6 * expected.max())
     relax_block = next(b for b in re.findall(r"```python\n(.*?)```", fft_part, re.S) if "fft.emit_fft(" in b)
     exec(compile(relax_block, str(README), "exec"), namespace)  # noqa: S102
     signal_in = np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float32)

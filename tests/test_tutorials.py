@@ -35,6 +35,8 @@ EXPECTED_OUTPUT = {
         "scipy.fft.fft2 through the backend matches: True",
         "dask fft2 matches numpy: True",
         "te_fft graph matches numpy: True",
+        "stage fft_c2c1000: block power (pair consumer) fused into the stores of the last pass, writing power",
+        "fused power spectrum matches numpy: True",
         "Relax model with emit_fft matches numpy: True",
     ],
     "04_warp_specialization": [

@@ -4,7 +4,8 @@ Data flow: (n, kind, dtype, target) → validated request (`spec.FFTSpec`, share
 prime factors and breakdown (`factor`) → formula tree (`formula`) → derived codelets for the leaves
 (`codelet`) → passes over memory with folded stride permutations and twiddles (`passes`) → TIR template
 (`template`) → schedule per target (`schedule`) → compiled plan (`plan`; on llvm through `lowering`'s
-pipeline), or the same template as a stage of the caller's TE graph (`te_fft`). The choices the rules make
+pipeline), or the same template as a stage of the caller's TE graph (`te_fft`; `fuse_consumers` computes its
+element-wise consumers in the stores of its last pass). The choices the rules make
 (breakdown limits, lanes, vectors, prefetch, tasks, CUDA threads and kernels) are one `variants.Variant`;
 `plan(..., effort="measure" | "patient")` times variants on this machine (`search`) and remembers the winners
 as wisdom (`wisdom`: `export_wisdom`, `import_wisdom`, `forget_wisdom`).
@@ -19,6 +20,7 @@ that ends the forward transform and begins the inverse one.
 
 from . import dask_array
 from .convolve import ConvolvePlan, convolve, plan_convolve
+from .fusion import fuse_consumers
 from .ndim import NDPlan, plan_nd
 from .numpy_api import (
     fft,
@@ -54,7 +56,7 @@ from .wisdom import export_wisdom, forget_wisdom, import_wisdom
 
 __all__ = [
     "ConvolvePlan", "NDPlan", "Plan", "Variant", "__ua_domain__", "__ua_function__", "convolve", "dask_array",
-    "emit_fft", "export_wisdom",
+    "emit_fft", "export_wisdom", "fuse_consumers",
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "forget_wisdom", "hfft", "hfft2", "hfftn", "ifft", "ifft2", "ifftn",
     "ifftshift", "ihfft", "ihfft2", "ihfftn", "import_wisdom", "irfft", "irfft2", "irfftn", "next_fast_len", "plan",
     "plan_convolve", "plan_nd", "prev_fast_len", "rfft", "rfft2", "rfftfreq", "rfftn", "te_fft", "te_fft_constants",

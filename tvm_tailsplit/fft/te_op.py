@@ -10,11 +10,11 @@ stage holds one block per pass over memory, and `te.create_prim_func` puts it be
 
 Fusion with the caller's element-wise stages: a producer is inlined into the loads of the first pass by
 `sch.compute_inline` (its loads are substituted in every block that reads its buffer). A consumer cannot be
-inlined into the stores of the last pass: `sch.reverse_compute_inline` needs the block that writes the
+inlined into the stores of the last pass by `sch.reverse_compute_inline`: it needs the block that writes the
 consumer's input in the consumer's scope, and the extern stage's block declares no regions (the passes are
 blocks of a nested scope); were it declared, its body is not one `BufferStore` (a pass stores every output of its
-codelet, lane groups with a tail have two blocks per pass), which TVM's reverse inlining requires. A consumer is
-its own loop nest (one more kernel on CUDA).
+codelet, lane groups with a tail have two blocks per pass), which TVM's reverse inlining requires.
+`fusion.fuse_consumers` does it on the PrimFunc of the graph instead (no kernel of its own on CUDA).
 
 Layout: complex tensors are float tensors with a trailing dimension of 2 (numpy's complex layout). The
 transform runs along `axis` (an axis of the complex shape, i.e. not counting the trailing 2); all other axes
@@ -56,6 +56,8 @@ __all__ = ["emit_fft", "te_fft", "te_fft_constants"]
 _STAGE_TAG = "tvm_tailsplit.fft"
 # the spec's fields recorded in the stage's attributes (`te_fft_constants` rebuilds the spec from them)
 _SPEC_FIELDS = ("n", "kind", "direction", "norm", "dtype", "codelet_limit", "radix_limit")
+# the stage moving the transform axis of the output back where it was (a transform along another axis than the last)
+SCATTER_STAGE = "fft_scatter"
 
 
 def _static_shape(tensor: te.Tensor) -> tuple[int, ...]:
@@ -102,7 +104,7 @@ def _from_batch_last(y: te.Tensor, axis: int, batch_dims: tuple[int, ...], is_co
                 batch = batch * shape[position] + var
         return y[(batch, logical[axis], *part)]
 
-    return te.compute(shape, scatter, name="fft_scatter")
+    return te.compute(shape, scatter, name=SCATTER_STAGE)
 
 
 def te_fft(

@@ -1,0 +1,223 @@
+"""fuse_consumers: element-wise consumers of a te_fft stage computed in the stores of its last pass, against numpy, on
+llvm and on CUDA (run on llvm with the threads serialized, compiled with nvcc, run on a GPU), for every store form
+of the passes (scalar and vector complex elements, an output staged through shared memory and copied float by
+float, one kernel per pass); what it cannot fuse is left unchanged, with the reason in the report."""
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import s_tir, te
+
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
+from tvm_tailsplit.fft import fuse_consumers, te_fft, te_fft_constants
+from tvm_tailsplit.fft.planner import CUDA_PIPELINE
+from tvm_tailsplit.testing import cuda_schedule_for_llvm
+
+from .fft_reference import random_real, relative_error, tolerance
+
+CUDA = {"kind": "cuda", "arch": "sm_90"}
+
+
+def _consumer(kind: str, y: te.Tensor, w: te.Tensor) -> te.Tensor:
+    """The consumer of the FFT output `y` (complex, trailing 2) by kind, reading the weights `w` of `y`'s shape."""
+    if kind == "component":  # each float on its own
+        return te.compute(y.shape, lambda b, k, c: y[b, k, c] * w[b, k, c] + 1.0, name="z")
+    if kind == "product":  # the complex product y * w: both parts of an element for each float of the result
+        return te.compute(y.shape, lambda b, k, c: tvm.tirx.if_then_else(
+            c == 0, y[b, k, 0] * w[b, k, 0] - y[b, k, 1] * w[b, k, 1],
+            y[b, k, 0] * w[b, k, 1] + y[b, k, 1] * w[b, k, 0]), name="z")
+    return te.compute(y.shape[:-1], lambda b, k: y[b, k, 0] * y[b, k, 0] + y[b, k, 1] * y[b, k, 1], name="z")
+
+
+def _reference(kind: str, spectrum: np.ndarray, w: np.ndarray) -> np.ndarray:
+    if kind == "component":
+        return np.stack([spectrum.real * w[..., 0] + 1, spectrum.imag * w[..., 1] + 1], -1)
+    if kind == "product":
+        product = spectrum * (w[..., 0] + 1j * w[..., 1])
+        return np.stack([product.real, product.imag], -1)
+    return np.abs(spectrum) ** 2
+
+
+def _run(func: tvm.tirx.PrimFunc, cuda: bool, arguments: list[np.ndarray], shape, constants) -> np.ndarray:
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    if cuda:
+        mod = cuda_schedule_for_llvm(mod)
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(mod, target="llvm")
+    result = tvm.runtime.empty(tuple(int(d) for d in shape), "float32")
+    executable["main"](*[tvm.runtime.tensor(a) for a in arguments],
+                       *[tvm.runtime.tensor(v) for _, v in constants], result)
+    return result.numpy()
+
+
+def _block_names(func: tvm.tirx.PrimFunc) -> list[str]:
+    names: list[str] = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda block: names.append(block.name_hint)))
+    return names
+
+
+def _root_buffers(func: tvm.tirx.PrimFunc) -> list[str]:
+    return [buffer.name for buffer in func.body.block.alloc_buffers]
+
+
+@pytest.mark.parametrize(("target", "n", "batch", "kind"), [
+    ("llvm", 8, 4, "component"), ("llvm", 8, 4, "product"), ("llvm", 8, 4, "power"),  # scalar stores
+    ("llvm", 97, 3, "product"), ("llvm", 1024, 4, "power"),  # Rader; Cooley-Tukey over two passes
+    ("cuda", 16, 64, "component"), ("cuda", 16, 64, "product"), ("cuda", 16, 64, "power"),  # staged float copy
+    ("cuda", 1024, 4, "product"), ("cuda", 1024, 4, "power"),  # vector stores of complex elements
+    ("cuda", 8191, 1, "product"),  # one kernel per pass
+])
+def test_a_fused_consumer_computes_what_the_graph_means(target, n, batch, kind):
+    x_in = te.placeholder((batch, n, 2), "float32", name="x")
+    w_in = te.placeholder((batch, n, 2), "float32", name="w")
+    y = te_fft(x_in, target=CUDA if target == "cuda" else "llvm")
+    z = _consumer(kind, y, w_in)
+    constants = te_fft_constants(z)
+    func = te.create_prim_func([x_in, w_in, *[c for c, _ in constants], z])
+    report: list = []
+    fused = fuse_consumers(func, report)
+    assert report == [f"stage {y.op.name}: block z ({'component' if kind == 'component' else 'pair'} consumer) "
+                      "fused into the stores of the last pass, writing z"]
+    assert "z" not in _block_names(fused) and y.op.name not in _root_buffers(fused)
+    x, w = random_real((batch, n, 2), "float32", seed=1), random_real((batch, n, 2), "float32", seed=2)
+    result = _run(fused, target == "cuda", [x, w], z.shape, constants)
+    reference = _reference(kind, np.fft.fft(x[..., 0].astype(np.float64) + 1j * x[..., 1]), w)
+    assert relative_error(result, reference) <= 2 * tolerance(n, "complex64")
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda"])
+@pytest.mark.parametrize(("kind", "n", "batch"), [("r2c", 64, 3), ("c2r", 64, 3)])
+def test_real_transforms_fuse_their_consumer(target, kind, n, batch):
+    shape = (batch, n) if kind == "r2c" else (batch, n // 2 + 1, 2)
+    x_in = te.placeholder(shape, "float32", name="x")
+    y = te_fft(x_in, n=n, kind=kind, target=CUDA if target == "cuda" else "llvm")
+    if kind == "r2c":  # the power spectrum (both parts of each element)
+        z = te.compute(y.shape[:-1], lambda b, k: y[b, k, 0] * y[b, k, 0] + y[b, k, 1] * y[b, k, 1], name="z")
+    else:  # a real output: each float on its own
+        z = te.compute(y.shape, lambda b, t: te.max(y[b, t], 0.0), name="z")
+    constants = te_fft_constants(z)
+    report: list = []
+    fused = fuse_consumers(te.create_prim_func([x_in, *[c for c, _ in constants], z]), report)
+    assert len(report) == 1 and "fused into the stores of the last pass" in report[0]
+    x = random_real(shape, "float32", seed=3)
+    result = _run(fused, target == "cuda", [x], z.shape, constants)
+    if kind == "r2c":
+        reference = np.abs(np.fft.rfft(x.astype(np.float64))) ** 2
+    else:
+        reference = np.maximum(np.fft.irfft(x[..., 0].astype(np.float64) + 1j * x[..., 1], n), 0)
+    assert relative_error(result, reference) <= 2 * tolerance(n, "complex64")
+
+
+def test_a_chain_of_consumers_fuses_one_after_another():
+    x_in = te.placeholder((5, 60, 2), "float32", name="x")
+    y = te_fft(x_in, direction="backward", norm="ortho")
+    scaled = te.compute(y.shape, lambda b, k, c: y[b, k, c] * 3.0, name="scaled")
+    power = te.compute(y.shape[:-1], lambda b, k: scaled[b, k, 0] * scaled[b, k, 0]
+                       + scaled[b, k, 1] * scaled[b, k, 1], name="power")
+    constants = te_fft_constants(power)
+    report: list = []
+    fused = fuse_consumers(te.create_prim_func([x_in, *[c for c, _ in constants], power]), report)
+    assert [line.split(": ")[1].split(" (")[0] for line in report] == ["block scaled", "block power"]
+    assert _root_buffers(fused) == []
+    x = random_real((5, 60, 2), "float32", seed=4)
+    result = _run(fused, False, [x], power.shape, constants)
+    reference = np.abs(3 * np.fft.ifft(x[..., 0].astype(np.float64) + 1j * x[..., 1], norm="ortho")) ** 2
+    assert relative_error(result, reference) <= 2 * tolerance(60, "complex64")
+
+
+def _refused(graph) -> tuple[tvm.tirx.PrimFunc, tvm.tirx.PrimFunc, list]:
+    """The PrimFunc of `graph()` (inputs, output), what fuse_consumers made of it, and its report."""
+    inputs, output = graph()
+    constants = te_fft_constants(*output)
+    func = te.create_prim_func([*inputs, *[c for c, _ in constants], *output])
+    report: list = []
+    return func, fuse_consumers(func, report), report
+
+
+def _two_readers():
+    x_in = te.placeholder((2, 8, 2), "float32", name="x")
+    y = te_fft(x_in)
+    return [x_in], [te.compute(y.shape, lambda *i: y[i] * 2.0, name="z"),
+                    te.compute(y.shape, lambda *i: y[i] + 1.0, name="q")]
+
+
+def _reversed_read():
+    x_in = te.placeholder((2, 8, 2), "float32", name="x")
+    y = te_fft(x_in)
+    return [x_in], [te.compute(y.shape, lambda b, k, c: y[b, 7 - k, c], name="z")]
+
+
+def _middle_axis():
+    x_in = te.placeholder((3, 8, 4, 2), "float32", name="x")
+    y = te_fft(x_in, axis=1)  # its output moves back in a stage of its own, the consumer reads that stage
+    return [x_in], [te.compute(y.shape, lambda *i: y[i] * 2.0, name="z")]
+
+
+def _reduction():
+    x_in = te.placeholder((2, 8, 2), "float32", name="x")
+    y = te_fft(x_in)
+    k = te.reduce_axis((0, 8), name="k")
+    return [x_in], [te.compute((2,), lambda b: te.sum(y[b, k, 0], axis=k), name="z")]
+
+
+@pytest.mark.parametrize(("graph", "reason"), [
+    (_two_readers, "2 statements read fft_c2c8; only a single consumer is fused"),
+    (_reversed_read, "block z: it reads fft_c2c8[v_b, 7 - v_k, v_c], not at its own element"),
+    (_middle_axis, "block fft_scatter: it reads fft_c2c8[v_i0 * 4 + v_i2, v_i1, v_i3], not at its own element "
+                   "(it moves the output of a transform along another axis than the last back"),
+    (_reduction, "block z: it has a reduction iterator"),
+])
+def test_what_cannot_be_fused_is_left_unchanged_with_the_reason(graph, reason):
+    func, fused, report = _refused(graph)
+    assert fused.same_as(func)
+    assert len(report) == 1 and report[0].startswith("stage fft_c2c8: ") and reason in report[0]
+
+
+def test_fuse_consumers_checks_its_arguments():
+    x_in = te.placeholder((2, 8, 2), "float32", name="x")
+    func = te.create_prim_func([x_in, te_fft(x_in)])
+    with pytest.raises(TypeError, match=r"fuse_consumers: func must be a tirx.PrimFunc, got IRModule"):
+        fuse_consumers(tvm.IRModule({"main": func}))
+    with pytest.raises(TypeError, match="fuse_consumers: report must be a list"):
+        fuse_consumers(func, report="lines")
+    assert fuse_consumers(func).same_as(func)  # the FFT's output is the function's: nothing consumes it
+
+
+def _fused_cuda_graph(n: int, batch: int):
+    """X -> pre (x 0.5) -> te_fft on CUDA -> power spectrum: pre inlined into the first pass, the power spectrum
+    fused into the last; its constants, an input and the reference."""
+    x_in = te.placeholder((batch, n, 2), "float32", name="x")
+    pre = te.compute(x_in.shape, lambda *i: x_in[i] * 0.5, name="pre")
+    y = te_fft(pre, target="cuda")
+    power = te.compute(y.shape[:-1], lambda b, k: y[b, k, 0] * y[b, k, 0] + y[b, k, 1] * y[b, k, 1], name="power")
+    constants = te_fft_constants(power)
+    func = fuse_consumers(te.create_prim_func([x_in, *[c for c, _ in constants], power]))
+    sch = s_tir.Schedule(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+    sch.compute_inline(sch.get_sblock("pre"))
+    x = random_real((batch, n, 2), "float32", seed=5)
+    reference = np.abs(np.fft.fft(0.5 * (x[..., 0].astype(np.float64) + 1j * x[..., 1]))) ** 2
+    return sch.mod, constants, x, reference
+
+
+@pytest.mark.nvcc
+def test_the_fused_graph_compiles_for_sm80_and_sm90_as_one_kernel():
+    mod, *_ = _fused_cuda_graph(1000, 3)
+    for arch in ("sm_80", "sm_90"):
+        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+            source = cuda_source(mod, arch, tir_pipeline=CUDA_PIPELINE)
+        (usage,) = compile_cuda_source(source, arch)  # producer, FFT and consumer: one kernel
+        assert usage.spill_store_bytes == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "batch"), [(1000, 3), (16, 512)])
+def test_the_fused_graph_runs_on_the_gpu(n, batch):
+    mod, constants, x, reference = _fused_cuda_graph(n, batch)
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
+                                 tir_pipeline=CUDA_PIPELINE)
+    dev = tvm.cuda(0)
+    power = tvm.runtime.empty((batch, n), "float32", dev)
+    executable["main"](tvm.runtime.tensor(x, dev), *[tvm.runtime.tensor(v, dev) for _, v in constants], power)
+    assert relative_error(power.numpy(), reference) <= 2 * tolerance(n, "complex64")
