@@ -55,8 +55,6 @@ ROUNDS = 5
 MALLOC_THRESHOLD = 1 << 30
 QUICK_CASES = [(1 << 16, 64, 8), (1 << 18, 4096, 2)]
 QUICK_ROUNDS = 5
-# glibc malloc's mmap and trim thresholds in the child (see the module docstring): larger than any array here
-MALLOC_THRESHOLD = 1 << 30
 NAMES = ("fused", "unfused", "scipy.fft + H", "scipy.signal.fftconvolve")
 
 

@@ -22,6 +22,11 @@ A fused-convolution row (``irfft(rfft(x) * h_hat)``, circular, ``CONVOLUTION_TAP
 place) against torch's rfft -> multiply -> irfft and the generated r2c plan -> torch multiply -> generated c2r
 plan.
 
+A fused-consumer row times the TE graph ``|FFT(x / 2)|^2`` (``CONSUMER_N``-point transforms): ``te_fft`` with
+the halving inlined into its first pass and the power spectrum computed in the stores of its last
+(``fft.fuse_consumers``; one kernel), the same graph with the power spectrum its own kernel, and torch's
+``torch.fft.fft(x * 0.5).abs().square()``.
+
 ``--sanitize`` also runs compute-sanitizer (memcheck, racecheck) on one small plan of each breakdown (single
 codelet, Cooley-Tukey, Rader, Bluestein, multi-kernel), each in a subprocess that runs the plan once against
 numpy, and records the sanitizer's summary lines. ``--dry-run`` needs no GPU: it builds every plan of the rows
@@ -57,6 +62,7 @@ QUICK_ROWS = ("c2c:64", "c2c:1024", "c2c:97", "c2c:4099", "c2c:65536", "r2c:1024
 BATCH_POINTS = 2 ** 23  # points per row: 64 MiB of complex64, beyond the 50 MiB L2 of an H100
 CONVOLUTION_N = 4096  # the fused-convolution row: batch BATCH_POINTS // n real signals of this length,
 CONVOLUTION_TAPS = 1024  # convolved (circularly) with one real filter of this many taps
+CONSUMER_N = 1024  # the fused-consumer row: |FFT(x / 2)|^2 of batch BATCH_POINTS // n complex signals
 # a row passes when error(generated) <= ERROR_FACTOR * error(cuFFT) (both against a float64 cuFFT), or
 # <= ERROR_FLOOR for its precision (cuFFT can be exact where the generated operator rounds once; for complex128
 # the reference is cuFFT itself, so the floor decides: 5x the unit tests' bound at n = 2^20)
@@ -96,13 +102,54 @@ def flops(kind: str, n: int, batch: int) -> float:
     return nominal if kind == "c2c" else nominal / 2
 
 
+def consumer_graph(arch: str, fused: bool):
+    """The TE graph x -> x * 0.5 -> te_fft -> |.|^2 (``CONSUMER_N`` points, batch ``batch_of``) scheduled for
+    ``arch``: the halving inlined into the first pass; with ``fused`` the power spectrum computed in the stores of
+    the last pass (``fft.fuse_consumers``, one kernel), else its own kernel. The module and the constants."""
+    import tvm
+    from tvm import s_tir, te
+
+    from tvm_tailsplit import fft as tfft
+
+    n, batch = CONSUMER_N, batch_of(CONSUMER_N)
+    x = te.placeholder((batch, n, 2), "float32", name="x")
+    halved = te.compute(x.shape, lambda *i: x[i] * 0.5, name="halved")
+    y = tfft.te_fft(halved, target={"kind": "cuda", "arch": arch})
+    power = te.compute(y.shape[:-1], lambda b, k: y[b, k, 0] * y[b, k, 0] + y[b, k, 1] * y[b, k, 1], name="power")
+    constants = tfft.te_fft_constants(power)
+    func = te.create_prim_func([x, *[c for c, _ in constants], power]).with_attr("global_symbol", "main")
+    report: list = []
+    if fused:
+        func = tfft.fuse_consumers(func, report)
+        if "fused into the stores of the last pass" not in "".join(report):
+            raise AssertionError(f"the power spectrum was not fused: {report}")
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    sch.compute_inline(sch.get_sblock("halved"))
+    if not fused:
+        blocks, threads = sch.split(sch.fuse(*sch.get_loops(sch.get_sblock("power"))), [None, 256])
+        sch.bind(blocks, "blockIdx.x")
+        sch.bind(threads, "threadIdx.x")
+    return sch.mod, constants
+
+
+def compile_graph(mod, arch: str):
+    """``mod`` (a scheduled te_fft graph) compiled for ``arch`` as ``te_fft``'s docstring says."""
+    import tvm
+
+    from tvm_tailsplit.fft.planner import CUDA_PIPELINE
+
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        return tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}), tir_pipeline=CUDA_PIPELINE)
+
+
 # ------------------------------------------------------------------------------------------------ dry run
 
 
 def dry_run(quick: bool, arch: str) -> dict:
     """Every plan of the rows built for ``arch`` (TVM source + nvcc), no GPU: compile time and kernels."""
-    from tvm_tailsplit.cuda import CudaLimits, cuda_target
+    from tvm_tailsplit.cuda import CudaLimits, cuda_source, cuda_target
     from tvm_tailsplit.fft.multikernel import shared_bytes
+    from tvm_tailsplit.fft.planner import CUDA_PIPELINE
 
     rows = []
     for kind, n, dtype in selected_rows(quick):
@@ -120,8 +167,13 @@ def dry_run(quick: bool, arch: str) -> dict:
                **built}
         rows.append(row)
         print(f"{row['row']} batch {batch}: {gpu.build_outcome(built)}", flush=True)
+    consumer = {}
+    for label, fused in (("fused", True), ("unfused", False)):
+        consumer[label] = gpu.nvcc_build(lambda fused=fused: cuda_source(consumer_graph(arch, fused)[0], arch,
+                                                                         tir_pipeline=CUDA_PIPELINE), arch)
+        print(f"consumer graph {label}: {gpu.build_outcome(consumer[label])}", flush=True)
     return {"arch": arch, "shared_limit_bytes": CudaLimits.of(cuda_target(arch)).shared, "quick": quick,
-            "date": gpu.now(), "rows": rows,
+            "date": gpu.now(), "rows": rows, "consumer_graph": consumer,
             "command": f"python -m bench.bench_fft_cuda --dry-run{' --quick' if quick else ''} --arch {arch}"}
 
 
@@ -148,6 +200,11 @@ def dry_run_markdown(report: dict) -> str:
             cells = f"NO: {row['error']} | - | - | - | - | - | - | - | - | -"
         lines.append(f"| {row['row']} | {row['batch']} | {row['breakdown'][:60]} | {row['lanes']} | "
                      f"{' + '.join(row['staged']) or 'no'} | {cells} |")
+    if "consumer_graph" in report:
+        lines += ["", f"The fused-consumer row's TE graph |FFT(x / 2)|^2 (n = {CONSUMER_N}, batch "
+                  f"{batch_of(CONSUMER_N)}): the power spectrum fused into the last pass (`fft.fuse_consumers`) or "
+                  "its own kernel.", ""]
+        lines += [f"- {label}: {gpu.build_outcome(built)}" for label, built in report["consumer_graph"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -300,6 +357,36 @@ def measure_convolution(rounds: int, arch: str) -> dict:
             "ok": all(e <= 1e-5 for e in errors.values())}
 
 
+def measure_fused_consumer(rounds: int, arch: str) -> dict:
+    """The fused-consumer row: the TE graph |FFT(x / 2)|^2 with the power spectrum fused into the FFT's last pass
+    (one kernel) and as its own kernel, against torch's fft -> abs -> square; errors against torch's."""
+    import torch
+
+    n, batch = CONSUMER_N, batch_of(CONSUMER_N)
+    x = random_input("c2c", n, "complex64", batch, seed=4)
+    device = torch.device("cuda")
+    graphs = {}
+    for label, fused in (("te graph, power spectrum fused", True), ("te graph, power spectrum a kernel", False)):
+        mod, constants = consumer_graph(arch, fused)
+        tables = [torch.from_numpy(value).to(device) for _, value in constants]  # kept alive with their views
+        out = torch.empty(batch, n, device=device)
+        graphs[label] = (compile_graph(mod, arch)["main"], tables, [tvm_view(t) for t in tables], out, tvm_view(out))
+    x_tvm = tvm_view(x)
+    runners = {"torch fft abs square": lambda: torch.fft.fft(x * 0.5).abs().square()}
+    for label, (function, _, table_views, _, out_view) in graphs.items():
+        runners[label] = lambda f=function, t=table_views, o=out_view: f(x_tvm, *t, o)
+    want = runners["torch fft abs square"]()
+    errors = {}
+    for label, (_, _, _, out, _) in graphs.items():
+        out.fill_(math.nan)
+        runners[label]()
+        torch.cuda.synchronize()
+        errors[label] = gpu.relative_error(out, want)
+    seconds = gpu.median_seconds(runners, rounds)
+    return {"row": f"power spectrum:{n}", "n": n, "batch": batch, "us": {name: s * 1e6 for name, s in seconds.items()},
+            "errors_vs_torch": errors, "ok": all(e <= 1e-5 for e in errors.values())}
+
+
 def sanitize(arch: str) -> dict:
     """compute-sanitizer's summary lines per breakdown and tool, each plan run once in a subprocess."""
     result: dict = {}
@@ -349,12 +436,22 @@ def run(quick: bool, with_sanitizer: bool) -> dict:
               f"error {row['error_vs_cufft']:.1e} ok={row['ok']}", flush=True)
     report = {"machine": info, "rounds": rounds, "quick": quick, "copy_bandwidth_GBps": bandwidth,
               "dram_bandwidth_GBps": dram_bandwidth, "rows": rows, "convolution": measure_convolution(rounds, arch),
+              "fused_consumer": measure_fused_consumer(rounds, arch),
               "command": f"python -m bench.bench_fft_cuda{' --quick' if quick else ''}"
                          f"{' --sanitize' if with_sanitizer else ''}"}
-    print(f"convolution: {report['convolution']}", flush=True)
+    print(f"convolution: {report['convolution']}\nfused consumer: {report['fused_consumer']}", flush=True)
     if with_sanitizer:
         report["sanitizer"] = sanitize(arch)
     return report
+
+
+def _implementations(title: str, row: dict) -> list[str]:
+    """The markdown lines of a row timing several implementations: µs and error against torch each."""
+    lines = ["", title, "", "| implementation | µs | error vs torch |", "|---|---|---|"]
+    for name, us in row["us"].items():
+        error = row["errors_vs_torch"].get(name)
+        lines.append(f"| {name} | {us:.1f} | {'-' if error is None else f'{error:.1e}'} |")
+    return lines
 
 
 def markdown(report: dict) -> str:
@@ -378,12 +475,11 @@ def markdown(report: dict) -> str:
                      f"{row['generated/torch.fft']:.2f} | {row['generated/limit']:.2f} | "
                      f"{row['gflops']['generated']:.0f} | {row['error_vs_cufft']:.1e} | "
                      f"{'yes' if row['ok'] else 'NO'} |")
-    conv = report["convolution"]
-    lines += ["", f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, {conv['taps']} taps, batch "
-              f"{conv['batch']}:", "", "| implementation | µs | error vs torch |", "|---|---|---|"]
-    for name, us in conv["us"].items():
-        error = conv["errors_vs_torch"].get(name)
-        lines.append(f"| {name} | {us:.1f} | {'-' if error is None else f'{error:.1e}'} |")
+    conv, consumer = report["convolution"], report["fused_consumer"]
+    lines += _implementations(f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, {conv['taps']} taps, "
+                              f"batch {conv['batch']}:", conv)
+    lines += _implementations(f"|FFT(x / 2)|^2 as a TE graph, n = {consumer['n']}, batch {consumer['batch']} "
+                              "(`fft.fuse_consumers`):", consumer)
     if "sanitizer" in report:
         lines += ["", "compute-sanitizer (one small plan per breakdown):", "", "| plan and tool | exit | summary |",
                   "|---|---|---|"]

@@ -124,6 +124,10 @@ def test_fft_dry_run_builds_every_quick_plan(results):
         assert row["compiled"], row
         assert row["kernels"] >= row["plan_kernels"] >= 1 and row["spills"] == 0
     assert "c2c:65536" in (results / "quick" / "fft_cuda_dry_run.md").read_text()
+    # the fused-consumer row's graph: the power spectrum in the FFT's kernel, or a kernel of its own
+    consumer = report["consumer_graph"]
+    assert [consumer[label]["kernels"] for label in ("fused", "unfused")] == [1, 2]
+    assert consumer["fused"]["spills"] == 0
 
 
 @pytest.mark.nvcc
@@ -174,7 +178,7 @@ def test_fft_quick_run_on_the_gpu(results):
         assert row["ok"] and row["all_written"], row
         assert row["error_vs_cufft"] < 1e-4, row
         assert all(us > 0 for us in row["us"].values())
-    assert report["convolution"]["ok"] and report["machine"]["gpu"]
+    assert report["convolution"]["ok"] and report["fused_consumer"]["ok"] and report["machine"]["gpu"]
 
 
 @pytest.mark.gpu

@@ -12,13 +12,14 @@ read of the stage output `Y` in `F` is either
   parts of the same complex element (a "pair" consumer: a complex product, a power spectrum).
 
 The rewrite replaces each store of the last pass, `Y[J] = v`, by `O[J] = F` with the consumer's iterators
-substituted by `J` and its reads of `Y` by the stored values (for a pair consumer, both parts, which the pass
-stores side by side: `Y[b, k, 0] = re; Y[b, k, 1] = im` or one vector `Y[b, k, 0:2] = (re, im)`; a vector store
-stays one vector store of the consumer's two results). The consumer's loop nest and the buffer `Y` are removed;
-the pass blocks declare `O` written (and the consumer's other inputs read, whole). Chains of consumers fuse one
-after another. Every store form of the passes is covered: scalar and vector complex elements on llvm and CUDA, and
-the float-by-float copy of an output staged through shared memory (CUDA, several transforms per block), where a
-pair consumer is refused since no store holds both parts.
+substituted by `J` and its reads of `Y` by the stored values. A pair consumer needs both parts of the element
+where it is stored, and every store form of the passes has them: two scalar stores side by side
+(`Y[b, k, 0] = re; Y[b, k, 1] = im`, llvm), one vector store `Y[b, k, 0:2] = (re, im)` (CUDA; it stays one
+vector store of the consumer's two results), and the float-by-float copy of an output staged through shared
+memory (CUDA, several transforms per block: `Y[b, f // 2, f % 2] = row[f]`, whose other part is the copied value
+at `f` of the other parity; a consumer with one value per element stores it from the float of the real part).
+The consumer's loop nest and the buffer `Y` are removed; the pass blocks declare `O` written (and the consumer's
+other inputs read, whole). Chains of consumers fuse one after another.
 
 What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, a
 consumer that is not one element-wise block, reads of `Y` at other elements (a transform along another axis
