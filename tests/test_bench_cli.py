@@ -16,7 +16,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("module", ["bench.run_all", "bench.bench_tails", "bench.bench_warpspec",
                                     "bench.bench_fft_ndim", "bench.bench_fft_dask", "bench.bench_fft_cache",
-                                    "bench.bench_fft_cuda", "bench.bench_tails_cuda", "bench.bench_dense_pitch"])
+                                    "bench.bench_fft_cuda", "bench.bench_tails_cuda", "bench.bench_dense_pitch",
+                                    "bench.bench_fft_fusion"])
 def test_help_answers_without_running(module):
     result = run(module, "--help")
     assert result.returncode == 0, result.stderr
