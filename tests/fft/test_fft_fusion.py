@@ -174,6 +174,70 @@ def test_what_cannot_be_fused_is_left_unchanged_with_the_reason(graph, reason):
     assert len(report) == 1 and report[0].startswith("stage fft_c2c8: ") and reason in report[0]
 
 
+def _weighted_graph():
+    """z = fft(x) * w2 with w2 = 2 * w: create_prim_func puts the stage computing w2 between the FFT and z."""
+    x_in = te.placeholder((3, 8, 2), "float32", name="x")
+    w_in = te.placeholder((3, 8, 2), "float32", name="w")
+    y = te_fft(x_in)
+    w2 = te.compute(w_in.shape, lambda *i: w_in[i] * 2.0, name="w2")
+    z = te.compute(y.shape, lambda *i: y[i] * w2[i], name="z")
+    return x_in, w_in, z, te.create_prim_func([x_in, w_in, z])
+
+
+def test_a_statement_between_the_stage_and_its_consumer_moves_before_the_stage():
+    x_in, w_in, z, func = _weighted_graph()
+    report: list = []
+    fused = fuse_consumers(func, report)
+    assert report == ["stage fft_c2c8: block z (component consumer) fused into the stores of the last pass, "
+                      "writing z"]
+    x, w = random_real((3, 8, 2), "float32", seed=6), random_real((3, 8, 2), "float32", seed=7)
+    result = _run(fused, False, [x, w], z.shape, [])
+    spectrum = np.fft.fft(x[..., 0].astype(np.float64) + 1j * x[..., 1])
+    reference = np.stack([spectrum.real, spectrum.imag], -1) * 2 * w
+    assert relative_error(result, reference) <= 2 * tolerance(8, "complex64")
+
+
+def _buffer_named(func: tvm.tirx.PrimFunc, name: str) -> tvm.tirx.Buffer:
+    loads: list = []
+    tvm_ffi.structural_walk(func.body, (tvm.ir.TensorLoad, loads.append))
+    return next(load.source for load in loads if load.source.name == name)
+
+
+def _rename_buffer(func: tvm.tirx.PrimFunc, name: str, to: tvm.tirx.Buffer) -> tvm.tirx.PrimFunc:
+    """`func` with every load of and store to the buffer `name` made on `to`."""
+    def on_store(store: tvm.tirx.BufferStore) -> tvm.tirx.BufferStore:
+        return tvm.tirx.BufferStore(to, store.value, store.indices) if store.buffer.name == name else store
+
+    def on_load(load: tvm.ir.TensorLoad):
+        return tvm.tirx.BufferLoad(to, load.indices) if load.source.name == name else load
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tvm.tirx.BufferStore, on_store),
+                                                             (tvm.ir.TensorLoad, on_load)], order="post"))
+
+
+def test_a_consumer_reading_what_a_later_statement_writes_over_the_stage_input_is_not_fused():
+    # the statement between writes 2 * w over x, which the stage reads: it cannot move before the stage, and z
+    # reads x after it
+    *_, func = _weighted_graph()
+    func = _rename_buffer(func, "w2", _buffer_named(func, "x"))
+    report: list = []
+    assert fuse_consumers(func, report).same_as(func)
+    assert report == ["stage fft_c2c8: block z: it reads x, which a statement between the stage and it writes "
+                      "after reading what the stage writes"]
+
+
+def test_a_consumer_writing_what_the_stage_reads_is_not_fused():
+    # z = 2 * fft(x) stored over x: computed in the last pass, it would overwrite inputs of the lane groups after it
+    x_in = te.placeholder((6, 8, 2), "float32", name="x")
+    y = te_fft(x_in)
+    z = te.compute(y.shape, lambda *i: y[i] * 2.0, name="z")
+    func = te.create_prim_func([x_in, z])
+    in_place = _rename_buffer(func, "z", _buffer_named(func, "x"))
+    report: list = []
+    assert fuse_consumers(in_place, report).same_as(in_place)
+    assert report == ["stage fft_c2c8: block z: the stage accesses x, which it writes"]
+
+
 def test_fuse_consumers_checks_its_arguments():
     x_in = te.placeholder((2, 8, 2), "float32", name="x")
     func = te.create_prim_func([x_in, te_fft(x_in)])

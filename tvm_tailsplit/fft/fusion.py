@@ -24,8 +24,10 @@ other inputs read, whole). Chains of consumers fuse one after another.
 What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, a
 consumer that is not one element-wise block, reads of `Y` at other elements (a transform along another axis
 than the last moves its output back in a stage of its own: that stage is the consumer then, and not
-element-wise), a consumer reading a buffer that a statement between the stage and the consumer writes, or `O`
-touched between them, and a stage that reads its own output.
+element-wise), `O` touched between the stage and the consumer, and a stage that reads its own output or
+accesses `O`. Statements between the stage and the consumer (e.g. a stage computing the consumer's other input)
+move before the stage when none of them writes what the stage accesses; otherwise a consumer reading what one
+of them writes is refused.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Fusion:
     value: tvm.ir.PrimExpr
     mode: str
     reads: int  # of `Y` in `F` (a stored value read once is not bound to a variable)
+    hoisted: bool  # the statements between the stage and the consumer move before the stage (they may: their
+    # writes are nothing the stage accesses), so that the consumer's inputs they write are there for the last pass
 
 
 # -------------------------------------------------------------------------------------------------------- analysis
@@ -89,7 +93,8 @@ def _stores(node: tvm.ir.Node) -> list[tirx.BufferStore]:
 
 
 def _touches(node: tvm.ir.Node, buffer: tirx.Buffer) -> bool:
-    return any(access.buffer.same_as(buffer) for access in [*_loads(node), *_stores(node)])
+    return (any(load.source.same_as(buffer) for load in _loads(node))
+            or any(store.buffer.same_as(buffer) for store in _stores(node)))
 
 
 def stage_output(stage: SBlockRealize) -> tirx.Buffer:
@@ -186,15 +191,22 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
         result = store.buffer
         if result.same_as(output) or any(load.source.same_as(result) for load in _loads(store.value)):
             raise _Refused(f"it reads the buffer it writes, {result.name}")
+        if _touches(statements[stage], result):
+            raise _Refused(f"the stage accesses {result.name}, which it writes")
         mode = _read_mode(store.value, output, result, iterators)
         inputs = [load.source for load in _loads(store.value) if not load.source.same_as(output)]
-        for between in statements[stage + 1:position]:
-            if _touches(between, result):
+        between = statements[stage + 1:position]
+        independent = True  # of the stage: every statement between may run before it
+        for stmt in between:
+            if _touches(stmt, result):
                 raise _Refused(f"{result.name} is accessed between the stage and the consumer")
-            written = [s.buffer for s in _stores(between)]
+            independent = independent and not any(_touches(statements[stage], s.buffer) for s in _stores(stmt))
+        for stmt in between if not independent else []:
+            written = [s.buffer for s in _stores(stmt)]
             clash = next((b for b in inputs if any(b.same_as(w) for w in written)), None)
             if clash is not None:
-                raise _Refused(f"it reads {clash.name}, which a statement between the stage and it writes")
+                raise _Refused(f"it reads {clash.name}, which a statement between the stage and it writes after "
+                               f"reading what the stage writes")
         if mode == PAIR:
             _require_paired_stores(statements[stage], output)
     except _Refused as refusal:
@@ -202,7 +214,8 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
                 "after a transform along the last axis)" if block.name_hint == SCATTER_STAGE else "")
         raise _Refused(f"{name}: {refusal}{hint}") from None
     reads = sum(1 for load in _loads(store.value) if load.source.same_as(output))
-    return Fusion(stage, position, output, block, iterators, result, store.value, mode, reads)
+    return Fusion(stage, position, output, block, iterators, result, store.value, mode, reads,
+                  hoisted=bool(between) and independent)
 
 
 def _vector_parts(store: tirx.BufferStore) -> list | None:
@@ -414,8 +427,10 @@ def _whole(buffer: tirx.Buffer) -> tirx.BufferRegion:
 def _apply(func: tirx.PrimFunc, fusion: Fusion) -> tirx.PrimFunc:
     root = func.body.block
     statements = list(root.body.seq)
-    statements[fusion.stage] = _with_regions(fusion, _rewrite_stores(fusion, statements[fusion.stage]))
-    del statements[fusion.consumer]
+    stage = _with_regions(fusion, _rewrite_stores(fusion, statements[fusion.stage]))
+    between = statements[fusion.stage + 1:fusion.consumer]
+    middle = [*between, stage] if fusion.hoisted else [stage, *between]
+    statements = statements[:fusion.stage] + middle + statements[fusion.consumer + 1:]
     fused = with_root_body(func, tirx.SeqStmt(statements) if len(statements) > 1 else statements[0])
     root = fused.body.block
     block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, root.body, root.init,
