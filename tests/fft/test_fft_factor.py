@@ -1,6 +1,7 @@
 """Prime factorization, radix packing and the documented Rader/Bluestein rule."""
 
 import math
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from tvm_tailsplit.fft.factor import (
     prime_factors,
     primitive_root,
     radices,
+    smallest_smooth,
 )
 
 
@@ -52,6 +54,22 @@ def test_bluestein_length_is_smooth_and_long_enough():
         m = bluestein_length(n)
         assert m >= 2 * n - 1 and max(prime_factors(m)) <= 7
         assert all(max(prime_factors(k)) > 7 for k in range(2 * n - 1, m))
+
+
+def test_bluestein_length_of_large_primes_is_fast():
+    # scanning up from 2n - 1 took 3.4 s for 100000007: the 7-smooth numbers near 2e8 are 3e5 apart on average
+    start = time.perf_counter()
+    assert bluestein_length(100000007) == 200037600 == 2**5 * 3**6 * 5**2 * 7**3
+    assert bluestein_length(999999937) == 2000000000
+    assert time.perf_counter() - start < 0.1
+
+
+@pytest.mark.parametrize("largest_prime", [2, 3, 5, 7, 11, 13, 17])
+def test_smallest_smooth_matches_a_scan(largest_prime):
+    for target in [*range(1, 400), 65537, 1000003]:
+        m = smallest_smooth(target, largest_prime)
+        assert m >= target and max(prime_factors(m), default=1) <= largest_prime
+        assert all(max(prime_factors(k)) > largest_prime for k in range(max(target, 2), m))
 
 
 @pytest.mark.parametrize("n", [64, 1000, 4096, 65536, 12288, 360, 2 * 1009, 17 * 17])

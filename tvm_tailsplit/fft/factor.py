@@ -27,6 +27,7 @@ below it, Rader's `p - 1` factors into codelets, and Bluestein's `m` factors int
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .tuning import BLUESTEIN_LARGEST_PRIME, CODELET_LIMIT, RADIX_LIMIT
@@ -40,10 +41,12 @@ __all__ = [
     "bluestein_length",
     "breakdown",
     "chain",
+    "odd_smooth",
     "prime_algorithm",
     "prime_factors",
     "primitive_root",
     "radices",
+    "smallest_smooth",
 ]
 
 
@@ -85,13 +88,50 @@ def prime_algorithm(p: int, codelet_limit: int) -> str:
 
 def bluestein_length(n: int, largest_prime: int = BLUESTEIN_LARGEST_PRIME) -> int:
     """The smallest `m ≥ 2n - 1` whose prime factors are all at most `largest_prime` (at least 2): the Bluestein
-    convolution length."""
+    convolution length (`smallest_smooth`)."""
+    return smallest_smooth(2 * n - 1, largest_prime)
+
+
+# up to this largest prime the smooth numbers are enumerated; above it they are dense enough to scan for
+_ENUMERATED_LARGEST_PRIME = 13
+
+
+def smallest_smooth(target: int, largest_prime: int) -> int:
+    """The smallest `m ≥ target` whose prime factors are all at most `largest_prime` (at least 2).
+
+    Up to `_ENUMERATED_LARGEST_PRIME` (the Bluestein lengths), each odd smooth number below `2·target` with the
+    smallest power of two that brings it to the target (`odd_smooth`: a few hundred numbers near 2e8, where
+    scanning from the target took seconds: the 7-smooth numbers there are 3e5 apart on average); above it, the numbers
+    from the target on, each divided by the primes up to `largest_prime`."""
     if largest_prime < 2:
         raise ValueError(f"largest_prime must be at least 2, got {largest_prime}")
-    m = 2 * n - 1
-    while max(prime_factors(m), default=1) > largest_prime:
+    if target <= 1:
+        return 1
+    primes = [p for p in range(3, largest_prime + 1, 2) if prime_factors(p) == [p]]
+    if largest_prime <= _ENUMERATED_LARGEST_PRIME:
+        return min(odd << (-(-target // odd) - 1).bit_length() for odd in odd_smooth(2 * target, primes))
+    m = target
+    while True:
+        rest = m
+        for p in [2, *primes]:
+            while rest % p == 0:
+                rest //= p
+        if rest == 1:
+            return m
         m += 1
-    return m
+
+
+def odd_smooth(limit: int, primes: Sequence[int]) -> list[int]:
+    """The products of the odd `primes` (with any multiplicity, 1 included) up to `limit`, in ascending order."""
+    products = [1]
+    for p in primes:
+        grown = []
+        for q in products:
+            while q <= limit:
+                grown.append(q)
+                q *= p
+        products = grown
+    return sorted(products)
 
 
 def radices(n: int, radix_limit: int) -> list[int]:

@@ -51,6 +51,7 @@ import numpy as np
 import tvm
 from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
+from .factor import odd_smooth
 from .ndim import plan_nd
 from .planner import plan as make_plan
 from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, first_overlap
@@ -652,15 +653,6 @@ for _function in (fftn, ifftn, rfftn, irfftn, hfftn, ihfftn, fft2, ifft2, rfft2,
 _FAST_PRIMES = tuple(p for p in (3, 5, 7) if p <= RADIX_LIMIT)
 
 
-def _odd_smooth(limit: int) -> Iterator[int]:
-    """The products of the odd fast primes up to `limit`."""
-    products = [1]
-    for p in _FAST_PRIMES:
-        products = [q * p**k for q in products for k in range(int(math.log(max(limit // q, 1), p)) + 2)
-                    if q * p**k <= limit]
-    return iter(sorted(set(products)))
-
-
 def next_fast_len(target: int, real: bool = False) -> int:
     """The smallest fast length >= target: prime factors 2, 3, 5, 7 only (every pass a radix within the radix
     limit, no Rader/Bluestein/large-prime codelet), and even for real transforms (whose complex transform is
@@ -670,7 +662,8 @@ def next_fast_len(target: int, real: bool = False) -> int:
         return 1
     low = 2 if real else 1
     # for each odd part, the smallest power of two (at least `low`) that brings it to the target
-    return min(odd * max(low, 1 << (-(-target // odd) - 1).bit_length()) for odd in _odd_smooth(2 * target))
+    odds = odd_smooth(2 * target, _FAST_PRIMES)
+    return min(odd * max(low, 1 << (-(-target // odd) - 1).bit_length()) for odd in odds)
 
 
 def prev_fast_len(target: int, real: bool = False) -> int:
@@ -678,4 +671,5 @@ def prev_fast_len(target: int, real: bool = False) -> int:
     target = check_int("target", target, 1)
     low = 2 if real else 1
     # for each odd part, the largest power of two that keeps it within the target
-    return max((odd << ((target // odd).bit_length() - 1) for odd in _odd_smooth(target // low)), default=1)
+    odds = odd_smooth(target // low, _FAST_PRIMES)
+    return max((odd << ((target // odd).bit_length() - 1) for odd in odds), default=1)
