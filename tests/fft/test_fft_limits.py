@@ -61,3 +61,21 @@ def test_limits_out_of_range_name_the_limit():
     assert Variant(MAX_CODELET_LIMIT, 8, 4, 4, 1, 1, 0).codelet_limit == MAX_CODELET_LIMIT
     with pytest.raises(ValueError, match="radix_limit must be at most codelet_limit=4"):
         tfft.plan(7, codelet_limit=4, radix_limit=8)
+
+
+@pytest.mark.parametrize("entry", ["plan", "te_fft"])
+def test_constant_tables_beyond_32_bit_indices_are_refused_naming_n(monkeypatch, entry):
+    # a Bluestein size's constant tables hold about 5n complex values (chirp, kernel, the twiddles of m >= 2n - 1
+    # points): from n ≈ 2.1e8 on they reach beyond the operator's int32 indices while its input, output and scratch
+    # do not, and TVM stopped the build with "Literal value ... exceeds range of int32". Here the limit is lowered
+    # instead of building 20 GB of tables: n = 83 has 166 input floats, 336 scratch floats and 1286 table floats
+    from tvm import te
+
+    from tvm_tailsplit.fft import spec as spec_module
+
+    monkeypatch.setattr(spec_module, "MAX_BUFFER_FLOATS", 1000)
+    monkeypatch.setenv("TVM_TAILSPLIT_CACHE", "0")  # (a plan of the session's cache is not checked again)
+    build = {"plan": lambda: tfft.plan(83),
+             "te_fft": lambda: tfft.te_fft(te.placeholder((1, 83, 2), "float32", name="X"))}[entry]
+    with pytest.raises(ValueError, match=r"n=83: the operator's constant tables would hold 1286 values; .*32-bit"):
+        build()

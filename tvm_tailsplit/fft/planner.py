@@ -64,7 +64,15 @@ from .multikernel import (
 from .passes import PassList
 from .schedule import cuda_staging, schedule_cuda, schedule_llvm, staged_bytes
 from .search import EFFORTS, ROUNDS, SearchReport, label, search
-from .spec import KINDS, MAX_BUFFER_FLOATS, FFTSpec, check_choice, check_int, requested_direction
+from .spec import (
+    KINDS,
+    MAX_BUFFER_FLOATS,
+    FFTSpec,
+    check_choice,
+    check_int,
+    check_passes_indexable,
+    requested_direction,
+)
 from .template import ExternalLayout, build_primfunc, lane_groups, largest_scratch_floats
 from .tuning import (
     ANY_BATCH_SCRATCH_BYTES,
@@ -182,23 +190,24 @@ class Plan:
                      self.variant, "loaded" if cached else "built", self.build_seconds)
 
     def _check_scratch_indexable(self) -> None:
-        """ValueError naming the batch (or n) when a scratch allocation would reach beyond `MAX_BUFFER_FLOATS`
-        floats: the operator indexes it with 32-bit integers, and TVM stopped the build with an internal error on an
-        int32 literal (at the first call of a CUDA plan). A CUDA plan of one kernel per pass over memory has its
-        scratch in global memory, one allocation per buffer for the whole batch: for a Rader or Bluestein size up
-        to twice as long as its data (Bluestein's m >= 2n - 1 points); there TVM's `FlattenBuffer` also forms the
-        offset of one transform past the last (Bluestein 10007: batch 53260 builds, 53261 fails on 53262·2m). The
-        global buffers between kernels over columns hold one transform's data each (within the external check);
-        other plans allocate their scratch per lane group."""
+        """ValueError naming the batch (or n) when a scratch allocation or the constant tables would reach beyond
+        `MAX_BUFFER_FLOATS` floats (`spec.check_passes_indexable`): the operator indexes it with 32-bit integers,
+        and TVM stopped the build with an internal error on an int32 literal (at the first call of a CUDA plan). A
+        CUDA plan of one kernel per pass over memory has its scratch in global memory, one allocation per buffer for
+        the whole batch: for a Rader or Bluestein size up to twice as long as its data (Bluestein's m >= 2n - 1
+        points); there TVM's `FlattenBuffer` also forms the offset of one transform past the last (Bluestein 10007:
+        batch 53260 builds, 53261 fails on 53262·2m). The global buffers between kernels over columns hold one
+        transform's data each (within the external check); other plans allocate their scratch per lane group."""
         per_pass = self.is_cuda and self.kernels > 1 and not self.kernel_groups
         global_scratch = self.is_cuda and self.kernels > 1
-        transforms = self.batch + 1 if per_pass else self.batch if global_scratch else self.lanes
+        # the constant tables, and the scratch of a lane group where each group allocates its own
+        check_passes_indexable(self.n, self.passes, 1 if global_scratch else self.lanes)
+        if not global_scratch:
+            return
+        transforms = self.batch + 1 if per_pass else self.batch
         floats = largest_scratch_floats(self.passes, transforms)
         if floats <= MAX_BUFFER_FLOATS:
             return
-        if not global_scratch:
-            raise ValueError(f"n={self.n}: a lane group's scratch would hold {floats} floats; the generated operator "
-                             f"indexes it with 32-bit integers (at most {MAX_BUFFER_FLOATS})")
         fit = MAX_BUFFER_FLOATS // largest_scratch_floats(self.passes, 1) - (transforms - self.batch)
         raise ValueError(f"batch={self.batch}: the global scratch between this CUDA plan's {self.kernels} kernels "
                          f"would reach {floats} floats; the generated operator indexes it with 32-bit integers (at "

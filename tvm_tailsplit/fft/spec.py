@@ -12,6 +12,8 @@ hashable and valid. Everything else derives from it:
   `MAX_BUFFER_FLOATS` floats (`batch·distance`, `elements·stride` or its last element): the generated operator
   indexes its buffers with 32-bit integers (TVM refused such layouts with an internal error, or, for a plan of any
   batch, whose batch is an int32 variable, the offsets wrapped around);
+* `check_passes_indexable(n, passes, lanes)`: the same limit for the operator's constant tables, index table and
+  a lane group's scratch (a Bluestein size's tables reach it from n ≈ 2.1e8 on, before its input does);
 * kind "conv" is the circular convolution pipeline of `convolve` (n reals in and out, laid out as r2c's input
   and c2r's output; direction "forward", norm "backward": the 1/n is in the filter's spectrum);
 * `tree()`: the breakdown of the complex transform (`factor.breakdown`; n/2 points for even real transforms);
@@ -30,11 +32,12 @@ import numpy as np
 
 from .factor import Breakdown, breakdown
 from .passes import PassList, build_passes
-from .template import ExternalLayout
+from .template import ExternalLayout, largest_scratch_floats
 from .tuning import CODELET_LIMIT, MAX_CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
-           "check_choice", "check_int", "first_overlap", "indexable_batch", "layout_reach", "requested_direction"]
+           "check_choice", "check_int", "check_passes_indexable", "first_overlap", "indexable_batch", "layout_reach",
+           "requested_direction"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -253,6 +256,23 @@ def _check_indexable(name: str, layout: ExternalLayout, batch: int) -> None:
             f"the {name} of {batch} transforms (distance {layout.distance}, stride {layout.stride}) reaches {reach} "
             f"floats; the generated operator indexes its buffers with 32-bit integers (at most {MAX_BUFFER_FLOATS}): "
             f"transform the batch in parts")
+
+
+def check_passes_indexable(n: int, passes: PassList, lanes: int) -> None:
+    """ValueError naming `n` when the operator of `passes` would index its constant tables (twiddle factors,
+    Rader and Bluestein kernels, chirps: `passes.table_size` complex values), its index table or the scratch
+    of a lane group of `lanes` transforms beyond `MAX_BUFFER_FLOATS`: it indexes them with 32-bit integers, and
+    TVM stopped the build with an internal error ("Literal value ... exceeds range of int32"). The tables are
+    about 5n complex values for a Bluestein size (its chirp, kernel and the twiddles of its m ≥ 2n - 1 points),
+    so from n ≈ 2.1e8 on, below the external layouts' limit. (The global scratch of a multi-kernel CUDA plan
+    depends on its batch: `Plan`.)"""
+    sizes = (("constant tables", 2 * passes.table_size), ("index table", passes.index_size),
+             ("a lane group's scratch", largest_scratch_floats(passes, lanes)))
+    for what, count in sizes:
+        if count > MAX_BUFFER_FLOATS:
+            raise ValueError(f"n={n}: the operator's {what} would hold {count} values; the generated operator "
+                             f"indexes it with 32-bit integers (at most {MAX_BUFFER_FLOATS}): a transform of this "
+                             "size cannot be built")
 
 
 @functools.lru_cache(maxsize=256)

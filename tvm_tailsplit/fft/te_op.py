@@ -47,7 +47,7 @@ from .lowering import PAIR_BUFFERS_ATTR
 from .passes import PassList
 from .planner import _resolve_target, plan
 from .schedule import choose_lanes, schedule_llvm
-from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, requested_direction
+from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, check_passes_indexable, requested_direction
 from .template import build_primfunc
 from .tuning import CODELET_LIMIT, RADIX_LIMIT, VECTOR_LANES
 
@@ -182,7 +182,9 @@ def te_fft(
         func = plan(n, batch, kind, spec.direction, norm, complex_dtype, target, codelet_limit=codelet_limit,
                     radix_limit=radix_limit).module["main"]
     else:
-        func = build_primfunc(passes, dtype, batch, choose_lanes(passes, dtype, batch), input_layout, output_layout)
+        lanes = choose_lanes(passes, dtype, batch)
+        check_passes_indexable(n, passes, lanes)
+        func = build_primfunc(passes, dtype, batch, lanes, input_layout, output_layout)
         if schedule:
             func = schedule_llvm(func, VECTOR_LANES[dtype]).mod["main"]
     params = list(func.params)
