@@ -79,3 +79,13 @@ def test_constant_tables_beyond_32_bit_indices_are_refused_naming_n(monkeypatch,
              "te_fft": lambda: tfft.te_fft(te.placeholder((1, 83, 2), "float32", name="X"))}[entry]
     with pytest.raises(ValueError, match=r"n=83: the operator's constant tables would hold 1286 values; .*32-bit"):
         build()
+
+
+def test_a_layout_beyond_32_bit_indices_says_whether_parts_would_fit():
+    # one transform beyond the operator's int32 indices was told to "transform the batch in parts"
+    with pytest.raises(ValueError, match=r"one transform of 2147483659 elements at stride 1 already reaches beyond "
+                                         r"it: this size and stride cannot be built"):
+        tfft.plan(2**31 + 11)
+    # a batch beyond them is told how many transforms fit: 1048575 of 2048 floats (the limit is 2^31 - 1)
+    with pytest.raises(ValueError, match=r"transform the batch in parts of at most 1048575$"):
+        tfft.plan(1024, 2**21)

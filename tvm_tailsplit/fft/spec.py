@@ -252,10 +252,14 @@ def _check_indexable(name: str, layout: ExternalLayout, batch: int) -> None:
     """ValueError when the buffer of `batch` transforms in `layout` reaches beyond `MAX_BUFFER_FLOATS` floats."""
     reach = layout_reach(layout, batch)
     if reach > MAX_BUFFER_FLOATS:
+        fit = indexable_batch(layout)
+        advice = (f"transform the batch in parts of at most {fit}" if fit else
+                  f"one transform of {layout.elements} elements at stride {layout.stride} already reaches beyond "
+                  "it: this size and stride cannot be built")
         raise ValueError(
             f"the {name} of {batch} transforms (distance {layout.distance}, stride {layout.stride}) reaches {reach} "
             f"floats; the generated operator indexes its buffers with 32-bit integers (at most {MAX_BUFFER_FLOATS}): "
-            f"transform the batch in parts")
+            f"{advice}")
 
 
 def check_passes_indexable(n: int, passes: PassList, lanes: int) -> None:
