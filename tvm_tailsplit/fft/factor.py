@@ -27,8 +27,11 @@ below it, Rader's `p - 1` factors into codelets, and Bluestein's `m` factors int
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .tuning import BLUESTEIN_LARGEST_PRIME, CODELET_LIMIT, RADIX_LIMIT
 
@@ -41,6 +44,7 @@ __all__ = [
     "bluestein_length",
     "breakdown",
     "chain",
+    "generator_powers",
     "odd_smooth",
     "prime_algorithm",
     "prime_factors",
@@ -77,6 +81,28 @@ def primitive_root(p: int) -> int:
         if all(pow(g, (p - 1) // q, p) != 1 for q in distinct):
             return g
     raise ValueError(f"no primitive root modulo {p}")
+
+
+def generator_powers(g: int, p: int) -> np.ndarray:
+    """`g^q mod p` for every q < p - 1, as int64: the order in which Rader's permutation visits the residues.
+
+    By blocks of b ≈ sqrt(p) exponents, `g^(b·i + j) = g^(b·i)·g^j mod p`: two short sequences and one vectorized
+    product (below p² < 2^63), instead of one modular exponentiation per element (2.9 s of `pow` for the three
+    tables of p = 786433)."""
+    if p * p >= 2**63:
+        raise ValueError(f"p must be below 3037000499 (p² within int64), got {p}")
+    block = math.isqrt(p - 1) + 1
+
+    def sequence(step: int, count: int) -> np.ndarray:
+        values, value = np.empty(count, np.int64), 1
+        for i in range(count):
+            values[i] = value
+            value = value * step % p
+        return values
+
+    low = sequence(g % p, block)
+    high = sequence(pow(g, block, p), -(-(p - 1) // block))
+    return (high[:, None] * low[None, :] % p).reshape(-1)[: p - 1]
 
 
 def prime_algorithm(p: int, codelet_limit: int) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .codelet import derive_codelet
-from .factor import Bluestein, Breakdown, Codelet, CooleyTukey, Rader
+from .factor import Bluestein, Breakdown, Codelet, CooleyTukey, Rader, generator_powers
 from .formula import unit_roots
 from .tuning import DERIVED_TWIDDLE_FACTORS, VECTOR_LOOP_MAX_STRIDE
 
@@ -373,11 +373,13 @@ class _Builder:
         gathered, transformed, product, convolved = (self.plan.new_buffer((p - 1) * count) for _ in range(4))
         base = _scratch_base(loops, p - 1)
         element = len(loops)
-        gather = self.plan.index_table(("rader_in", p), lambda: [pow(g, q, p) for q in range(p - 1)])
-        scatter = self.plan.index_table(("rader_out", p), lambda: [pow(g, -r, p) for r in range(p - 1)])
+        powers = generator_powers(g, p)  # g^q; g^-q is g^(p-1-q)
+        inverse_powers = powers[-np.arange(p - 1) % (p - 1)]
+        gather = self.plan.index_table(("rader_in", p), lambda: powers)
+        scatter = self.plan.index_table(("rader_out", p), lambda: inverse_powers)
 
         def kernel() -> np.ndarray:
-            b = unit_roots([pow(g, -q, p) for q in range(p - 1)], p, sign)
+            b = unit_roots(inverse_powers, p, sign)
             return np.fft.fft(b) / (p - 1)
 
         kernel_offset = self.plan.table(("rader_kernel", p, sign), kernel)
