@@ -492,3 +492,30 @@ def test_a_variable_length_form_that_returns_no_statement_is_named(returned):
                r"tirx.Stmt")
     with pytest.raises(TypeError, match=message):
         tensorize_marked(split)
+
+
+LOWER_PAST_BLOCKS = [s_tir.transform.LowerInitBlock(), s_tir.transform.ConvertBlocksToOpaque(),
+                     s_tir.transform.CompactBufferAllocation(), s_tir.transform.LowerOpaqueBlock()]
+
+
+def test_marks_lowered_past_their_blocks_do_not_reach_llvm(capfd):
+    """TailSplit keeps a mark lowered by LowerOpaqueBlock (``T.attr(i_1, "pragma_emit_insn", ...)`` above its
+    loop); tensorize_marked found no loop annotation there and passed the attributes on, so llvm's codegen warned
+    "Unknown pragma pragma_emit_insn" once per mark and the report said nothing. Now each such mark is reported as
+    left as code (no block to match) and removed; the program still means a * b."""
+    from tvm_tailsplit.split.examples import symbolic_vector_multiply
+
+    lowered = tvm.transform.Sequential([*LOWER_PAST_BLOCKS, TailSplit()])(symbolic_vector_multiply())
+    report = []
+    mod = tensorize_marked(lowered, report=report)
+    assert [r.action for r in report] == ["left", "left"], [str(r) for r in report]
+    assert all("no block under the mark" in r.reason for r in report)
+    assert MARK_KEY not in mod.script()
+    capfd.readouterr()
+    executable = tvm.compile(mod, target=TARGET)
+    assert "Unknown pragma" not in capfd.readouterr().err
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 15, 16, 17, 40):
+        a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
+        _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
+        np.testing.assert_array_equal(c, a * b)

@@ -56,7 +56,9 @@ first, one at a time, and removes it in every case:
    its extent (the strides its buffer declares, or row-major ones: a row of a view with strides ``[s, 1]`` is).
 7. Anything refused (no tail form, pattern mismatch, ``sch.tensorize`` error) stays as code with its mark removed
    (llvm would warn "Unknown pragma"); the reason (block, loop, the first line of TVM's message) is recorded
-   and logged (logger ``tvm_tailsplit``, INFO).
+   and logged (logger ``tvm_tailsplit``, INFO). A mark lowered past its block (``LowerOpaqueBlock``'s
+   ``T.attr(loop_var, "pragma_emit_insn", value)`` above its loop, which TailSplit keeps) has no block to match: it
+   is reported as left (``no block under the mark``) and removed the same way.
 
 ``sch.tensorize`` checks the pattern itself; a refused region is left unchanged, so the result is never wrong.
 """
@@ -77,6 +79,7 @@ from ..ir_utils import (
     checked_module_pass,
     has_unit_step,
     launched_extent,
+    pragma_attributes_as_annotations,
     require_list,
     require_module,
     substitute,
@@ -123,15 +126,18 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
     require_module(mod, "tensorize_marked")
     require_list(report, "tensorize_marked", "report")
     register_intrinsics()
-    for func in mod.functions.values():
+    # A mark lowered past its block (LowerOpaqueBlock's T.attr(loop_var, MARK_KEY, value) above its loop) is handled
+    # as the loop's annotation: left as code (no block to match) and removed, not passed on to llvm's codegen
+    # ("Unknown pragma pragma_emit_insn").
+    functions = {global_var: pragma_attributes_as_annotations(func, MARK_KEY)[0]
+                 if isinstance(func, tirx.PrimFunc) else func for global_var, func in mod.functions.items()}
+    for func in functions.values():
         if isinstance(func, tirx.PrimFunc):
             for mark in find_marks(func):
                 ensure_builtin_registered(mark.instruction)
-    functions = {}
-    for global_var, func in mod.functions.items():
+    for global_var, func in functions.items():
         if isinstance(func, tirx.PrimFunc) and find_marks(func):
-            func = _tensorize_function(func, global_var.name_hint, report)
-        functions[global_var] = func
+            functions[global_var] = _tensorize_function(func, global_var.name_hint, report)
     return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
@@ -371,8 +377,8 @@ def _first_line(err: Exception) -> str:
 def _try_tensorize(func: tirx.PrimFunc, mark: Mark, name: str) -> tuple[tirx.PrimFunc | None, str]:
     """``sch.tensorize`` on the marked loop; ``(new function, "")`` or ``(None, reason)`` (input unchanged)."""
     blocks = mark.blocks()
-    if not blocks:
-        return None, "no block under the mark"
+    if not blocks:  # (a module lowered past its blocks: LowerOpaqueBlock)
+        return None, "no block under the mark (sch.tensorize and the tail forms match blocks)"
     try:
         sch = s_tir.Schedule(func)
         loop_rv = None
