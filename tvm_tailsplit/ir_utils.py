@@ -170,15 +170,28 @@ def map_loops(mod: tvm.IRModule, fn: Callable[[tirx.For], tirx.Stmt]) -> tvm.IRM
 
 def drop_loop_annotation(mod: tvm.IRModule, key: str, value: str | None = None) -> tvm.IRModule:
     """``mod`` without the loop annotation ``key`` (e.g. the marks, once no instruction is mapped: llvm codegen
-    would otherwise warn about an unknown pragma on every marked loop); with ``value``, only where it has that
-    value."""
+    would otherwise warn about an unknown pragma on every marked loop), also where it is lowered past its block
+    (``T.attr(loop_var, key, value)`` above the loop: ``pragma_attributes_as_annotations``); with ``value``, only
+    where it has that value."""
 
     def drop(loop: tirx.For) -> tirx.For:
         if key not in loop.annotations or (value is not None and str(loop.annotations[key]) != value):
             return loop
         return with_loop(loop, annotations={k: v for k, v in loop.annotations.items() if k != key})
 
-    return map_loops(mod, drop)
+    def drop_lowered(node: tirx.AttrStmt) -> tirx.Stmt:
+        loop = node.body
+        if node.attr_key != key or not isinstance(loop, tirx.For) or not loop.loop_var.same_as(node.node):
+            return node
+        found = node.value.value if isinstance(node.value, tvm.ir.StringImm) else node.value
+        return loop if value is None or str(found) == value else node
+
+    functions = {}
+    for global_var, func in map_loops(mod, drop).functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.AttrStmt, drop_lowered), order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
 def pragma_attributes_as_annotations(func: tirx.PrimFunc, key: str) -> tuple[tirx.PrimFunc, bool]:

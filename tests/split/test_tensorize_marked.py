@@ -519,3 +519,23 @@ def test_marks_lowered_past_their_blocks_do_not_reach_llvm(capfd):
         a, b = rng.uniform(-1, 1, n).astype("float32"), rng.uniform(-1, 1, n).astype("float32")
         _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
         np.testing.assert_array_equal(c, a * b)
+
+
+def test_remove_marks_removes_marks_lowered_past_their_blocks(capfd):
+    """remove_marks (and testing's assert_same_results, through ir_utils.drop_loop_annotation) dropped only loop
+    annotations: a mark lowered by LowerOpaqueBlock (``T.attr(i_1, "pragma_emit_insn", ...)``) stayed, and llvm's
+    codegen warned "Unknown pragma pragma_emit_insn" for each. Both forms are removed now."""
+    from tvm_tailsplit.split.examples import symbolic_vector_multiply
+
+    lowered = tvm.transform.Sequential([*LOWER_PAST_BLOCKS, TailSplit()])(symbolic_vector_multiply())
+    assert MARK_KEY in lowered.script()
+    mod = remove_marks(lowered)
+    assert MARK_KEY not in mod.script()
+    capfd.readouterr()
+    executable = tvm.compile(mod, target=TARGET)
+    assert "Unknown pragma" not in capfd.readouterr().err
+    rng = np.random.default_rng(0)
+    for n in (0, 5, 16, 33):
+        a, b = (random_like("float32", (n,), rng) for _ in range(2))
+        _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
+        np.testing.assert_array_equal(c, a * b)
