@@ -2,7 +2,9 @@
 
 `guarded_array` embeds an array in a larger 64-byte-aligned allocation filled with canary values, so that a
 compiled function writing outside its buffer is caught (TVM 0.27's `instrument_bound_checkers` checks nothing
-in the default pipeline). Pass `to_tvm(view)` to the compiled function (zero-copy through DLPack) and call
+in the default pipeline). `page_guarded_array` catches reads: the array ends at an unreadable page, so a
+function reading past its end (a load whose extra lanes are never used changes no result) faults; run it in a
+child process. Pass `to_tvm(view)` to the compiled function (zero-copy through DLPack) and call
 `GuardedArray.check_canaries()` after every call. `guarded_device_tensor` does the same in a device's memory (a
 GPU's): the view's DLPack data pointer is moved past the leading canaries (TVM's kernels refuse a tensor whose
 `byte_offset` is not 0, which is what `Tensor._create_view` would give). `dispatched_labels` reads which cases of
@@ -14,6 +16,7 @@ condition, and the integers it computes and passes to the kernels).
 from __future__ import annotations
 
 import ctypes
+import mmap
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ __all__ = [
     "default_canary",
     "guarded_array",
     "guarded_device_tensor",
+    "page_guarded_array",
     "random_like",
     "run_guarded",
     "run_with_guarded_output",
@@ -116,6 +120,25 @@ def guarded_array(
     _values(whole)[:] = canary
     view = raw[start : start + count * item_size].view(dtype).reshape(shape)
     return GuardedArray(whole=whole, array=view, guard_elements=guard_bytes // item_size, canary=canary)
+
+
+def page_guarded_array(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """A zeroed array of `shape` and `dtype` whose memory ends where an unreadable, unwritable page begins: a
+    compiled function that reads (or writes) past its end faults (SIGSEGV, which ends the process: run such a check
+    in a child process). TVM needs a 64-byte-aligned start, so the end abuts the page exactly when the size is a
+    multiple of 64 bytes; otherwise an access faults from ``(-size) % 64`` bytes past the end. The mapping lives as
+    long as the array (its ``base``). POSIX only (``mprotect``)."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    page = mmap.PAGESIZE
+    pages = -(-size // page) + 1
+    mapping = mmap.mmap(-1, (pages + 1) * page)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    if libc.mprotect(address + pages * page, page, 0) != 0:  # PROT_NONE
+        raise OSError(ctypes.get_errno(), "page_guarded_array: mprotect of the guard page failed")
+    start = (pages * page - size) // _ALIGNMENT * _ALIGNMENT
+    return np.frombuffer(mapping, np.uint8)[start : start + size].view(dtype).reshape(shape)
 
 
 class _DLDevice(ctypes.Structure):

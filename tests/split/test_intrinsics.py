@@ -570,3 +570,67 @@ def test_vnni_tails_mask_activations_of_a_row_longer_than_the_reduction(kernel):
                       {})[-1]
     unpacked = weights.transpose(0, 2, 1, 3).reshape(32, width)[:n, :k]
     np.testing.assert_array_equal(got, activations[:, :k].astype(np.int32) @ unpacked.astype(np.int32).T)
+
+
+# Run in a child process: a read past a page-guarded buffer ends the process (SIGSEGV).
+_READS_INSIDE_THE_REGION = r'''
+import sys
+import numpy as np, tvm
+from tvm import s_tir, te
+from tvm_tailsplit import MARK_KEY, tensorize_marked
+from tvm_tailsplit.split import intrinsics as intr
+from tvm_tailsplit.testing import page_guarded_array, to_tvm
+
+kernel, lane_start, step_start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lanes, rows, depth = 16 - lane_start, 5, (4 - step_start if kernel == "dot" else 6)
+groups = -(-(step_start + depth) // 4)
+a = te.placeholder((rows, 4 * groups), "uint8", name="A")
+w = te.placeholder((groups, 16, 4), "int8", name="W")
+k = te.reduce_axis((0, depth), name="k")
+if kernel == "dot":  # one group: W[0, j + lane_start, k + step_start]
+    weight = lambda j: w[0, j + lane_start, k + step_start]  # noqa: E731
+else:  # the dense kernel's reduction starts at a group (step_start is 0)
+    weight = lambda j: w[k // 4, j + lane_start, k % 4]  # noqa: E731
+c = te.compute((rows, lanes), lambda i, j: te.sum(
+    a[i, k + step_start].astype("int32") * weight(j).astype("int32"), axis=k), name="C")
+sch = s_tir.Schedule(te.create_prim_func([a, w, c]).with_attr("global_symbol", "main"))
+block = sch.get_sblock("C")
+i, j, _ = sch.get_loops(block)
+if kernel == "dot":
+    sch.decompose_reduction(block, j)
+    sch.annotate(j, MARK_KEY, intr.VNNI_DOT_16x4_LLVM22)
+else:
+    sch.annotate(i, MARK_KEY, intr.VNNI_DENSE_8x16_ANY_DEPTH)
+report = []
+mod = tensorize_marked(sch.mod, report=report)
+assert [r.action for r in report] in (["variable_length"], ["variable_length"] * rows), [str(r) for r in report]
+executable = tvm.compile(mod, target=intr.llvm_target())
+rng = np.random.default_rng(lane_start * 4 + step_start)
+arrays = [page_guarded_array(shape, dtype) for shape, dtype in
+          (((rows, 4 * groups), "uint8"), ((groups, 16, 4), "int8"), ((rows, lanes), "int32"))]
+arrays[0][:] = rng.integers(0, 256, arrays[0].shape)
+arrays[1][:] = rng.integers(-128, 128, arrays[1].shape)
+executable["main"](*(to_tvm(x) for x in arrays))
+unpacked = arrays[1].transpose(1, 0, 2).reshape(16, -1).astype(np.int64)
+want = (arrays[0][:, step_start : step_start + depth].astype(np.int64)
+        @ unpacked[lane_start:, step_start : step_start + depth].T)
+np.testing.assert_array_equal(arrays[2], want)
+print("same as numpy")
+'''
+
+
+@pytest.mark.vnni
+@pytest.mark.parametrize(("kernel", "lane_start", "step_start"),
+                         [("dot", 0, 2), ("dot", 3, 0), ("dot", 3, 1), ("dot", 15, 3), ("dense", 3, 0)])
+def test_vnni_tails_read_no_weights_past_a_region_that_starts_inside_a_tile(kernel, lane_start, step_start):
+    """A VNNI tail region whose lanes or reduction steps start inside a 16 x 4 weight tile (``W[.., j + 3, k + 2]``,
+    weights packed in whole tiles) read the 64 bytes from the region's first byte: up to 63 bytes past the tile,
+    past the end of ``W`` for its last tile (the process died with SIGSEGV on a page-guarded ``W``; the extra
+    bytes met zero activations or unstored lanes, so no result showed it). The weights outside the region are now
+    loaded under a mask, and the result is numpy's; the whole tile is still read where the region starts it."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", _READS_INSIDE_THE_REGION, kernel, str(lane_start),
+                            str(step_start)], capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0 and "same as numpy" in child.stdout, (child.returncode, child.stderr[-2000:])

@@ -37,8 +37,8 @@ Registered by ``register_intrinsics()`` (idempotent; ``tensorize_marked`` calls 
   22: the built-in fails LLVM's module verification with this wheel ("Call parameter type does not match
   function signature": it passes ``<16 x i32>`` where LLVM 22 takes ``<64 x i8>``). Its variable-length tail
   form (``e_n <= 16`` output lanes, ``e_k <= 4`` reduction steps) masks ``C`` by lane and the 4 activation bytes
-  by byte, and reads the packed ``B`` tile whole when ``B`` is allocated in whole 16 x 4 tiles (else, with
-  ``e_k = 4``, by byte).
+  by byte, and reads the packed ``B`` tile whole when the region starts a tile of a ``B`` allocated in whole 16 x 4
+  tiles (else by byte, under the mask of its ``e_n`` rows of ``e_k`` bytes: nothing past the region is read).
 - ``"tailsplit_avx512_vnni_dense_8x16xk"`` (``VNNI_DENSE_8x16_ANY_DEPTH``, tile ``VNNI_PANEL_TILE = (8, 16)``): the
   dense layer's register-blocked kernel, an 8 x 16 tile of ``C = A @ W^T`` (uint8 ``A``, int8 ``W`` packed
   ``[K/4, 16, 4]``, int32 ``C``) over the whole reduction, as the any-depth matmul kernel: the block keeps its
@@ -571,10 +571,10 @@ def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
     """The variable-length tail form of ``VNNI_DOT_16x4_LLVM22``: ``e_n <= 16`` output lanes and ``e_k <= 4``
     reduction steps in one ``vpdpbusd``. ``C`` is loaded and stored under the ``e_n``-lane mask (plainly when
     ``e_n`` is 16); the 4 activation bytes are loaded under the ``e_k``-byte mask (zeros past it, so nothing past
-    the end of ``A`` is read and the products there are 0; plainly when ``e_k`` is 4). The packed weights: when
-    ``B`` is allocated in whole 16 x 4 tiles (its last two dimensions; packing pads with zeros) the 64 bytes are read
-    whole; otherwise ``e_k`` must be 4 and the weight bytes are loaded under the ``4 e_n``-byte mask. Nothing runs
-    unless both extents are positive."""
+    the end of ``A`` is read and the products there are 0; plainly when ``e_k`` is 4). The packed weights (rows of
+    4 bytes): when the region starts a tile of a ``B`` allocated in whole 16 x 4 tiles (its last two dimensions;
+    packing pads with zeros) the 64 bytes are read whole; otherwise the region's ``e_n`` rows of ``e_k`` bytes are
+    loaded under a mask (``_weight_bytes``). Nothing runs unless both extents are positive."""
     if match.thread_bound:
         raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
     lanes_extent, depth = (_as_int32(e) for e in match.extents)
@@ -583,19 +583,10 @@ def emit_masked_vnni(match: TailMatch) -> tirx.Stmt:
         raise TailMismatch(f"operands are {a.dtype}, {b.dtype}, {c.dtype}, not uint8, int8, int32")
     if a.strides or b.strides or c.strides:
         raise TailMismatch("a buffer is strided; the masked VNNI form needs contiguous rows")
-    full_depth = tvm.sym.Analyzer().can_prove(depth >= 4)
-    if _packed_in_whole_tiles(b):
-        b_bytes = _weight_tile(b, b_start)
-    elif full_depth and isinstance(b.shape[-1], tirx.IntImm) and b.shape[-1].value == 4:
-        b_bytes = tirx.call_llvm_pure_intrin(
-            "int8x64", "llvm.masked.load", _address(b, b_start), _mask(lanes_extent * 4, 64),
-            tirx.Broadcast(tirx.const(0, "int8"), 64),
-        )
-    else:
-        raise TailMismatch(
-            f"buffer {b.name} is neither packed in whole 16 x 4 tiles (shape {list(b.shape)}) nor a 4-step reduction "
-            "over rows of 4 packed bytes"
-        )
+    if not (isinstance(b.shape[-1], tirx.IntImm) and b.shape[-1].value == 4):
+        raise TailMismatch(f"buffer {b.name} (shape {list(b.shape)}) does not hold its weights in rows of 4 packed "
+                           "bytes")
+    b_bytes = _weight_bytes(b, b_start, lanes_extent, depth)
     accumulated = _vpdpbusd(_tail_load(c, c_start, lanes_extent), _activation_word(a, a_start, depth), b_bytes)
     return _when_positive(_tail_store(c, c_start, accumulated, lanes_extent), lanes_extent, depth)
 
@@ -606,8 +597,9 @@ def emit_masked_vnni_dense(match: TailMatch) -> tirx.Stmt:
     the reduction into zero-started accumulators, the last group's activation bytes loaded under the mask of the
     ``depth % 4`` bytes left; the rows stored under the ``cols``-lane mask (plainly when ``cols`` is 16). With a
     symbolic row count all 8 rows are computed (rows past the extent repeat the last row) and only the rows inside
-    it are stored. The weights must be packed in whole 16 x 4 tiles. Nothing runs unless all three extents are
-    positive."""
+    it are stored. The weights must be packed in whole 16 x 4 tiles; a group's tile is read whole where the region
+    starts it, else under the mask of the region's lanes and steps (``_weight_bytes``). Nothing runs unless all
+    three extents are positive."""
     if match.thread_bound:
         raise TailMismatch("the region is bound to GPU threads; the masked forms are llvm code")
     rows, cols, depth = (_as_int32(e) for e in match.extents)
@@ -623,7 +615,7 @@ def emit_masked_vnni_dense(match: TailMatch) -> tirx.Stmt:
 
     def group(step: tvm.ir.PrimExpr, used: tvm.ir.PrimExpr) -> tirx.Stmt:
         """Reduction steps ``4 step`` to ``4 step + used`` into every row's accumulator."""
-        weights = _weight_tile(b, _shifted(b_start, {-3: step}))
+        weights = _weight_bytes(b, _shifted(b_start, {-3: step}), cols, used)
 
         def update(i: tirx.Var) -> tirx.Stmt:
             word = _activation_word(a, _shifted(a_start, {-2: acc.source_row(i), -1: step * 4}), used)
@@ -659,6 +651,24 @@ def _packed_in_whole_tiles(b: tirx.Buffer) -> bool:
     return len(b.shape) >= 2 and all(
         analyzer.can_prove_equal(dim, size) for dim, size in zip(b.shape[-2:], (16, 4), strict=True)
     )
+
+
+def _weight_bytes(b: tirx.Buffer, start, lanes_extent: tvm.ir.PrimExpr, used: tvm.ir.PrimExpr) -> tvm.ir.PrimExpr:
+    """The ``int8x64`` weight operand of one ``vpdpbusd`` for a region of ``b`` (contiguous rows of 4 bytes) from
+    ``start``: byte ``4 l + t`` is ``b``'s byte ``t`` of lane ``l`` (row ``start[-2] + l``, step ``start[-1] + t``).
+    Where ``start`` is the first byte of a 16 x 4 tile of ``b`` packed in whole tiles, the tile is read whole (its
+    bytes past ``used`` meet zero activation bytes, its lanes past ``lanes_extent`` are never stored). Otherwise the
+    64 bytes from ``start`` would run past the tile, and past the end of ``b`` for its last tile (a region whose
+    lanes or reduction steps start inside a tile: ``W[.., j + 3, k + 2]``): the bytes of lanes ``l < lanes_extent``
+    and steps ``t < used`` are loaded under a mask, the others are zeros and never read."""
+    analyzer = tvm.sym.Analyzer()
+    if _packed_in_whole_tiles(b) and all(analyzer.can_prove_equal(index, 0) for index in start[-2:]):
+        return _weight_tile(b, start)
+    byte = tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"), 64)
+    four = tirx.Broadcast(tirx.const(4, "int32"), 64)
+    inside = tirx.And(tirx.LT(tirx.FloorDiv(byte, four), tirx.Broadcast(_as_int32(lanes_extent), 64)),
+                      tirx.LT(tirx.FloorMod(byte, four), tirx.Broadcast(_as_int32(used), 64)))
+    return _masked_load(b, start, inside, 64)
 
 
 def _weight_tile(b: tirx.Buffer, start) -> tvm.ir.PrimExpr:
