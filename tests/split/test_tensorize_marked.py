@@ -539,3 +539,32 @@ def test_remove_marks_removes_marks_lowered_past_their_blocks(capfd):
         a, b = (random_like("float32", (n,), rng) for _ in range(2))
         _, _, c = run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {"n": n})
         np.testing.assert_array_equal(c, a * b)
+
+
+def test_a_mark_on_a_block_is_named_in_the_report_and_is_an_error():
+    """``sch.annotate(block, MARK_KEY, name)`` (a block instead of the loop) marked nothing: TailSplit reported 'no
+    marks (pragma_emit_insn), unchanged', tensorize_marked did nothing and said nothing, and llvm's codegen warned
+    "Unknown pragma pragma_emit_insn". TailSplit's report now names the block, and tensorize_marked raises a
+    ValueError naming the function, the block and the value; on the loop the same mark is tensorized."""
+    from tvm_tailsplit.split.examples import symbolic_vector_multiply
+
+    mod = symbolic_vector_multiply()
+    sch = s_tir.Schedule(remove_marks(mod))
+    sch.annotate(sch.get_sblock("C"), MARK_KEY, intr.MUL_16)
+    reports = []
+    split = TailSplit(reports=reports)(sch.mod)
+    assert str(reports[0]) == ("TailSplit main: no marks (pragma_emit_insn) on loops; block 'C' carries "
+                               "pragma_emit_insn, which marks nothing there (a mark goes on the outermost loop of the "
+                               "region its instruction covers), unchanged")
+    with pytest.raises(ValueError, match=r"^main: block 'C' is annotated pragma_emit_insn = "
+                                         r"'tailsplit_avx512_fp32_mul_16': a mark on a block marks nothing; it goes on "
+                                         r"the outermost loop"):
+        tensorize_marked(split)
+    report = []
+    executable = tvm.compile(tensorize_marked(TailSplit()(mod), report=report), target=TARGET)
+    assert [r.action for r in report] == ["tensorized", "variable_length"]
+    rng = np.random.default_rng(0)
+    for n in (0, 7, 16, 21):
+        a, b = (random_like("float32", (n,), rng) for _ in range(2))
+        np.testing.assert_array_equal(run_guarded(executable, mod["main"], [a, b, np.zeros(n, "float32")], {})[-1],
+                                      a * b)

@@ -17,7 +17,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
 from ..ir_utils import annotations_as_pragma_attributes, pragma_attributes_as_annotations, require_prim_func
-from .conditions import MARK_KEY, find_marks, is_mark, loop_invariant_symbols, loop_vars_in
+from .conditions import MARK_KEY, find_marks, is_mark, loop_invariant_symbols, loop_vars_in, marked_blocks
 from .cost import MappingCost, choose_strategy, code_length, nest_features
 from .plan import FULL_SPLIT, PARTIAL_SPLIT, Note, Planner, PlanTooLong, RangeProof
 from .privatize import buffer_privacy, give_each_copy_its_buffer
@@ -55,6 +55,7 @@ class SplitReport:
 
     function: str
     nests: list[NestReport] = field(default_factory=list)
+    marked_blocks: list[str] = field(default_factory=list)  # blocks annotated with the mark: they mark nothing
 
     @property
     def changed(self) -> bool:
@@ -62,9 +63,16 @@ class SplitReport:
         return any(n.changed for n in self.nests)
 
     def __str__(self) -> str:
+        misplaced = ""
+        if self.marked_blocks:
+            names = ", ".join(repr(name) for name in self.marked_blocks)
+            misplaced = (f"block {names} carries {MARK_KEY}, which marks nothing there (a mark goes on the outermost "
+                         "loop of the region its instruction covers)")
         if not self.nests:
-            return f"TailSplit {self.function}: no marks ({'pragma_emit_insn'}), unchanged"
-        return "\n".join([f"TailSplit {self.function}:"] + [str(n) for n in self.nests])
+            where = f" on loops; {misplaced}" if misplaced else ""
+            return f"TailSplit {self.function}: no marks ({MARK_KEY}){where}, unchanged"
+        return "\n".join([f"TailSplit {self.function}:"] + [str(n) for n in self.nests] +
+                         ([f"  {misplaced}: ignored"] if misplaced else []))
 
 
 def validate_options(strategy: str, max_mapping_cost: int, max_fuzzy_expansion: int) -> None:
@@ -161,7 +169,7 @@ def split_function(
 
 def _split_function(func: tirx.PrimFunc, name: str, strategy: str, max_mapping_cost: int,
                     max_fuzzy_expansion: int) -> tuple[tirx.PrimFunc, SplitReport]:
-    report = SplitReport(name)
+    report = SplitReport(name, marked_blocks=[block for block, _ in marked_blocks(func)])
     if not find_marks(func):
         return func, report
     nests = nests_of(func)

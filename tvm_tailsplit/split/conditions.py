@@ -48,6 +48,7 @@ __all__ = [
     "is_mark",
     "loop_invariant_symbols",
     "loop_vars_in",
+    "marked_blocks",
     "same_atom",
 ]
 
@@ -306,6 +307,15 @@ class Mark:
         names: list[str] = []
         tvm_ffi.structural_walk(self.loop, (SBlock, lambda b: names.append(b.name_hint)))
         return names
+
+
+def marked_blocks(func: tirx.PrimFunc) -> list[tuple[str, object]]:
+    """``(name, value)`` of every block of ``func`` annotated with ``MARK_KEY`` (``sch.annotate(block, ...)``): a mark
+    names the instruction of the loop nest below a *loop*, so such an annotation marks nothing."""
+    found: list[tuple[str, object]] = []
+    tvm_ffi.structural_walk(func.body, (SBlock, lambda block: found.append(
+        (block.name_hint, block.annotations[MARK_KEY])) if MARK_KEY in block.annotations else None))
+    return found
 
 
 def find_marks(func: tirx.PrimFunc) -> list[Mark]:

@@ -7,6 +7,8 @@ with smaller extents: constants (static shapes) or expressions such as ``T.min(1
 bound by a ``tirx.Bind`` above the mark (symbolic shapes). ``tensorize_marked`` visits every mark, outermost
 first, one at a time, and removes it in every case:
 
+0. A block annotated with the mark (``sch.annotate(block, ...)`` instead of its loop) marks nothing: a
+   ``ValueError`` naming the function, the block and the value (TVM would lower it to a pragma llvm ignores).
 1. The mark's value must name a registered intrinsic (its description is the pattern of main tiles and of
    variable-length tails), else ``ValueError`` naming the loop and the value. A description loop whose extent is
    a free variable (``depth = T.int32()``; ``for k in range(depth)``) takes *any extent*: e.g. a matmul
@@ -85,7 +87,7 @@ from ..ir_utils import (
     substitute,
     with_loop,
 )
-from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in
+from .conditions import MARK_KEY, Mark, find_marks, loop_vars_in, marked_blocks
 from .intrinsics import ensure_builtin_registered, missing_target_features, register_intrinsics
 from .tail_forms import TailForms, TailMatch, TailMismatch, tail_intrinsics
 
@@ -131,8 +133,16 @@ def tensorize_marked(mod: tvm.IRModule, *, report: list | None = None) -> tvm.IR
     # ("Unknown pragma pragma_emit_insn").
     functions = {global_var: pragma_attributes_as_annotations(func, MARK_KEY)[0]
                  if isinstance(func, tirx.PrimFunc) else func for global_var, func in mod.functions.items()}
-    for func in functions.values():
+    for global_var, func in functions.items():
         if isinstance(func, tirx.PrimFunc):
+            on_blocks = marked_blocks(func)
+            if on_blocks:  # (TVM lowers it to a pragma llvm warns about: "Unknown pragma"; nothing is mapped)
+                block, value = on_blocks[0]
+                raise ValueError(
+                    f"{global_var.name_hint}: block {block!r} is annotated {MARK_KEY} = {value!r}: a mark on a block "
+                    f"marks nothing; it goes on the outermost loop of the region its instruction covers "
+                    f"(sch.annotate(loop, {MARK_KEY!r}, name))"
+                )
             for mark in find_marks(func):
                 ensure_builtin_registered(mark.instruction)
     for global_var, func in functions.items():
