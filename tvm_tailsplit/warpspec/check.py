@@ -29,6 +29,17 @@ Algorithm.
    generated code).
    An arrive that signals an instance still in flight (a stage released while a wgmma may still read it) is
    reported as a **release in flight**.
+   **Happens-before proof.** The states grow as the product of the roles' slack (a producer feeding six
+   consumers through four stages: over two million states, a minute of Python), so before exploring, a
+   well-formed protocol (every wait matched with an arrive on its own channel, each channel arrived on by one role
+   in program order, no edge arrived twice, happens-before acyclic) is decided exactly without interleaving: a
+   wait for phase `k` is reached with the channel's completed count anywhere in `[lo, hi]` (`lo`: the arrives that
+   happen before the step preceding it, `hi`: the arrives that do not happen after it) as long as every earlier
+   wait passed in its own phase, so it is correct iff `k <= lo`, `hi <= k + 1` and its parity is `k & 1`; then
+   every execution follows happens-before, and an acyclic happens-before cannot deadlock. A protocol so proven is
+   still explored, but only up to `PROVEN_EXPLORATION_STATES` states (the rest adds nothing); a protocol the
+   proof does not cover, or finds at fault, is explored up to `max_states` (the proof's own issues are added when
+   that search stops early).
 4. **Races on buffer ranges.** When every wait passes in its own phase, happens-before is program order plus
    arrive(k) → wait(k). Every pair of conflicting instances of different roles (overlapping ranges, one writes) must
    be ordered as in the sequential program: the earlier instance's end (its step, or the step that retires it when
@@ -60,6 +71,9 @@ INCOMPLETE = "exploration incomplete"
 TRANSACTION = "transaction bytes"
 IN_FLIGHT = "release in flight"
 
+PROVEN_EXPLORATION_STATES = 50_000
+"""How many states `check` still explores of a protocol the happens-before proof has shown safe."""
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -74,6 +88,10 @@ class CheckReport:
     issues: list[Issue] = field(default_factory=list)
     states: int = 0
     steps_per_role: dict[int, int] = field(default_factory=dict)
+    proven: bool = False
+    """True when the happens-before proof showed the protocol safe (whether or not its exploration finished)."""
+    exhausted: bool = True
+    """False when the exploration stopped at its state bound (for a proven protocol, without an issue)."""
 
     @property
     def ok(self) -> bool:
@@ -88,6 +106,9 @@ class CheckReport:
         """The states explored, the steps per warp role, and the issues found (or that the protocol is safe)."""
         head = (f"explored {self.states} states; steps per warp role "
                 + ", ".join(f"{r}: {n}" for r, n in sorted(self.steps_per_role.items())))
+        if self.proven and not self.exhausted:
+            head += (" (exploration stopped there: the happens-before proof covers every interleaving, see "
+                     "warpspec.check)")
         if self.ok:
             return head + "\nprotocol is safe: no deadlock, race, parity aliasing or leftover arrival"
         return head + "\n" + "\n".join(f"{issue.kind}: {issue.message}" for issue in self.issues)
@@ -231,7 +252,9 @@ def _key(step: Step) -> tuple[str, str, int, int]:
 def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckReport:
     """Explore the interleavings of the protocol's per-warp programs and report what can go wrong.
 
-    The protocol must be over explicit instances (see `Analysis.small_protocol` for symbolic ones).
+    The protocol must be over explicit instances (see `Analysis.small_protocol` for symbolic ones). A well-formed
+    protocol is first decided by the happens-before proof (see the module's docstring); `max_states` bounds the
+    exploration of the others (beyond it: an "exploration incomplete" issue).
     """
     require_sizes("check_protocol", max_states=max_states)
     if protocol.plan.graph is None:
@@ -258,11 +281,13 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
     channel_of_arrive: dict[tuple[str, str, int], int] = {}
     arrive_roles: dict[int, set[int]] = {}
     completed_prefix: dict[int, list[tuple[int, ...]]] = {}
+    arrived_twice = False
     for role in roles:
         counts = [0] * channel_count
         prefix = [tuple(counts)]
         for step in programs[role]:
             if step.op is not None and step.op.action == ARRIVE:
+                arrived_twice |= _key(step) in phase_of_arrive
                 phase_of_arrive[_key(step)] = counts[step.channel]
                 channel_of_arrive[_key(step)] = step.channel
                 counts[step.channel] += 1
@@ -275,6 +300,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
                                    "its phases have no single order")
     intended: dict[tuple[int, int], int] = {}
     waits_per_channel = [0] * channel_count
+    unmatched = False
     for role in roles:
         for pc, step in enumerate(programs[role]):
             if step.op is None or step.op.action != WAIT:
@@ -282,27 +308,57 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
             waits_per_channel[step.channel] += 1
             phase = phase_of_arrive.get(_key(step))
             if phase is None:
+                unmatched = True
                 issue(MISSING_ARRIVE, f"{step.describe()} waits for {step.op.group.src_task} -> "
                                       f"{step.op.group.dst_task} edge {step.edge}, which nobody signals")
             elif channel_of_arrive[_key(step)] != step.channel:
                 # its phases are counted by another channel's arrives: the edge's arrive orders nothing for it
+                unmatched = True
                 issue(MISSING_ARRIVE, f"{step.describe()} waits for {step.op.group.src_task} -> "
                                       f"{step.op.group.dst_task} edge {step.edge}, which is signalled on channel "
                                       f"{channel_of_arrive[_key(step)]}")
             else:
                 intended[(role, pc)] = phase
 
-    _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue)
+    order = _HappensBefore(programs, roles, intended)
+    proof: list[tuple[str, str]] | None = None
+    if not (unmatched or arrived_twice or order.cyclic
+            or any(len(arriving) > 1 for arriving in arrive_roles.values())):
+        proof = _prove(order, intended)
+        report.proven = not proof and not report.issues
+    bound = min(max_states, PROVEN_EXPLORATION_STATES) if report.proven else max_states
+    report.exhausted = _explore(programs, roles, completed_prefix, intended, channel_count, bound, report,
+                                issue, report.proven)
+    if proof and not report.exhausted:
+        for kind, message in proof:
+            issue(kind, message)
     final = [sum(completed_prefix[r][-1][c] for r in roles) for c in range(channel_count)]
     for channel in range(channel_count):
         if final[channel] > waits_per_channel[channel]:
             issue(LEFTOVER, f"channel {channel}: {final[channel]} phases completed, "
                             f"{waits_per_channel[channel]} awaited")
-    _races(programs, roles, intended, report, issue)
+    if order.cyclic:
+        issue(DEADLOCK, "the waits form a cycle with the arrives that satisfy them")
+    else:
+        _races(order, issue)
     return report
 
 
-def _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue) -> None:
+def _early_pass(step: Step, done: int, phase: int) -> list[tuple[str, str]]:
+    """The issues of a wait for phase `phase` that passes after `done` completed phases (as `_explore` words
+    them)."""
+    found = [(PARITY_ALIASING, f"{step.describe()} passes after {done} completed phases while waiting for phase "
+                               f"{phase}")]
+    if done < phase + 1:
+        found.append((RACE, f"{step.instance.name} can start before {step.source}'s arrival "
+                            f"({step.op.verb} on channel {step.channel} passes early)"))
+    return found
+
+
+def _explore(programs, roles, completed_prefix, intended, channel_count, max_states, report, issue,
+             proven: bool = False) -> bool:
+    """Search the interleavings; False when the search stopped at `max_states` (reported as incomplete unless the
+    protocol is `proven`)."""
     # A role's program counter rests only on synchronization steps (or its end): the other steps (tasks,
     # retirements) neither wait nor arrive, so interleaving them changes no channel and blocks no role.
     ends = tuple(len(programs[r]) for r in roles)
@@ -316,6 +372,7 @@ def _explore(programs, roles, completed_prefix, intended, channel_count, max_sta
     deadlocks, first_deadlock = 0, ""
     seen = {start}
     stack = [start]
+    exhausted = True
     while stack:
         state = stack.pop()
         completed = [sum(completed_prefix[r][state[i]][c] for i, r in enumerate(roles))
@@ -335,11 +392,8 @@ def _explore(programs, roles, completed_prefix, intended, channel_count, max_sta
                 if (done & 1) == step.parity:
                     continue
                 if phase is not None and done != phase + 1:
-                    issue(PARITY_ALIASING, f"{step.describe()} passes after {done} completed phases while waiting "
-                                           f"for phase {phase}")
-                if phase is not None and done < phase + 1:
-                    issue(RACE, f"{step.instance.name} can start before {step.source}'s arrival "
-                                f"({step.op.verb} on channel {step.channel} passes early)")
+                    for kind, message in _early_pass(step, done, phase):
+                        issue(kind, message)
             moves.append(state[:i] + (rest[i][pc + 1],) + state[i + 1:])
         if not moves and state != ends:
             deadlocks += 1
@@ -352,50 +406,90 @@ def _explore(programs, roles, completed_prefix, intended, channel_count, max_sta
                 seen.add(nxt)
                 stack.append(nxt)
         if len(seen) > max_states:
-            issue(INCOMPLETE, f"exploration stopped after {max_states} states; use smaller trip counts")
+            exhausted = False
+            if not proven:
+                issue(INCOMPLETE, f"exploration stopped after {max_states} states; use smaller trip counts")
             break
     if deadlocks:
         issue(DEADLOCK, f"{deadlocks} reachable state(s) where no warp role can move, e.g. {first_deadlock}")
     report.states = len(seen)
+    return exhausted
 
 
-def _races(programs, roles, intended, report, issue) -> None:
-    """Happens-before from program order and matched arrive -> wait; check conflicting instance pairs."""
-    nodes = [(r, pc) for r in roles for pc in range(len(programs[r]))]
-    index = {node: n for n, node in enumerate(nodes)}
-    predecessors: list[list[int]] = [[] for _ in nodes]
-    arrive_at: dict[tuple[str, str, int], int] = {}
-    for r in roles:
-        for pc, step in enumerate(programs[r]):
-            if pc:
-                predecessors[index[(r, pc)]].append(index[(r, pc - 1)])
-            if step.op is not None and step.op.action == ARRIVE:
-                arrive_at[_key(step)] = index[(r, pc)]
-    for r in roles:
-        for pc, step in enumerate(programs[r]):
-            if (r, pc) in intended:
-                predecessors[index[(r, pc)]].append(arrive_at[_key(step)])
-    order, indegree = [], [0] * len(nodes)
-    successors: list[list[int]] = [[] for _ in nodes]
-    for n, preds in enumerate(predecessors):
-        for p in preds:
-            successors[p].append(n)
-            indegree[n] += 1
-    ready = [n for n in range(len(nodes)) if indegree[n] == 0]
-    while ready:
-        n = ready.pop()
-        order.append(n)
-        for s in successors[n]:
-            indegree[s] -= 1
-            if indegree[s] == 0:
-                ready.append(s)
-    if len(order) != len(nodes):
-        issue(DEADLOCK, "the waits form a cycle with the arrives that satisfy them")
-        return
-    ancestors = [0] * len(nodes)
-    for n in order:
-        for p in predecessors[n]:
-            ancestors[n] |= ancestors[p] | (1 << p)
+class _HappensBefore:
+    """Happens-before over every step of the programs: program order plus each matched arrive -> wait."""
+
+    def __init__(self, programs: dict[int, list[Step]], roles: list[int], intended: dict[tuple[int, int], int]):
+        self.programs = programs
+        self.nodes = [(r, pc) for r in roles for pc in range(len(programs[r]))]
+        self.index = {node: n for n, node in enumerate(self.nodes)}
+        predecessors: list[list[int]] = [[] for _ in self.nodes]
+        self.arrive_at: dict[tuple[str, str, int], int] = {}
+        for r in roles:
+            for pc, step in enumerate(programs[r]):
+                if pc:
+                    predecessors[self.index[(r, pc)]].append(self.index[(r, pc - 1)])
+                if step.op is not None and step.op.action == ARRIVE:
+                    self.arrive_at[_key(step)] = self.index[(r, pc)]
+        for r in roles:
+            for pc, step in enumerate(programs[r]):
+                if (r, pc) in intended:
+                    predecessors[self.index[(r, pc)]].append(self.arrive_at[_key(step)])
+        order, indegree = [], [0] * len(self.nodes)
+        successors: list[list[int]] = [[] for _ in self.nodes]
+        for n, preds in enumerate(predecessors):
+            for p in preds:
+                successors[p].append(n)
+                indegree[n] += 1
+        ready = [n for n in range(len(self.nodes)) if indegree[n] == 0]
+        while ready:
+            n = ready.pop()
+            order.append(n)
+            for s in successors[n]:
+                indegree[s] -= 1
+                if indegree[s] == 0:
+                    ready.append(s)
+        self.cyclic = len(order) != len(self.nodes)
+        self.ancestors = [0] * len(self.nodes)  # bit p of ancestors[n]: step p happens before step n
+        for n in order:
+            for p in predecessors[n]:
+                self.ancestors[n] |= self.ancestors[p] | (1 << p)
+
+    def before(self, a: int, b: int) -> bool:
+        """Step number `a` happens before step number `b`."""
+        return bool(self.ancestors[b] >> a & 1)
+
+
+def _prove(order: _HappensBefore, intended: dict[tuple[int, int], int]) -> list[tuple[str, str]]:
+    """The issues of the matched waits of a well-formed, acyclic protocol (none: it is safe). The completed count
+    of a wait's channel when its role reaches it ranges over `[lo, hi]` while every earlier wait passes in its own
+    phase (see the module's docstring); the wait is correct iff it blocks below its phase and passes at it."""
+    arrives: dict[int, list[int]] = {}  # per channel, the arrive steps in program order (one role arrives)
+    for n, (r, pc) in enumerate(order.nodes):
+        step = order.programs[r][pc]
+        if step.op is not None and step.op.action == ARRIVE:
+            arrives.setdefault(step.channel, []).append(n)
+    found: list[tuple[str, str]] = []
+    for (r, pc), phase in intended.items():
+        step = order.programs[r][pc]
+        wait = order.index[(r, pc)]
+        channel = arrives[step.channel]
+        lo = sum(1 for a in channel if pc and (a == wait - 1 or order.before(a, wait - 1)))
+        hi = sum(1 for a in channel if not order.before(wait, a))
+        if hi >= phase + 2:
+            found.append((PARITY_ALIASING, f"{step.describe()} waits for phase {phase} but the channel has "
+                                           f"completed {hi} phases"))
+        for done in range(lo, min(hi, phase + 1) + 1):
+            if (done & 1) != step.parity and done != phase + 1:
+                found += _early_pass(step, done, phase)
+                break
+    return found
+
+
+def _races(order: _HappensBefore, issue) -> None:
+    """Check every conflicting pair of task instances of different roles against happens-before."""
+    programs, index = order.programs, order.index
+    roles = sorted(programs)
     task_node = {step.instance.position: index[(r, pc)]
                  for r in roles for pc, step in enumerate(programs[r]) if step.runs_task}
     end_node = dict(task_node)  # where an instance's accesses are complete: its step, or its retirement
@@ -407,7 +501,7 @@ def _races(programs, roles, intended, report, issue) -> None:
                         if programs[r][pc].runs_task), key=lambda inst: inst.position)
     for j, later in enumerate(instances):
         for earlier in instances[:j]:
-            if earlier.role == later.role or ancestors[task_node[later.position]] >> end_node[earlier.position] & 1:
+            if earlier.role == later.role or order.before(end_node[earlier.position], task_node[later.position]):
                 continue
             conflict = _conflict(earlier, later)
             if conflict is not None:
