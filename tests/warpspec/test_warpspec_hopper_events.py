@@ -391,10 +391,12 @@ def test_a_store_reading_columns_past_the_wgmma_tiles_is_refused_naming_it():
         tile_plan(analyze(_fragment_band_gemm(128, 64, 72)).tree)
 
 
-def _gram_gemm(k: int = 512) -> tvm.tirx.PrimFunc:
+def _gram_gemm(k: int = 512, clear: str = "") -> tvm.tirx.PrimFunc:
     """C = A @ B.T (A: 128 x k, B: 64 x k; compute roles 1 and 2 of 64 rows) and D = A[0:64] @ A[0:64].T by a
-    third compute role (3) whose wgmma tiles read only A's ring; 2 stages."""
+    third compute role (3) whose wgmma tiles read only A's ring; 2 stages. `clear="A"` or `"B"`: a fifth role (4)
+    then zeroes that input's first 64 columns (which the copies of step 0 read)."""
     stages = 2
+    rows = {"A": 128, "B": 64, "": 0}[clear]
 
     @T.macro
     def init(acc, name, role, row0):
@@ -424,6 +426,15 @@ def _gram_gemm(k: int = 512) -> tvm.tirx.PrimFunc:
             T.sblock_attr({"warp_role": role})
             for i, j in T.grid(64, 64):
                 C[row0 + i, j] = acc[row0 + i, j]
+
+    @T.macro
+    def clear_input(X, rows):
+        with T.sblock("clear"):
+            T.reads()
+            T.writes(X[0:rows, 0:64])
+            T.sblock_attr({"warp_role": 4})
+            for i, j in T.grid(rows, 64):
+                X[i, j] = T.float16(0)
 
     @T.prim_func(s_tir=True)
     def gemm(A: T.Buffer((128, k), "float16"), B: T.Buffer((64, k), "float16"), C: T.Buffer((128, 64), "float32"),
@@ -471,6 +482,10 @@ def _gram_gemm(k: int = 512) -> tvm.tirx.PrimFunc:
                 D[i, j] = gram[i, j]
         store(acc, C, "store_top", 1, 0)
         store(acc, C, "store_bottom", 2, 64)
+        if clear == "A":
+            clear_input(A, rows)
+        if clear == "B":
+            clear_input(B, rows)
 
     return gemm
 
@@ -492,3 +507,14 @@ def test_a_consumer_of_a_batch_s_first_copy_only_waits_for_the_batch_transaction
         assert wait.signalling_group == arrive.group, task
     assert check(func, hopper=True).ok
     WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+
+
+def test_a_release_between_the_copies_of_a_tma_batch_is_refused_naming_it():
+    """clear zeroes what load_A's first copy reads, so load_A releases A to it between the batch's copies; the
+    refusal said only "its batch's commits could not be merged; see the log"."""
+    with pytest.raises((RuntimeError, WarpSpecializeInputError),
+                       match=re.escape("TMA load task 'load_A' signals no transaction channel (its batch ['load_A', "
+                                       "'load_B'] was kept as it is: load_A releases A[0:128, ko * 64:ko * 64 + 64] to "
+                                       "clear (warp role 4, channels [12], which then writes it), between the "
+                                       "batch's copies")):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": _gram_gemm(clear="A")}))

@@ -385,9 +385,10 @@ class _Hopper:
     def tma_load(self, task: TaskNode, load: TmaLoad, rename, index: tirx.PrimExpr) -> tirx.Stmt:
         op = self.transactions.get(task.name)
         if op is None:
+            why = self.protocol.unmerged.get(task.name, "its batch's commits could not be merged")
             raise WarpSpecializeInputError(
-                f"TMA load task '{task.name}' signals no transaction channel (its batch's commits could not be "
-                "merged; see the log): a TMA copy completes on exactly one mbarrier")
+                f"TMA load task '{task.name}' signals no transaction channel ({why}): a TMA copy completes on "
+                "exactly one mbarrier")
         channel = op.group.channel(op.edge_number(index))
         return self.tma_copy(load, rename, channel, self.offset(task.role))
 

@@ -101,6 +101,9 @@ class Protocol:
     """Tasks whose instances stay in flight after they are issued, with their depth `D`: instance `i` is retired
     (its reads done) by the wait after instance `i + D`, or by the drain after its loop (see
     `warpspec.retirement`)."""
+    unmerged: dict[str, str] = field(default_factory=dict)
+    """TMA load tasks whose batch `warpspec.transactions` left as it is, with the reason (the Hopper code
+    generator refuses them with it)."""
 
     def before(self, task: str) -> list[SyncOp]:
         """The operations of `task` that run before its body (acquires and waits)."""

@@ -18,7 +18,8 @@ loop body, with no synchronization between them other than acquires before the f
   all the batch's copies (the consumers come after the whole batch in the sequential program).
 
 A batch whose commits cannot be merged (a release between its copies, consumers with different rules) is left as it
-is and the reason is logged; the Hopper code generator then rejects the kernel naming the task (a TMA copy must
+is; the reason (naming the released ranges and their tasks, or the differing rules) is logged and kept in
+`Protocol.unmerged`, and the Hopper code generator rejects the kernel with it, naming the task (a TMA copy must
 signal exactly one channel).
 """
 
@@ -30,7 +31,7 @@ import logging
 from .graphs import DATA
 from .protocol import ARRIVE, WAIT, Protocol, SyncOp
 from .tiles import TilePlan
-from .tree import LoopNode, TaskNode
+from .tree import LoopNode, TaskNode, region_text
 
 __all__ = ["transaction_protocol"]
 
@@ -55,6 +56,16 @@ def _batches(nodes, tiles: TilePlan) -> list[list[TaskNode]]:
     return batches
 
 
+def _release_text(protocol: Protocol, task: str, op: SyncOp) -> str:
+    """`op`, an arrive after copy `task` other than a commit, as text: the ranges it releases and to whom."""
+    tasks = {t.name: t for t in protocol.tree.tasks()}
+    src, dst = tasks[task], tasks[op.group.dst_task]
+    written = {region.buffer.name for region in dst.writes}
+    ranges = [region_text(region) for region in src.reads + src.writes if region.buffer.name in written]
+    return (f"{task} releases {', '.join(ranges) or 'what it touches'} to {dst.name} (warp role {dst.role}, "
+            f"channels {list(op.group.channels)}, which then writes it)")
+
+
 def _rule(op: SyncOp) -> tuple:
     g = op.group
     return (str(g.distance), str(g.first), str(g.count), g.stages, str(g.phase_offset))
@@ -64,18 +75,27 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
     """`protocol` with every TMA batch's commits (the TMA loads of `tiles`, the kernel's `tile_plan`) turned into
     one transaction arrive (see the module doc)."""
     ops = {task: list(task_ops) for task, task_ops in protocol.ops.items()}
+    unmerged = dict(protocol.unmerged)
     for batch in _batches(protocol.tree.children, tiles):
         names = [task.name for task in batch]
         inner_arrives = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
         inner_commits = [op for op in inner_arrives if op.action == ARRIVE and op.group.kind == DATA]
         commits = inner_commits + [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
-        if len(inner_commits) != len(inner_arrives) or not commits:
-            reason = "a release between its copies" if commits else "no consumer"
+        releases = [(name, op) for name in names[:-1] for op in ops.get(name, [])
+                    if not op.before_task and op.group.kind != DATA]
+        reason = None
+        if releases:
+            reason = "; ".join(_release_text(protocol, name, op) for name, op in releases) + (
+                ", between the batch's copies: a TMA copy reads its source after its thread has moved on, so "
+                "nothing may be released before the batch's transaction completes")
+        elif not commits:
+            reason = "no task of another warp role reads what the batch's copies write"
+        elif len({_rule(op) for op in commits}) != 1:
+            reason = "its consumers' channel rules (distance, first edge, count, stages, phase offset) differ: " + (
+                ", ".join(f"{op.group.src_task} -> {op.group.dst_task} {_rule(op)}" for op in commits))
+        if reason is not None:
             logger.info("WarpSpecialize: TMA batch %s kept as it is: %s", names, reason)
-            continue
-        if len({_rule(op) for op in commits}) != 1:
-            logger.info("WarpSpecialize: TMA batch %s kept as it is: its consumers' channel rules differ (%s)",
-                        names, sorted({_rule(op) for op in commits}))
+            unmerged.update({name: f"its batch {names} was kept as it is: {reason}" for name in names})
             continue
         # the acquires of later copies (a ring of fewer stages than the first copy's) move before the first copy:
         # the batch's copies are armed together, so each waits for the stages of all (the siblings share their loops
@@ -98,4 +118,5 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
             ops[task] = [dataclasses.replace(op, group=dataclasses.replace(op.group, base=primary.base),
                                              signal=primary)
                          if op.action == WAIT and op.group in merged else op for op in task_ops]
-    return dataclasses.replace(protocol, ops={task: tuple(task_ops) for task, task_ops in ops.items()})
+    return dataclasses.replace(protocol, ops={task: tuple(task_ops) for task, task_ops in ops.items()},
+                               unmerged=unmerged)
