@@ -515,6 +515,21 @@ def test_a_release_between_the_copies_of_a_tma_batch_is_refused_naming_it():
     with pytest.raises((RuntimeError, WarpSpecializeInputError),
                        match=re.escape("TMA load task 'load_A' signals no transaction channel (its batch ['load_A', "
                                        "'load_B'] was kept as it is: load_A releases A[0:128, ko * 64:ko * 64 + 64] to "
-                                       "clear (warp role 4, channels [12], which then writes it), between the "
-                                       "batch's copies")):
+                                       "clear (warp role 4, channels [12], which then writes it) right after "
+                                       "issuing its copy")):
         WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": _gram_gemm(clear="A")}))
+
+
+def test_a_release_after_the_last_copy_of_a_tma_batch_is_refused_naming_it():
+    """clear zeroes B[0:64, 0:64], which load_B's first copy reads: the batch was merged with load_B's release to
+    clear right after issuing its TMA copy, which reads B asynchronously, so clear could zero B before the copy
+    read it (and check called the protocol safe)."""
+    func = _gram_gemm(clear="B")
+    with pytest.raises((RuntimeError, WarpSpecializeInputError),
+                       match=re.escape("TMA load task 'load_A' signals no transaction channel (its batch ['load_A', "
+                                       "'load_B'] was kept as it is: load_B releases B[0:64, ko * 64:ko * 64 + 64] to "
+                                       "clear (warp role 4, channels [12], which then writes it) right after issuing "
+                                       "its copy")):
+        WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+    assert not [op for ops in hopper_protocol(analyze(func).protocol, tile_plan(analyze(func).tree)).ops.values()
+                for op in ops if op.tx_copies]

@@ -4,7 +4,8 @@ On Hopper a TMA copy signals its completion to one mbarrier (`mbarrier::complete
 program order: the copies of one stage land in any order, after the producer has moved on. The channel protocol
 derived for sequential producers (commit after the last copy; earlier copies ordered by program order) therefore
 changes for the producer's **batch** of TMA loads: the TMA load tasks of one warp role that are siblings in one
-loop body, with no synchronization between them other than acquires before the first and commits after the last.
+loop body, with no synchronization between them other than acquires before the first and commits after the last
+(and no release after any: a copy's reads of its source end only when the transaction completes).
 
 * The data groups the batch commits (one per consumer task, e.g. one per consumer warpgroup) must agree on their
   rule (distance, first edge, edge count, stages, phase offset); they become **one transaction channel ring**:
@@ -17,10 +18,11 @@ loop body, with no synchronization between them other than acquires before the f
   earlier copies (a consumer reading only the first copy's ring) join the transaction, whose phase completes after
   all the batch's copies (the consumers come after the whole batch in the sequential program).
 
-A batch whose commits cannot be merged (a release between its copies, consumers with different rules) is left as it
-is; the reason (naming the released ranges and their tasks, or the differing rules) is logged and kept in
-`Protocol.unmerged`, and the Hopper code generator rejects the kernel with it, naming the task (a TMA copy must
-signal exactly one channel).
+A batch whose commits cannot be merged (a release between its copies, consumers with different rules), or with a
+release after its last copy (the copy reads its source asynchronously: the release would let the other role
+overwrite it while the copy may still read it), is left as it is; the reason (naming the released ranges and their
+tasks, or the differing rules) is logged and kept in `Protocol.unmerged`, and the Hopper code generator rejects the
+kernel with it, naming the task (a TMA copy must signal exactly one channel).
 """
 
 from __future__ import annotations
@@ -81,13 +83,14 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
         inner_arrives = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
         inner_commits = [op for op in inner_arrives if op.action == ARRIVE and op.group.kind == DATA]
         commits = inner_commits + [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
-        releases = [(name, op) for name in names[:-1] for op in ops.get(name, [])
+        # a release after any copy, the last included: the copy still reads its source when the release runs
+        releases = [(name, op) for name in names for op in ops.get(name, [])
                     if not op.before_task and op.group.kind != DATA]
         reason = None
         if releases:
             reason = "; ".join(_release_text(protocol, name, op) for name, op in releases) + (
-                ", between the batch's copies: a TMA copy reads its source after its thread has moved on, so "
-                "nothing may be released before the batch's transaction completes")
+                " right after issuing its copy: a TMA copy reads its source after its thread has moved on, so "
+                "nothing it reads may be released before the batch's transaction completes")
         elif not commits:
             reason = "no task of another warp role reads what the batch's copies write"
         elif len({_rule(op) for op in commits}) != 1:
