@@ -527,10 +527,12 @@ def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_state
 
     A kernel with long or symbolic trip counts is checked at the small window trip counts of its symbolic analysis
     (`Analysis.small_protocol`). `max_instances` is `analyze`'s (a kernel only); `max_states` bounds the
-    interleavings explored: beyond it the report has an "exploration incomplete" issue. Both bounds must be positive
-    ints (else a ValueError naming the bound). `hopper=True` (a kernel only) checks the protocol that
-    `WarpSpecialize("cuda", hopper=True)` generates instead: TMA transactions and wgmma groups in flight
-    (`hopper.hopper_protocol`); without it a Hopper kernel's generic protocol is checked.
+    interleavings explored of a protocol the happens-before proof does not cover (see the module's docstring):
+    beyond it the report has an "exploration incomplete" issue; a proven protocol is explored up to
+    `PROVEN_EXPLORATION_STATES` states at most, with no such issue (`CheckReport.proven`, `.exhausted`). Both
+    bounds must be positive ints (else a ValueError naming the bound). `hopper=True` (a kernel only) checks the
+    protocol that `WarpSpecialize("cuda", hopper=True)` generates instead: TMA transactions and wgmma groups in
+    flight (`hopper.hopper_protocol`); without it a Hopper kernel's generic protocol is checked.
     """
     require_sizes("check", max_instances=max_instances, max_states=max_states)
     if not isinstance(hopper, bool):
