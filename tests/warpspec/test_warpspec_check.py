@@ -380,3 +380,28 @@ def test_the_proof_never_passes_what_the_full_exploration_refuses(seed, monkeypa
             assert not report.kinds() & {DEADLOCK, PARITY_ALIASING, INCOMPLETE}, report.describe()
             assert not any("passes early" in issue.message for issue in report.issues), report.describe()
     assert proven
+
+
+def test_a_failed_debug_check_names_the_kernel(monkeypatch):
+    # the error was the checker's report alone ("explored 57 states; ... race: ..."): in a module of several
+    # kernels nothing said which one the generated protocol failed for
+    import importlib
+
+    from tvm_tailsplit.warpspec import WarpSpecializeCheckError
+
+    pass_module = importlib.import_module("tvm_tailsplit.warpspec.pass_")
+    real = pass_module.check_protocol
+
+    def drop_a_release(protocol, *args):
+        if "compute" not in protocol.ops:  # the seed example: checked as generated
+            return real(protocol, *args)
+        ops = [op for op in protocol.ops["compute"] if not (op.action == ARRIVE and op.group.kind == RESOURCE)]
+        return real(protocol.replace_ops("compute", ops), *args)
+
+    monkeypatch.setattr(pass_module, "check_protocol", drop_a_release)
+    mod = tvm.IRModule({"fine": examples.seed_example(),
+                        "stream": examples.streaming_kernel(tiles=4, tile=4)})
+    with pytest.raises((WarpSpecializeCheckError, RuntimeError),
+                       match="(?s)WarpSpecialize debug_check: the protocol generated for kernel 'streaming' is "
+                             "not safe: explored .*missing arrive"):
+        WarpSpecialize("llvm", debug_check=True)(mod)

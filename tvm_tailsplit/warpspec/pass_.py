@@ -101,6 +101,12 @@ def _check_options(kind: str, threads_per_role: object, debug_check: object, del
                          "warp role; do not give named_barriers or threads_per_role with it")
 
 
+def _check_failure(func: tirx.PrimFunc, report: str) -> str:
+    """The message of a failed debug check: the kernel (its global symbol) and the checker's report."""
+    name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else "?"
+    return f"WarpSpecialize debug_check: the protocol generated for kernel '{name}' is not safe: {report}"
+
+
 @tirx.transform.prim_func_pass(opt_level=0, name="WarpSpecialize")
 class _Specializer:
     """The function pass: replaces each function with `warp_role` blocks by its specialized kernel."""
@@ -120,12 +126,12 @@ class _Specializer:
             if debug_check:
                 report = check_protocol(hopper_protocol(analysis.small_protocol(), tiles))
                 if not report.ok:
-                    raise WarpSpecializeCheckError(report.describe())
+                    raise WarpSpecializeCheckError(_check_failure(func, report.describe()))
             return generate_hopper(hopper_protocol(analysis.protocol, tiles), tiles)
         if debug_check:
             report = check_protocol(analysis.small_protocol())
             if not report.ok:
-                raise WarpSpecializeCheckError(report.describe())
+                raise WarpSpecializeCheckError(_check_failure(func, report.describe()))
             logger.debug("WarpSpecialize debug check: %s", report.describe())
         func = generate(analysis.protocol, kind, threads_per_role, delay_us, named_barriers)
         # the generic forms run the fragment stores as the loops they are: their marks are consumed here
