@@ -447,3 +447,28 @@ def test_two_task_blocks_with_one_name_are_rejected():
     with pytest.raises(WarpSpecializeInputError, match="two blocks of the pipeline are named 'copy'.* rename one"):
         analyze(_two_blocks_named("copy"))
     assert check(_two_blocks_named("copy_back")).ok
+
+
+def test_a_stage_index_with_a_kernel_parameter_is_refused_naming_the_block_and_region():
+    # the error was "index variable 's' is not a pipeline or grid loop variable": no block, buffer or region
+    @T.prim_func(s_tir=True)
+    def offset_ring(X: T.Buffer((64,), "float32"), Y: T.Buffer((64,), "float32"), s: T.int32):
+        ring = T.sblock_alloc_buffer((2, 8), "float32", scope="shared")
+        for t in range(8):
+            with T.sblock("load"):
+                T.reads(X[t * 8:t * 8 + 8])
+                T.writes(ring[(t + s) % 2, 0:8])
+                T.sblock_attr({"warp_role": 0})
+                for i in range(8):
+                    ring[(t + s) % 2, i] = X[t * 8 + i]
+            with T.sblock("use"):
+                T.reads(ring[(t + s) % 2, 0:8])
+                T.writes(Y[t * 8:t * 8 + 8])
+                T.sblock_attr({"warp_role": 1})
+                for i in range(8):
+                    Y[t * 8 + i] = ring[(t + s) % 2, i]
+
+    with pytest.raises(WarpSpecializeInputError,
+                       match=r"^block 'load' \(warp role 0\), region ring\[\(t \+ s\) % 2:\(t \+ s\) % 2 \+ 1, 0:8\]: "
+                             r"index variable 's' is not a pipeline or grid loop variable"):
+        analyze(offset_ring)

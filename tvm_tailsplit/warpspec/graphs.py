@@ -137,6 +137,16 @@ def _box(region: Region, env: dict[str, int]) -> Box:
     )
 
 
+def _task_box(task: TaskNode, region: Region, env: dict[str, int]) -> Box:
+    """`_box` of a region of `task`; an index it cannot evaluate is an error naming the block and the region."""
+    try:
+        return _box(region, env)
+    except WarpSpecializeInputError as err:
+        raise WarpSpecializeInputError(
+            f"block '{task.name}' (warp role {task.role}), region {region_text(region)}: {err}; the regions of a "
+            "task may use only the pipeline and grid loop variables") from err
+
+
 def boxes_overlap(a: Box, b: Box) -> bool:
     return all(alo < bhi and blo < ahi for (alo, ahi), (blo, bhi) in zip(a, b, strict=True))
 
@@ -257,8 +267,8 @@ def unroll_instances(tree: ScheduleTree, max_instances: int = 4096) -> list[Inst
             index = counts.get(node.name, 0)
             counts[node.name] = index + 1
             iteration = tuple(env[loop.loop_var.name] for loop in node.loops)
-            reads = tuple((r.buffer.name, _box(r, env)) for r in node.reads)
-            writes = tuple((w.buffer.name, _box(w, env)) for w in node.writes)
+            reads = tuple((r.buffer.name, _task_box(node, r, env)) for r in node.reads)
+            writes = tuple((w.buffer.name, _task_box(node, w, env)) for w in node.writes)
             instances.append(Instance(len(instances), node, index, iteration, reads, writes))
             return
         if not node.constant:
