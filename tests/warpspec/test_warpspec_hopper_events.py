@@ -14,7 +14,7 @@ import tvm
 from tvm.script import tirx as T
 
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.cuda import cuda_source
+from tvm_tailsplit.cuda import compile_cuda_source, cuda_source
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
     WarpSpecialize,
@@ -391,10 +391,11 @@ def test_a_store_reading_columns_past_the_wgmma_tiles_is_refused_naming_it():
         tile_plan(analyze(_fragment_band_gemm(128, 64, 72)).tree)
 
 
-def _gram_gemm(k: int = 512, clear: str = "") -> tvm.tirx.PrimFunc:
+def _gram_gemm(k: int = 512, clear: str = "", prepare: bool = False) -> tvm.tirx.PrimFunc:
     """C = A @ B.T (A: 128 x k, B: 64 x k; compute roles 1 and 2 of 64 rows) and D = A[0:64] @ A[0:64].T by a
     third compute role (3) whose wgmma tiles read only A's ring; 2 stages. `clear="A"` or `"B"`: a fifth role (4)
-    then zeroes that input's first 64 columns (which the copies of step 0 read)."""
+    then zeroes that input's first 64 columns (which the copies of step 0 read). `prepare`: a fifth role (4) first
+    fills A's first 64 columns with ones, which the TMA copy of step 0 then reads."""
     stages = 2
     rows = {"A": 128, "B": 64, "": 0}[clear]
 
@@ -452,6 +453,13 @@ def _gram_gemm(k: int = 512, clear: str = "") -> tvm.tirx.PrimFunc:
             T.sblock_attr({"warp_role": 3})
             for i, j in T.grid(64, 64):
                 gram[i, j] = T.float32(0)
+        if prepare:
+            with T.sblock("prepare"):
+                T.reads()
+                T.writes(A[0:128, 0:64])
+                T.sblock_attr({"warp_role": 4})
+                for i, j in T.grid(128, 64):
+                    A[i, j] = T.float16(1)
         for ko in range(k // 64):
             with T.sblock("load_A"):
                 T.reads(A[0:128, ko * 64:ko * 64 + 64])
@@ -533,3 +541,24 @@ def test_a_release_after_the_last_copy_of_a_tma_batch_is_refused_naming_it():
         WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
     assert not [op for ops in hopper_protocol(analyze(func).protocol, tile_plan(analyze(func).tree)).ops.values()
                 for op in ops if op.tx_copies]
+
+
+@pytest.mark.nvcc
+def test_generic_writes_to_a_tma_source_are_fenced_from_the_async_proxy():
+    """prepare writes A (generic proxy) and its release lets load_A's TMA copy read it (async proxy): without a
+    `fence.proxy.async.global` between them (there was none) the PTX memory model does not order the copy's reads
+    after the writes."""
+    func = _gram_gemm(prepare=True)
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(tvm.IRModule({"main": func}))
+    source = cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    lines = source.splitlines()
+    write = max(n for n, line in enumerate(lines) if line.strip().startswith("A_ptr["))
+    fence = next(n for n, line in enumerate(lines) if n > write and "fence_proxy_proxy_async_global" in line)
+    arrive = next(n for n, line in enumerate(lines) if n > write and "mbarrier_arrive" in line)
+    assert fence < arrive
+    assert "fence.proxy.async.global;" in source
+    compile_cuda_source(source, "sm_90a")
+    # a kernel whose generic tasks write no TMA source has no such fence
+    plain = cuda_source(WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": _gram_gemm()})), "sm_90a",
+                        tir_pipeline=WARP_SPECIALIZED_PIPELINE)
+    assert "fence.proxy.async.global" not in plain

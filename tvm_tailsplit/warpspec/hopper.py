@@ -49,7 +49,9 @@ role is one warpgroup (128 threads; `threadIdx.x` spans the roles in order).
   asynchronous wgmma instructions that update it.
 * **Generic tasks** (no tile form, touching neither a ring nor a fragment) run as on older GPUs: their independent
   loops strided over the role's threads (the producer's one warp, or a consumer's warpgroup), followed by a named
-  barrier of the role when another task of the role reads what they write.
+  barrier of the role when another task of the role reads what they write. A generic task writing the global
+  source of a TMA load is followed by `fence.proxy.async.global` on each of its threads (its generic-proxy writes
+  must be ordered before the copies' async-proxy reads that its arrives, directly or through others, let run).
 * **Registers**: `setmaxnreg` lowers each producer warpgroup to `PRODUCER_REGISTERS` and raises the consumers to
   what the register file leaves after all of them (see `consumer_registers`; more would never be granted: the
   warpgroup would wait forever), where a consumer's fragment holds at least `REBALANCE_FRAGMENT_REGISTERS` floats
@@ -583,6 +585,8 @@ def generate_hopper(protocol: Protocol, tiles: TilePlan) -> tirx.PrimFunc:
         stmts = [_distribute(body, thread - state.offset(role), threads)]
         if _shares_with_role(protocol, task):
             stmts.append(state.role_barrier(role, threads))
+        if tiles.feeds_tma(task):  # its generic-proxy writes, then TMA's async-proxy reads: a proxy fence between
+            stmts.append(tirx.Evaluate(T.ptx.fence.proxy.async_.global_()))
         return stmts
 
     lowering = _TargetLowering(generic_body, state.wait, state.arrive, state.tile_body,

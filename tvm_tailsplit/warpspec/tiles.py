@@ -125,6 +125,11 @@ class TilePlan:
     refused: dict[str, str] = field(default_factory=dict)
     """Why each task shaped like a TMA load or a wgmma tile is none, by task name (for the errors that follow)."""
 
+    def feeds_tma(self, task: TaskNode) -> bool:
+        """Whether `task` writes a buffer that a TMA load of the plan reads (its global source)."""
+        sources = {load.source.name for load in self.loads.values()}
+        return any(region.buffer.name in sources for region in task.writes)
+
     def describe(self) -> str:
         """The tile plan as text: TMA loads, wgmma tiles, fragment fills and fragment stores."""
         lines = [f"TMA load {t.task}: {t.rows}x{t.cols} {t.source.name} -> {t.ring.name}, {t.bytes} bytes"
