@@ -7,7 +7,9 @@ Analysis only (a pure function of the schedule tree); `warpspec.hopper` rewrites
   `TMA_ROW_BYTES` bytes (the 128-byte swizzle that wgmma reads) and at most `TMA_MAX_BOX_ROWS` rows. The copied
   value may be guarded by the source's bounds, `if_then_else(o1 + j < cols and ..., src[...], 0)`: TMA fills the
   part of a box outside the tensor with zeros. Its transaction size is the whole box's bytes (zero-filled bytes
-  count too);
+  count too). A copy whose source a task writes after it in program order (later, or in a loop around both) is
+  none: the copy reads its source asynchronously, until its transaction completes, and the synchronization is
+  derived from program order (`_sources_overwritten`; a write before the copies, outside their loops, is fine);
 * a **wgmma tile** when its body is `acc[a0 + i, j] = acc[a0 + i, j] + f32(A[s, a0 + i, kk]) * f32(B[s, j, kk])`
   over `(i, j, kk)`: A and B K-major stages of rings written only by TMA loads, `acc` float32; `i` spans a multiple
   of `WGMMA_M` rows, `j` a multiple of 8 columns (at most `WGMMA_MAX_N`), `kk` the whole `TMA_ROW_BYTES` row;
@@ -39,7 +41,7 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from ..ir_utils import has_unit_step, substitute, uses_var
-from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError
+from .tree import Region, ScheduleTree, TaskNode, WarpSpecializeInputError, region_text
 
 __all__ = ["FRAGMENT_STORE_MARK", "TMA_MAX_BOX_ROWS", "TMA_ROW_BYTES", "WGMMA_M", "WGMMA_MAX_N", "FragmentTask",
            "TilePlan", "TmaLoad", "WgmmaTile", "band_offsets", "pairs_columns", "tile_plan"]
@@ -414,6 +416,29 @@ def _names(regions: tuple[Region, ...]) -> set[str]:
     return {r.buffer.name for r in regions}
 
 
+def _sources_overwritten(tasks: list[TaskNode], loads: dict[str, TmaLoad]) -> dict[str, str]:
+    """The TMA loads whose source a task writes after them in program order (later in the sequence, or anywhere in a
+    loop around both), with the reason: a TMA copy reads its source asynchronously, until its transaction
+    completes, so the synchronization derived in program order would not keep the write after the read."""
+    order = {task.name: n for n, task in enumerate(tasks)}
+    found = {}
+    for task in tasks:
+        load = loads.get(task.name)
+        if load is None:
+            continue
+        for writer in tasks:
+            regions = [r for r in writer.writes if r.buffer.same_as(load.source)]
+            shares_loop = any(a.same_as(b) for a in writer.loops for b in task.loops)
+            if writer.name == task.name or not regions or not (order[writer.name] > order[task.name] or shares_loop):
+                continue
+            found[task.name] = (f"task '{writer.name}' (warp role {writer.role}) writes its source "
+                                f"{region_text(regions[0])} after it in program order, but a TMA copy reads its source "
+                                "asynchronously until its transaction completes, so the synchronization derived from "
+                                "program order would not keep that write after the copy's reads")
+            break
+    return found
+
+
 def tile_plan(tree: ScheduleTree) -> TilePlan:
     """The tile operations of `tree` (see the module doc); `WarpSpecializeInputError` names a task that touches a
     swizzled ring or a fragment without being a tile operation."""
@@ -438,6 +463,9 @@ def tile_plan(tree: ScheduleTree) -> TilePlan:
         fragment = _fragment_task(task, analyzer)
         if fragment is not None:
             fragment_tasks[task.name] = fragment
+    for name, why in _sources_overwritten(tasks, loads).items():
+        del loads[name]
+        reasons[name] = f"'{name}' is no TMA load: {why}"
     rings = {load.ring.name for load in loads.values()}
     for mma in mmas.values():
         for operand in (mma.a, mma.b):
