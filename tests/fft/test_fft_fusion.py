@@ -285,3 +285,52 @@ def test_the_fused_graph_runs_on_the_gpu(n, batch):
     power = tvm.runtime.empty((batch, n), "float32", dev)
     executable["main"](tvm.runtime.tensor(x, dev), *[tvm.runtime.tensor(v, dev) for _, v in constants], power)
     assert relative_error(power.numpy(), reference) <= 2 * tolerance(n, "complex64")
+
+
+def _consumer_nest(func: tvm.tirx.PrimFunc, name: str) -> tuple[list, s_tir.SBlockRealize]:
+    """The loops around the block `name` of `func` (a root statement) and the block's realize."""
+    statement = next(s for s in func.body.block.body.seq if name in _block_names(tvm.tirx.PrimFunc([], s)))
+    loops = []
+    while isinstance(statement, tvm.tirx.For):
+        loops.append(statement)
+        statement = statement.body
+    return loops, statement
+
+
+def _shrunk_loop(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """z's loop over its axis 1 runs 8 of 16 times: z[:, 8:] keeps what it held."""
+    loops, _ = _consumer_nest(func, "z")
+
+    def on_loop(loop: tvm.tirx.For) -> tvm.tirx.For:
+        return (tvm.tirx.For(loop.loop_var, loop.min, 8, loop.kind, loop.body)
+                if loop.loop_var.same_as(loops[1].loop_var) else loop)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.For, on_loop), order="post"))
+
+
+def _diagonal(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """z's iterators over axes 0 and 1 both bound to the loop of axis 0: z[b, b, c] only."""
+    loops, realize = _consumer_nest(func, "z")
+
+    def on_realize(node: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
+        if not node.same_as(realize):
+            return node
+        values = list(node.iter_values)
+        values[1] = loops[0].loop_var
+        return s_tir.SBlockRealize(values, node.predicate, node.block)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlockRealize, on_realize), order="post"))
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (_shrunk_loop, "block z: its iterator v_i1 (loop i1) runs over 8 of the 16 elements of z along axis 1, not all"),
+    (_diagonal, "block z: two of its iterators are bound to loop i0, so it does not write every element of z"),
+])
+def test_a_consumer_not_writing_every_element_of_its_output_is_not_fused(edit, reason):
+    # the fused stores write every element of z: fused, these consumers would overwrite the elements they leave
+    x_in = te.placeholder((16, 16, 2), "float32", name="x")
+    y = te_fft(x_in)
+    func = edit(te.create_prim_func([x_in, te.compute(y.shape, lambda *i: y[i] * 2.0, name="z")]))
+    report: list = []
+    assert fuse_consumers(func, report).same_as(func)
+    assert report == [f"stage fft_c2c16: {reason}"]

@@ -22,7 +22,8 @@ The consumer's loop nest and the buffer `Y` are removed; the pass blocks declare
 other inputs read, whole). Chains of consumers fuse one after another.
 
 What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, a
-consumer that is not one element-wise block, reads of `Y` at other elements (a transform along another axis
+consumer that is not one element-wise block (its loops, one per iterator, must run over `O` whole, each element
+once: the fused stores write all of it), reads of `Y` at other elements (a transform along another axis
 than the last moves its output back in a stage of its own: that stage is the consumer then, and not
 element-wise), `O` touched between the stage and the consumer, and a stage that reads its own output or
 accesses `O`. Statements between the stage and the consumer (e.g. a stage computing the consumer's other input)
@@ -155,6 +156,30 @@ def _read_mode(value: tvm.ir.PrimExpr, output: tirx.Buffer, result: tirx.Buffer,
     return PAIR if PAIR in modes else COMPONENT
 
 
+def _same_extent(a: tvm.ir.PrimExpr, b: tvm.ir.PrimExpr) -> bool:
+    if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
+        return a.value == b.value  # (a shape's int64 and a loop's int32)
+    return _same(a, b)
+
+
+def _require_covering(loops: list, block: SBlock, realize: SBlockRealize, result: tirx.Buffer) -> None:
+    """`_Refused` unless the consumer's iterators run over `result` whole, each element once: every iterator is
+    bound to a loop of its own whose extent is the iterator's and the extent of `result` along the iterator's axis
+    (the fused stores write every element of `result`)."""
+    used: list[tirx.Var] = []
+    for axis, (iv, bound) in enumerate(zip(block.iter_vars, realize.iter_values, strict=True)):
+        loop = next((lp for lp in loops if bound.same_as(lp.loop_var)), None)
+        if loop is None or not _is_constant(iv.dom.min, 0):
+            raise _Refused("its iterators are not its loops")
+        if any(bound.same_as(v) for v in used):
+            raise _Refused(f"two of its iterators are bound to loop {bound.name}, so it does not write every "
+                           f"element of {result.name}")
+        used.append(loop.loop_var)
+        if not (_same_extent(loop.extent, iv.dom.extent) and _same_extent(iv.dom.extent, result.shape[axis])):
+            raise _Refused(f"its iterator {iv.var.name} (loop {loop.loop_var.name}) runs over {loop.extent} of the "
+                           f"{result.shape[axis]} elements of {result.name} along axis {axis}, not all")
+
+
 def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
     """The consumer of `output` (the stage at `statements[stage]`) to fuse; `_Refused` says why there is none."""
     readers = [position for position, stmt in enumerate(statements)
@@ -181,14 +206,10 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
                 _same(i, v) for i, v in zip(store.indices, iterators, strict=True)):
             raise _Refused(f"it stores {store.buffer.name} at ({', '.join(map(str, store.indices))}), not at its "
                            f"iterators")
-        loop_vars = [loop.loop_var for loop in loops]
-        for iv, bound in zip(block.iter_vars, realize.iter_values, strict=True):
-            if not (isinstance(bound, tirx.Var) and any(bound.same_as(v) for v in loop_vars)
-                    and _is_constant(iv.dom.min, 0)):
-                raise _Refused("its iterators are not its loops")
         if len(loops) != len(iterators) or any(not _is_constant(loop.min, 0) for loop in loops):
             raise _Refused("its loops are not one per iterator from 0")
         result = store.buffer
+        _require_covering(loops, block, realize, result)
         if result.same_as(output) or any(load.source.same_as(result) for load in _loads(store.value)):
             raise _Refused(f"it reads the buffer it writes, {result.name}")
         if _touches(statements[stage], result):
