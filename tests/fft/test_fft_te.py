@@ -196,6 +196,26 @@ def test_te_fft_consumer_cannot_be_inlined_into_the_last_pass():
         sch.reverse_compute_inline(sch.get_sblock("post"))
 
 
+@pytest.mark.parametrize(("n", "batch"), [(16, 3), (1000, 2)])  # scratch staged in shared memory; one kernel
+def test_two_cuda_stages_of_one_plan_in_a_graph(n, batch):
+    # the CUDA module is plan()'s cached one: both stages defined its scratch buffers and variables, and the graph
+    # did not compile ("buffer has duplicate definitions")
+    X = te.placeholder((batch, n, 2), "float32", name="X")
+    W = te.placeholder((batch, n, 2), "float32", name="W")
+    spectra = [te_fft(X, target="cuda", name="fx"), te_fft(W, target="cuda", name="fw")]
+    Z = te.compute(X.shape, lambda *i: spectra[0][i] + spectra[1][i], name="z")
+    constants = te_fft_constants(Z)
+    func = te.create_prim_func([X, W, *[c for c, _ in constants], Z]).with_attr("global_symbol", "main")
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(cuda_schedule_for_llvm(tvm.IRModule({"main": func})), target="llvm")
+    x, w = random_real((batch, n, 2), "float32", seed=1), random_real((batch, n, 2), "float32", seed=2)
+    z = tvm.runtime.empty((batch, n, 2), "float32")
+    executable["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), *[tvm.runtime.tensor(v) for _, v in constants],
+                       z)
+    reference = np.fft.fft(_as_complex(x.astype(np.float64))) + np.fft.fft(_as_complex(w.astype(np.float64)))
+    assert relative_error(_as_complex(z.numpy()), reference) <= 2 * tolerance(n, "complex64")
+
+
 @pytest.mark.nvcc
 def test_te_fft_graph_compiles_for_sm80_and_sm90_as_two_kernels():
     sch, *_ = _cuda_graph(1000, 3, "c2c")

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import relax, te
+from tvm import relax, s_tir, te
 
 from ..ir_utils import suffix_block_names
 from .lowering import PAIR_BUFFERS_ATTR
@@ -187,6 +187,9 @@ def te_fft(
         func = build_primfunc(passes, dtype, batch, lanes, input_layout, output_layout)
         if schedule:
             func = schedule_llvm(func, VECTOR_LANES[dtype]).mod["main"]
+    # variables and buffers defined anew: the CUDA module is plan()'s cached one, and two stages of one plan in a
+    # graph would define its scratch buffers and variables twice in one function
+    func = s_tir.renew_defs(func)
     params = list(func.params)
     constants = _constant_placeholders(passes, dtype)
     stage_body = suffix_block_names(func.body, f"_{name}")
