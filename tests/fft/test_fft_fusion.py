@@ -161,8 +161,14 @@ def _reduction():
     return [x_in], [te.compute((2,), lambda b: te.sum(y[b, k, 0], axis=k), name="z")]
 
 
+def _fft_of_fft():
+    x_in = te.placeholder((2, 8, 2), "float32", name="x")
+    return [x_in], [te_fft(te_fft(x_in), direction="backward", name="back")]
+
+
 @pytest.mark.parametrize(("graph", "reason"), [
     (_two_readers, "2 statements read fft_c2c8; only a single consumer is fused"),
+    (_fft_of_fft, "block back: it is an FFT stage (its passes read fft_c2c8), not an element-wise consumer"),
     (_reversed_read, "block z: it reads fft_c2c8[v_b, 7 - v_k, v_c], not at its own element"),
     (_middle_axis, "block fft_scatter: it reads fft_c2c8[v_i0 * 4 + v_i2, v_i1, v_i3], not at its own element "
                    "(it moves the output of a transform along another axis than the last back"),
@@ -322,7 +328,20 @@ def _diagonal(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlockRealize, on_realize), order="post"))
 
 
+def _predicated(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """z computed where its loop over axis 1 is below 8 (a predicate on its block)."""
+    loops, realize = _consumer_nest(func, "z")
+
+    def on_realize(node: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
+        if not node.same_as(realize):
+            return node
+        return s_tir.SBlockRealize(list(node.iter_values), loops[1].loop_var < 8, node.block)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlockRealize, on_realize), order="post"))
+
+
 @pytest.mark.parametrize(("edit", "reason"), [
+    (_predicated, "block z: it has the predicate i1 < 8: it does not write every element"),
     (_shrunk_loop, "block z: its iterator v_i1 (loop i1) runs over 8 of the 16 elements of z along axis 1, not all"),
     (_diagonal, "block z: two of its iterators are bound to loop i0, so it does not write every element of z"),
 ])

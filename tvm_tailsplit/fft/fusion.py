@@ -156,6 +156,20 @@ def _read_mode(value: tvm.ir.PrimExpr, output: tirx.Buffer, result: tirx.Buffer,
     return PAIR if PAIR in modes else COMPONENT
 
 
+def _require_one_store(block: SBlock, realize: SBlockRealize) -> None:
+    """`_Refused`, naming what it has, unless the consumer's block is one store alone (no init, buffers of its own
+    or predicate: what the fused stores compute is the store's value, at every element)."""
+    if not isinstance(block.body, tirx.BufferStore):
+        raise _Refused(f"its body is a {type(block.body).__name__}, not one store")
+    if block.init is not None:
+        raise _Refused("it has an init statement")
+    if block.alloc_buffers or block.match_buffers:
+        names = [b.name for b in block.alloc_buffers] + [m.buffer.name for m in block.match_buffers]
+        raise _Refused(f"it has buffers of its own ({', '.join(names)})")
+    if not _is_constant(realize.predicate, 1):
+        raise _Refused(f"it has the predicate {realize.predicate}: it does not write every element")
+
+
 def _same_extent(a: tvm.ir.PrimExpr, b: tvm.ir.PrimExpr) -> bool:
     if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
         return a.value == b.value  # (a shape's int64 and a loop's int32)
@@ -195,11 +209,11 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
     block = realize.block
     name = f"block {block.name_hint}"
     try:
+        if _is_fft_stage(realize):
+            raise _Refused(f"it is an FFT stage (its passes read {output.name}), not an element-wise consumer")
         if any(iv.iter_type != tirx.IterVar.DataPar for iv in block.iter_vars):
             raise _Refused("it has a reduction iterator")
-        if not (isinstance(block.body, tirx.BufferStore) and block.init is None and not block.alloc_buffers
-                and not block.match_buffers and _is_constant(realize.predicate, 1)):
-            raise _Refused("its body is not one store (or it has an init, buffers or a predicate)")
+        _require_one_store(block, realize)
         store = block.body
         iterators = tuple(iv.var for iv in block.iter_vars)
         if len(store.indices) != len(iterators) or not all(
