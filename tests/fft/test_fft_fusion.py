@@ -109,6 +109,37 @@ def test_real_transforms_fuse_their_consumer(target, kind, n, batch):
     assert relative_error(result, reference) <= 2 * tolerance(n, "complex64")
 
 
+@pytest.mark.parametrize(("target", "kind", "shape"), [
+    ("llvm", "c2c", (1000, 2)), ("cuda", "c2c", (1000, 2)),  # a 1-D signal: no batch axis
+    ("llvm", "c2c", (3, 4, 16, 2)), ("cuda", "c2c", (3, 4, 16, 2)),  # two batch axes (staged copy on CUDA)
+    ("cuda", "r2c", (2, 3, 64)), ("llvm", "c2r", (33, 2)),
+])
+def test_a_transform_of_a_tensor_not_batch_by_n_fuses_its_consumer(target, kind, shape):
+    # te_fft gives the output its shape back in a stage of its own (fft_scatter, a reshape of the batch axis):
+    # that stage fuses first, then the consumer of its output
+    x_in = te.placeholder(shape, "float32", name="x")
+    n = 2 * (shape[-2] - 1) if kind == "c2r" else shape[-1] if kind == "r2c" else shape[-2]
+    y = te_fft(x_in, n=n, kind=kind, target=CUDA if target == "cuda" else "llvm")
+    if kind == "c2r":
+        z = te.compute(y.shape, lambda *i: te.max(y[i], 0.0), name="z")
+    else:  # the power spectrum
+        z = te.compute(y.shape[:-1], lambda *i: y[(*i, 0)] * y[(*i, 0)] + y[(*i, 1)] * y[(*i, 1)], name="z")
+    constants = te_fft_constants(z)
+    report: list = []
+    fused = fuse_consumers(te.create_prim_func([x_in, *[c for c, _ in constants], z]), report)
+    assert [line.split(": ")[1].split(" (")[0] for line in report] == ["block fft_scatter", "block z"]
+    assert not {f"fft_{kind}{n}", "fft_scatter"} & set(_root_buffers(fused))  # (the input's fft_gather stays)
+    x = random_real(shape, "float32", seed=8)
+    result = _run(fused, target == "cuda", [x], z.shape, constants)
+    signal = x.astype(np.float64)
+    if kind == "c2r":
+        reference = np.maximum(np.fft.irfft(signal[..., 0] + 1j * signal[..., 1], n), 0)
+    else:
+        reference = np.abs(np.fft.rfft(signal) if kind == "r2c" else np.fft.fft(signal[..., 0] + 1j * signal[..., 1]))
+        reference = reference ** 2
+    assert relative_error(result, reference) <= 2 * tolerance(n, "complex64")
+
+
 def test_a_chain_of_consumers_fuses_one_after_another():
     x_in = te.placeholder((5, 60, 2), "float32", name="x")
     y = te_fft(x_in, direction="backward", norm="ortho")
@@ -142,6 +173,12 @@ def _two_readers():
                     te.compute(y.shape, lambda *i: y[i] + 1.0, name="q")]
 
 
+def _middle_axis_square():
+    x_in = te.placeholder((3, 8, 8, 2), "float32", name="x")
+    y = te_fft(x_in, axis=1)  # the stage moving the axis back has the shape of a batch reshape, not its reads
+    return [x_in], [te.compute(y.shape, lambda *i: y[i] * 2.0, name="z")]
+
+
 def _reversed_read():
     x_in = te.placeholder((2, 8, 2), "float32", name="x")
     y = te_fft(x_in)
@@ -172,6 +209,8 @@ def _fft_of_fft():
     (_reversed_read, "block z: it reads fft_c2c8[v_b, 7 - v_k, v_c], not at its own element"),
     (_middle_axis, "block fft_scatter: it reads fft_c2c8[v_i0 * 4 + v_i2, v_i1, v_i3], not at its own element "
                    "(it moves the output of a transform along another axis than the last back"),
+    (_middle_axis_square, "block fft_scatter: it reads fft_c2c8[v_i0 * 8 + v_i2, v_i1, v_i3], not at its own "
+                          "element (it moves the output of a transform along another axis than the last back"),
     (_reduction, "block z: it has a reduction iterator"),
 ])
 def test_what_cannot_be_fused_is_left_unchanged_with_the_reason(graph, reason):

@@ -18,8 +18,12 @@ where it is stored, and every store form of the passes has them: two scalar stor
 vector store of the consumer's two results), and the float-by-float copy of an output staged through shared
 memory (CUDA, several transforms per block: `Y[b, f // 2, f % 2] = row[f]`, whose other part is the copied value
 at `f` of the other parity; a consumer with one value per element stores it from the float of the real part).
-The consumer's loop nest and the buffer `Y` are removed; the pass blocks declare `O` written (and the consumer's
-other inputs read, whole). Chains of consumers fuse one after another.
+A third form is a consumer reading `Y[flattened batch iterators, other iterators...]` into an `O` of `Y`'s trailing
+shape with the batch axis reshaped (what `te_fft` adds to give a 1-D signal or a tensor with several batch axes,
+transformed along its last axis, its shape back): a component consumer whose stores go to `O[unflattened b...,
+...]`; its own consumer fuses after it.
+The consumer's loop nest and the buffer `Y` are removed; the pass blocks declare `O` written (whole where the
+batch is reshaped) and the consumer's other inputs read, whole. Chains of consumers fuse one after another.
 
 What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, a
 consumer that is not one element-wise block (its loops, one per iterator, must run over `O` whole, each element
@@ -34,11 +38,12 @@ of them writes is refused.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
 from ..ir_utils import require_list, require_prim_func, substitute, with_root_body
@@ -72,6 +77,8 @@ class Fusion:
     reads: int  # of `Y` in `F` (a stored value read once is not bound to a variable)
     hoisted: bool  # the statements between the stage and the consumer move before the stage (they may: their
     # writes are nothing the stage accesses), so that the consumer's inputs they write are there for the last pass
+    batch: tuple | None = None  # `O`'s batch axes when they are `Y`'s one batch axis reshaped (component mode):
+    # the float `Y[b, ...]` is `O[unflattened b..., ...]`
 
 
 # -------------------------------------------------------------------------------------------------------- analysis
@@ -156,6 +163,33 @@ def _read_mode(value: tvm.ir.PrimExpr, output: tirx.Buffer, result: tirx.Buffer,
     return PAIR if PAIR in modes else COMPONENT
 
 
+def _reshaped_batch(value: tvm.ir.PrimExpr, output: tirx.Buffer, result: tirx.Buffer,
+                    iterators: tuple) -> tuple | None:
+    """`O`'s batch axes when `O` is `Y` with its batch axis (the first) reshaped into them, and every read of `Y`
+    in the consumer's value is at its own float (`Y[flattened batch iterators, other iterators...]`): the stage
+    `te_fft` adds to give a tensor that is not `(batch, n[, 2])` its shape back (a 1-D signal, several batch axes);
+    otherwise None."""
+    trailing = len(output.shape) - 1
+    axes = len(iterators) - trailing
+    shape = [int(d) for d in result.shape]
+    if axes < 0 or axes == 1 or shape[axes:] != [int(d) for d in output.shape[1:]]:
+        return None
+    batch = shape[:axes]
+    if math.prod(batch) != int(output.shape[0]):
+        return None
+    flat: tvm.ir.PrimExpr = tirx.IntImm("int32", 0)
+    for extent, var in zip(batch, iterators[:axes], strict=True):
+        flat = flat * extent + var
+    expected = [flat, *iterators[axes:]]
+    analyzer = sym.Analyzer()
+    reads = [load for load in _loads(value) if load.source.same_as(output)]
+    if reads and all(len(load.indices) == len(expected) and all(
+            analyzer.can_prove_equal(i - e, 0) for i, e in zip(load.indices, expected, strict=True))
+            for load in reads):
+        return tuple(batch)
+    return None
+
+
 def _require_one_store(block: SBlock, realize: SBlockRealize) -> None:
     """`_Refused`, naming what it has, unless the consumer's block is one store alone (no init, buffers of its own
     or predicate: what the fused stores compute is the store's value, at every element)."""
@@ -228,7 +262,8 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
             raise _Refused(f"it reads the buffer it writes, {result.name}")
         if _touches(statements[stage], result):
             raise _Refused(f"the stage accesses {result.name}, which it writes")
-        mode = _read_mode(store.value, output, result, iterators)
+        batch = _reshaped_batch(store.value, output, result, iterators)
+        mode = COMPONENT if batch is not None else _read_mode(store.value, output, result, iterators)
         inputs = [load.source for load in _loads(store.value) if not load.source.same_as(output)]
         between = statements[stage + 1:position]
         independent = True  # of the stage: every statement between may run before it
@@ -250,7 +285,7 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
         raise _Refused(f"{name}: {refusal}{hint}") from None
     reads = sum(1 for load in _loads(store.value) if load.source.same_as(output))
     return Fusion(stage, position, output, block, iterators, result, store.value, mode, reads,
-                  hoisted=bool(between) and independent)
+                  hoisted=bool(between) and independent, batch=batch)
 
 
 def _vector_parts(store: tirx.BufferStore) -> list | None:
@@ -349,6 +384,18 @@ def _value_at(fusion: Fusion, index: list, parts: dict) -> tvm.ir.PrimExpr:
     return tvm_ffi.structural_map(value, (tvm.ir.TensorLoad, replace), order="post")
 
 
+def _element(fusion: Fusion, index: list) -> list:
+    """The consumer's element holding the float `Y[index]` (a store index of the pass): `index` itself, or with
+    its batch index unflattened into `O`'s batch axes (`Fusion.batch`)."""
+    if fusion.batch is None:
+        return index
+    batch, leading = index[0], []
+    for extent in reversed(fusion.batch):
+        leading.append(tirx.floormod(batch, extent))
+        batch = tirx.floordiv(batch, extent)
+    return [*reversed(leading), *index[1:]]
+
+
 def _bound(value: tvm.ir.PrimExpr, name: str, binds: list) -> tvm.ir.PrimExpr:
     if isinstance(value, (tirx.Var, tirx.IntImm, tirx.FloatImm, tvm.ir.TensorLoad)):
         return value  # (a load is not bound: TVM's VectorizeLoop loses a `Bind` of a vectorized load)
@@ -374,16 +421,17 @@ def _fused_store(fusion: Fusion, store: tirx.BufferStore) -> list:
         return [tirx.IfThenElse(tirx.EQ(tirx.floormod(counter, 2), 0), fused, None)]
     if vector is None:  # component mode (the analysis refuses a pair consumer of a part stored alone)
         value = _bound(store.value, "fused_part", binds) if fusion.reads > 1 else store.value
-        return [*binds, tirx.BufferStore(fusion.result, _value_at(fusion, list(store.indices), {None: value}),
-                                         list(store.indices))]
+        element = _element(fusion, list(store.indices))
+        return [*binds, tirx.BufferStore(fusion.result, _value_at(fusion, element, {None: value}), element)]
     leading = list(store.indices[:-1])
     parts = [_bound(part, f"fused_{name}", binds) for part, name in zip(vector, ("re", "im"), strict=True)]
     if fusion.mode == PAIR and len(fusion.iterators) == len(leading):
         return [*binds, tirx.BufferStore(fusion.result, _value_at(fusion, leading, dict(enumerate(parts))),
                                          leading)]
-    results = [_value_at(fusion, [*leading, tirx.IntImm("int32", c)],
+    results = [_value_at(fusion, _element(fusion, [*leading, tirx.IntImm("int32", c)]),
                          dict(enumerate(parts)) if fusion.mode == PAIR else {None: parts[c]}) for c in (0, 1)]
-    return [*binds, tirx.BufferStore(fusion.result, tirx.Shuffle(results, [0, 1]), store.indices)]
+    return [*binds, tirx.BufferStore(fusion.result, tirx.Shuffle(results, [0, 1]),
+                                     _element(fusion, list(store.indices)))]
 
 
 def _fused_pair(fusion: Fusion, first: tirx.BufferStore, second: tirx.BufferStore) -> list:
@@ -446,8 +494,9 @@ def _with_regions(fusion: Fusion, stage: tirx.Stmt) -> tirx.Stmt:
     def on_block(block: SBlock) -> SBlock:
         if not any(region.source.same_as(fusion.output) for region in block.writes):
             return block
-        writes = [tirx.BufferRegion(fusion.result, list(r.region[:-1] if drop_last else r.region))
-                  if r.source.same_as(fusion.output) else r for r in block.writes]
+        writes = [r if not r.source.same_as(fusion.output) else _whole(fusion.result) if fusion.batch is not None
+                  else tirx.BufferRegion(fusion.result, list(r.region[:-1] if drop_last else r.region))
+                  for r in block.writes]
         reads = list(block.reads) + [_whole(b) for b in inputs if not any(r.source.same_as(b) for r in block.reads)]
         return SBlock(block.iter_vars, reads, writes, block.name_hint, block.body, block.init, block.alloc_buffers,
                       block.match_buffers, block.annotations)
