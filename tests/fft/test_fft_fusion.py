@@ -271,6 +271,29 @@ def test_a_consumer_reading_what_a_later_statement_writes_over_the_stage_input_i
                       "after reading what the stage writes"]
 
 
+def test_a_pair_consumer_of_a_float_copy_whose_element_depends_on_the_parity_is_not_fused():
+    # the staged copy Y[b, f // 2, f % 2] = row[f] edited to Y[b + f % 2, f // 2, f % 2]: the two floats of a
+    # pair are no longer one element, so the float of the other parity holds no part of this one
+    x_in = te.placeholder((64, 16, 2), "float32", name="x")
+    y = te_fft(x_in, target=CUDA)
+    power = _consumer("power", y, None)
+    func = te.create_prim_func([x_in, power])
+
+    def skewed(store: tvm.tirx.BufferStore) -> tvm.tirx.BufferStore:
+        last = store.indices[-1]
+        if store.buffer.name != y.op.name or not isinstance(last, tvm.tirx.FloorMod):
+            return store
+        return tvm.tirx.BufferStore(store.buffer, store.value, [store.indices[0] + last, *store.indices[1:]])
+
+    edited = func.with_body(tvm_ffi.structural_map(func.body, (tvm.tirx.BufferStore, skewed), order="post"))
+    report: list = []
+    fuse_consumers(func, report)
+    assert len(report) == 1 and "fused into the stores of the last pass" in report[0]  # unedited
+    report.clear()
+    assert fuse_consumers(edited, report).same_as(edited)
+    assert len(report) == 1 and "alone, and a consumer of both parts of an element needs them" in report[0]
+
+
 def test_a_consumer_writing_what_the_stage_reads_is_not_fused():
     # z = 2 * fft(x) stored over x: computed in the last pass, it would overwrite inputs of the lane groups after it
     x_in = te.placeholder((6, 8, 2), "float32", name="x")

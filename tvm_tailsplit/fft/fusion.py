@@ -46,7 +46,7 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import require_list, require_prim_func, substitute, with_root_body
+from ..ir_utils import require_list, require_prim_func, substitute, uses_var, with_root_body
 from .te_op import _SPEC_FIELDS, SCATTER_STAGE
 
 __all__ = ["fuse_consumers"]
@@ -315,10 +315,18 @@ def _float_copy_var(store: tirx.BufferStore) -> tirx.Var | None:
     """The float counter `f` of a store `Y[..., f // 2, f % 2] = value(f)` (an output staged through shared memory,
     copied float by float: the other part of the element is `value` at `f` of the other parity), or None."""
     last = store.indices[-1]
-    if (isinstance(last, tirx.FloorMod) and isinstance(last.a, tirx.Var) and _is_constant(last.b, 2)
+    if not (isinstance(last, tirx.FloorMod) and isinstance(last.a, tirx.Var) and _is_constant(last.b, 2)
             and int(store.buffer.shape[-1]) == 2):
-        return last.a
-    return None
+        return None
+    counter = last.a
+    element = tirx.Var("element", str(counter.ty.dtype))
+
+    def halved(div: tirx.FloorDiv):  # `f // 2`, the element of both floats of a pair
+        return element if div.a.same_as(counter) and _is_constant(div.b, 2) else div
+
+    leading = [tvm_ffi.structural_map(index, (tirx.FloorDiv, halved), order="post") for index in store.indices[:-1]]
+    # the element's other indices read `f` only as `f // 2`, so both floats of the pair store the same element
+    return None if any(uses_var(index, counter) for index in leading) else counter
 
 
 def _require_paired_stores(stage: tirx.Stmt, output: tirx.Buffer) -> None:
