@@ -49,6 +49,24 @@ def test_te_graph_with_pre_and_post_stages_c2c(n, batch):
     assert relative_error(_as_complex(z), reference) <= tolerance(n, "complex64")
 
 
+def test_an_r2c_graph_that_tvms_default_pipeline_fails_compiles_with_the_package_pipeline():
+    # TVM's default pipeline: LLVM rejects the module ("Instruction does not dominate all uses"), see the README
+    X = te.placeholder((1, 64), "float32", name="X")
+    spectrum = te_fft(X, kind="r2c")
+    power = te.compute(spectrum.shape[:-1], lambda b, k: spectrum[b, k, 0] * spectrum[b, k, 0]
+                       + spectrum[b, k, 1] * spectrum[b, k, 1], name="power")
+    constants = te_fft_constants(power)
+    func = te.create_prim_func([X, *[c for c, _ in constants], power]).with_attr("global_symbol", "main")
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.compile(tvm.IRModule({"main": func}), target="llvm",
+                                 tir_pipeline=register_pipeline(frozenset()))
+    x = random_real((1, 64), "float32")
+    result = tvm.runtime.empty((1, 33), "float32")
+    executable["main"](tvm.runtime.tensor(x), *[tvm.runtime.tensor(v) for _, v in constants], result)
+    np.testing.assert_allclose(result.numpy(), np.abs(np.fft.rfft(x.astype(np.float64))) ** 2, rtol=1e-5,
+                               atol=1e-5 * np.abs(np.fft.rfft(x)).max() ** 2)
+
+
 @pytest.mark.parametrize(("n", "batch"), [(2, 5), (15, 1), (60, 5), (1024, 1)])
 def test_te_graph_r2c_then_c2r_round_trip(n, batch):
     X = te.placeholder((batch, n), "float64", name="X")
