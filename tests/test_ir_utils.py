@@ -22,6 +22,7 @@ from tvm_tailsplit.ir_utils import (
     default_passes_with,
     dispatch_by_intervals,
     launched_extent,
+    require_bools,
     require_sizes,
 )
 from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
@@ -224,6 +225,15 @@ def test_require_sizes_names_the_function_and_the_argument():
                            ({"n": None}, "f: n must be a positive int, got None")]:
         with pytest.raises(ValueError, match=re.escape(message)):
             require_sizes("f", ("m",), **sizes)
+
+
+def test_require_bools_names_the_function_and_the_argument():
+    require_bools("f", verbose=False, pipeline=True)
+    for flags, message in [({"verbose": "yes"}, "f: verbose must be a bool, got str 'yes'"),
+                           ({"pipeline": 1}, "f: pipeline must be a bool, got int 1"),
+                           ({"pipeline": None}, "f: pipeline must be a bool, got NoneType None")]:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            require_bools("f", **flags)
 
 
 def test_default_passes_with_places_passes_next_to_one_of_tvms():

@@ -48,6 +48,7 @@ __all__ = [
     "host_if",
     "launched_extent",
     "map_loops",
+    "require_bools",
     "require_list",
     "require_module",
     "require_prim_func",
@@ -227,6 +228,14 @@ def annotations_as_pragma_attributes(func: tirx.PrimFunc, key: str) -> tirx.Prim
         return tirx.AttrStmt(loop.loop_var, key, value, bare)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, lower), order="post"))
+
+
+def require_bools(who: str, **flags: object) -> None:
+    """Raise ``TypeError`` naming ``who`` and the argument unless each of ``flags`` (by name) is a bool (a string
+    such as ``"yes"`` or an int is truthy, and would be taken silently)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{who}: {name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 def require_module(mod: object, who: str, argument: str = "mod") -> None:

@@ -525,5 +525,5 @@ def test_hosts_sharing_a_cache_keep_their_own_saved_wisdom(fresh, tmp_path, monk
 
 
 def test_forget_wisdom_takes_a_bool():
-    with pytest.raises(TypeError, match="saved must be a bool, got 'yes'"):
+    with pytest.raises(TypeError, match="forget_wisdom: saved must be a bool, got str 'yes'"):
         fft.forget_wisdom("yes")

@@ -335,6 +335,18 @@ def test_shared_memory_check_counts_the_row_alignment():
     assert [ms.shared_row(length) for length in (16, 32, 48, 64, 96, 112, 128)] == [40, 40, 72, 72, 104, 136, 136]
 
 
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: ms.matmul_mma_cuda(64, 64, 64, pipeline="yes"), "matmul_mma_cuda: pipeline must be a bool, got str"),
+    (lambda: ms.matmul_mma_cuda(64, 64, 64, padded_output=1), "matmul_mma_cuda: padded_output must be a bool"),
+    (lambda: ms.matmul_mma_cuda_dispatch(64, 64, pad_to_blocks="no"),
+     "matmul_mma_cuda_dispatch: pad_to_blocks must be a bool, got str 'no'"),
+])
+def test_the_mma_builders_refuse_flags_that_are_not_bools(build, message):
+    # pipeline="no" was truthy: it pipelined without a word
+    with pytest.raises(TypeError, match=message):
+        build()
+
+
 @pytest.mark.parametrize(("args", "message"), [((8, 32, 64), "rows must be a positive multiple of 16, got 8"),
                                                ((16, 40, 64), "cols must be a positive multiple of 16, got 40"),
                                                ((16, 32, 0), "k must be a positive int, got 0")])

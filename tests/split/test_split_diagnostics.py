@@ -112,6 +112,12 @@ def test_invalid_options_raise_value_error(options, message):
         TailSplit(**options)
 
 
+def test_a_verbose_that_is_not_a_bool_is_refused():
+    # verbose="no" is truthy: it logged every report at INFO without a word
+    with pytest.raises(TypeError, match="TailSplit: verbose must be a bool, got str 'no'"):
+        TailSplit(verbose="no")
+
+
 def test_verbose_explains_what_was_split_and_kept(caplog):
     caplog.set_level(logging.INFO, logger="tvm_tailsplit")
     TailSplit(strategy="auto", verbose=True)(tvm.IRModule({"main": load_condition}))

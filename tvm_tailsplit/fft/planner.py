@@ -50,6 +50,7 @@ from ..cuda import (
     register_pipeline_without_thread_sync,
     shared_memory_per_block,
 )
+from ..ir_utils import require_bools
 from . import cache
 from .factor import Breakdown
 from .formula import Formula, formula_of
@@ -894,8 +895,7 @@ def plan(
         input_layout, output_layout = (dataclasses.replace(layout, distance=layout.elements * layout.stride)
                                        for layout in (input_layout, output_layout))
     effort = check_choice("effort", effort, EFFORTS)
-    if not isinstance(verbose, bool):
-        raise TypeError(f"verbose must be a bool, got {verbose!r} ({type(verbose).__name__})")
+    require_bools("plan", verbose=verbose)
     rounds = check_int("rounds", rounds, 1)
     if lanes is not None:
         lanes = min(check_int("lanes", lanes, 1), batch)

@@ -42,7 +42,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir, te
 
-from ..ir_utils import suffix_block_names
+from ..ir_utils import require_bools, suffix_block_names
 from .lowering import PAIR_BUFFERS_ATTR
 from .passes import PassList
 from .planner import _resolve_target, plan
@@ -146,8 +146,7 @@ def te_fft(
     axis = check_int("axis", axis)
     if name is not None and (not isinstance(name, str) or not name.isidentifier()):
         raise ValueError(f"name must be None or an identifier (it names the stage's blocks), got {name!r}")
-    if not isinstance(schedule, bool):
-        raise TypeError(f"schedule must be a bool, got {schedule!r} ({type(schedule).__name__})")
+    require_bools("te_fft", schedule=schedule)
     target = _resolve_target(target)
     dtype = str(x.dtype)
     if dtype not in VECTOR_LANES:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import CudaLimits
+from ..ir_utils import require_bools
 from .factor import Breakdown, breakdown, chain
 from .passes import PassList, build_passes
 from .schedule import (
@@ -78,9 +79,7 @@ class Variant:
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
         if self.radix_limit > self.codelet_limit:
             raise ValueError(f"radix_limit must be at most codelet_limit={self.codelet_limit}, got {self.radix_limit}")
-        for name in ("kernel_per_pass", "stage_input"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        require_bools("Variant", kernel_per_pass=self.kernel_per_pass, stage_input=self.stage_input)
         if not isinstance(self.radices, (tuple, list)):
             raise TypeError(f"radices must be a tuple of integers, got {self.radices!r}")
         object.__setattr__(self, "radices", tuple(check_int("radices", r, 2) for r in self.radices))

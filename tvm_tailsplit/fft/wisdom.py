@@ -38,6 +38,7 @@ from pathlib import Path
 
 import tvm
 
+from ..ir_utils import require_bools
 from . import cache
 from .spec import FFTSpec, check_choice
 from .template import ExternalLayout
@@ -255,8 +256,7 @@ def _parse(text: str) -> list[tuple[str, str, Variant]]:
 def forget_wisdom(saved: bool = False) -> None:
     """Forget every recorded variant in this process (plans already built stay cached); with `saved`, delete the
     plan cache's wisdom file too."""
-    if not isinstance(saved, bool):
-        raise TypeError(f"saved must be a bool, got {saved!r} ({type(saved).__name__})")
+    require_bools("forget_wisdom", saved=saved)
     with _lock:
         _wisdom.clear()
     directory = cache.cache_dir()

@@ -82,7 +82,15 @@ from ..cuda import (
     rule_intervals,
     shared_memory_per_block,
 )
-from ..ir_utils import DispatchCase, dispatch_by_intervals, host_if, require_sizes, runtime_assert, with_root_body
+from ..ir_utils import (
+    DispatchCase,
+    dispatch_by_intervals,
+    host_if,
+    require_bools,
+    require_sizes,
+    runtime_assert,
+    with_root_body,
+)
 from .conditions import MARK_KEY
 
 __all__ = [
@@ -399,6 +407,7 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
     benchmark's (b))."""
     require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
+    require_bools("matmul_mma_cuda", pipeline=pipeline, pad_to_blocks=pad_to_blocks, padded_output=padded_output)
     if not isinstance(tiling, MmaTiling):
         raise TypeError(f"matmul_mma_cuda: tiling must be an MmaTiling (e.g. choose_tiling(m, n, k)), got "
                         f"{tiling!r}")
@@ -429,6 +438,8 @@ def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True
     other arguments are ``matmul_mma_cuda``'s; ``TailSplit`` and the ``"tailsplit_mma"`` pipeline treat the
     cases' marks as they treat one kernel's. ``M = 0`` runs no kernel."""
     require_sizes("matmul_mma_cuda_dispatch", n=n, k=k, sm_count=sm_count)
+    require_bools("matmul_mma_cuda_dispatch", pipeline=pipeline, pad_to_blocks=pad_to_blocks,
+                  padded_output=padded_output)
     intervals = tiling_intervals(n, k, sm_count)
     limit = _rows_within_index_limit("matmul_mma_cuda_dispatch", None, n, k, [tiling for _, _, tiling in intervals])
     func = matmul_fp16_func(None, n, k)

@@ -8,7 +8,7 @@ import logging
 import tvm
 from tvm import tirx
 
-from ..ir_utils import checked_module_pass, require_list
+from ..ir_utils import checked_module_pass, require_bools, require_list
 from .apply import SplitReport, split_function, validate_options
 
 __all__ = ["TailSplit"]
@@ -56,6 +56,7 @@ def TailSplit(  # noqa: N802 - pass constructors are CamelCase in TVM
     """
     validate_options(strategy, max_mapping_cost, max_fuzzy_expansion)
     require_list(reports, "TailSplit", "reports")
+    require_bools("TailSplit", verbose=verbose)
 
     def transform(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
         functions = {}

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
-from ..ir_utils import require_sizes
+from ..ir_utils import require_bools, require_sizes
 from .analysis import analyze
 from .graphs import Instance, boxes_overlap
 from .hopper import hopper_protocol
@@ -535,8 +535,7 @@ def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_state
     flight (`hopper.hopper_protocol`); without it a Hopper kernel's generic protocol is checked.
     """
     require_sizes("check", max_instances=max_instances, max_states=max_states)
-    if not isinstance(hopper, bool):
-        raise TypeError(f"check: hopper must be a bool, got {type(hopper).__name__} {hopper!r}")
+    require_bools("check", hopper=hopper)
     if isinstance(kernel, Protocol):
         if hopper:
             raise ValueError("check: hopper=True takes a kernel; a protocol is checked as given (build a Hopper "

@@ -15,7 +15,7 @@ from tvm import tirx
 from tvm.s_tir import SBlock
 
 from ..cuda import MAX_THREADS_PER_BLOCK
-from ..ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation
+from ..ir_utils import EMIT_INSN_PRAGMA, drop_loop_annotation, require_bools
 from .analysis import analyze
 from .check import check_protocol
 from .codegen import generate
@@ -67,9 +67,7 @@ def _is_int(value: object) -> bool:
 def _check_options(kind: str, threads_per_role: object, debug_check: object, delay_us: object,
                    named_barriers: object, max_instances: object, hopper: object = False) -> None:
     """TypeError for an argument of the wrong type, ValueError for a value out of range or for the other target."""
-    for name, value in (("debug_check", debug_check), ("named_barriers", named_barriers), ("hopper", hopper)):
-        if not isinstance(value, bool):
-            raise TypeError(f"WarpSpecialize: {name} must be a bool, got {type(value).__name__} {value!r}")
+    require_bools("WarpSpecialize", debug_check=debug_check, named_barriers=named_barriers, hopper=hopper)
     for name, value, least in (("delay_us", delay_us, 0), ("max_instances", max_instances, 1)):
         if not _is_int(value):
             raise TypeError(f"WarpSpecialize: {name} must be an int, got {type(value).__name__} {value!r}")
