@@ -1,9 +1,12 @@
 """The README's TailSplit example runs as written and its operator computes ``A * B`` for every length; its
 WarpSpecialize examples run (llvm result against numpy, the CUDA and Hopper forms compiled); its FFT examples
-(the first plan, the te_fft graph, the Relax model of emit_fft, the convolution) compute what their comments say."""
+(the first plan, the te_fft graph, the Relax model of emit_fft, the convolution) compute what their comments say; its
+recipe for scipy.fft's global backend leaves to scipy what the backend declines."""
 
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,3 +91,42 @@ def test_readme_fft_examples_compute_what_their_comments_say():
     exec(compile(convolution, str(README), "exec"), namespace)  # noqa: S102
     x, h, y = namespace["x"], namespace["h"], namespace["y"]
     np.testing.assert_allclose(y, signal.fftconvolve(x, h[None], mode="same", axes=-1), rtol=1e-4, atol=1e-3)
+
+
+GLOBAL_BACKEND_CHECK = """
+import collections
+import numpy as np
+import scipy.fft
+from tvm_tailsplit.fft import scipy_backend
+
+
+class CountingBackend:
+    __ua_domain__ = scipy_backend.__ua_domain__
+    counts = collections.Counter()
+
+    def __ua_function__(self, method, args, kwargs):
+        result = scipy_backend.__ua_function__(method, args, kwargs)
+        self.counts[result is NotImplemented] += 1
+        return result
+
+
+fft = CountingBackend()
+{recipe}
+x = np.random.default_rng(0).standard_normal(16)
+np.testing.assert_allclose(scipy.fft.fft(x), np.fft.fft(x), atol=1e-12)
+assert scipy.fft.dct(x).shape == (16,)  # declined: computed by scipy
+assert scipy.fft.fft(x.astype(np.longdouble)).dtype == np.clongdouble  # declined: scipy, exactly
+assert fft.counts == {{False: 1, True: 2}}, fft.counts
+"""
+
+
+def test_readme_global_scipy_backend_recipe_keeps_scipy_for_what_the_backend_declines():
+    """The README's "For global use:" recipe (its code spans, run as written with `fft` the backend) computes the
+    transforms on the backend and leaves DCT and long double to scipy (set_global_backend alone replaces scipy's
+    own backend: scipy.fft.dct raised BackendNotImplementedError)."""
+    sentence = README.read_text().split("For global use:", 1)[1].split(". ", 1)[0]
+    recipe = "\n".join(re.findall(r"`(scipy\.fft\.\w+\(.*?\))`", sentence))
+    assert "set_global_backend(fft)" in recipe
+    done = subprocess.run([sys.executable, "-c", GLOBAL_BACKEND_CHECK.format(recipe=recipe)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -11,6 +11,10 @@ transforms (dct, dst and their n-D forms), fht, long double and complex long dou
 exactly), object and non-numeric arrays, array types other than numpy's (array-API arrays such as torch or
 cupy), and `plan=` objects. `workers=None` reads scipy's own default (`scipy.fft.get_workers()`: 1, or the value
 of an enclosing `scipy.fft.set_workers`), so that the backend keeps scipy's threading semantics.
+
+Global use: `scipy.fft.set_global_backend(tvm_tailsplit.fft)` replaces scipy's own global backend, so the calls
+this one declines raise uarray's `BackendNotImplementedError` unless scipy's is registered too:
+`scipy.fft.register_backend("scipy")` (uarray tries the global backend, then the registered ones).
 """
 
 from __future__ import annotations
