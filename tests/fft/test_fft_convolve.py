@@ -266,6 +266,19 @@ def test_errors_name_the_argument():
         FFTSpec(16, "conv", norm="ortho")
 
 
+
+def test_long_double_is_refused_as_in_the_numpy_functions():
+    """scipy.signal.fftconvolve computes long double exactly; the pipeline computes in float64, and took x and h
+    of long double as float64 without a word (the numpy-like functions refuse them: numpy_api)."""
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("long double is double on this platform")
+    x, h, long = np.arange(10.0), np.array([1.0, 1e-17]), np.dtype(np.longdouble)
+    for bad_x, bad_h, name in ((x.astype(long), h, "x"), (x, h.astype(long), "h")):
+        with pytest.raises(TypeError, match=f"{name} has dtype {long} .long double."):
+            tfft.convolve(bad_x, bad_h)
+    with pytest.raises(TypeError, match=f"h has dtype {long} .long double."):
+        tfft.plan_convolve(16, h.astype(np.longdouble))
+
 CUDA_PIPELINES = [(64, 3, "float32"), (1000, 2, "float64"), (97, 2, "float32"),  # static shared memory
                   (8192, 2, "float32"),  # dynamic shared memory
                   (16384, 2, "float64")]  # one kernel per pass

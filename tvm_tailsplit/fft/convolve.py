@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from .numpy_api import _precision, next_fast_len
+from .numpy_api import _check_computed_dtype, _precision, next_fast_len
 from .planner import Plan, _cached_plan, _resolve_target, _target_argument, _TargetKey
 from .search import ROUNDS
 from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int
@@ -61,7 +61,8 @@ def _real_dtype(name: str, dtype: Any) -> str:
 
 
 def _real_filter(h: Any) -> np.ndarray:
-    """`h` as a non-empty 1-D real numpy array (ValueError naming `h` otherwise)."""
+    """`h` as a non-empty 1-D real numpy array (ValueError naming `h` otherwise; long double is a TypeError, as in
+    `numpy_api`: the pipeline computes in float32/float64, and a silent downcast would lose its precision)."""
     h = np.asarray(h)
     if h.ndim != 1:
         raise ValueError(f"h must be a 1-D filter, got shape {h.shape}")
@@ -69,6 +70,7 @@ def _real_filter(h: Any) -> np.ndarray:
         raise ValueError("h must not be empty (a filter of 0 taps)")
     if np.iscomplexobj(h) or h.dtype.kind not in "fiub":
         raise ValueError(f"h must be real (float or integer), got {h.dtype}")
+    _check_computed_dtype("h", h.dtype)
     return h
 
 
@@ -212,12 +214,14 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     buffers reach beyond the pipeline's 32-bit indices (`FFTSpec.transforms_per_call`, over 8 GiB of float32) run in
     parts of as many rows as fit. target: as `plan_convolve`'s ("llvm", "cuda" or a target).
     Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis; an argument of
-    the wrong type, such as a non-integer axis, is a TypeError)."""
+    the wrong type, such as a non-integer axis, is a TypeError; so is a long double x or h, which the pipeline would
+    compute in float64 while scipy computes it exactly: cast it to float64, or use scipy.signal.fftconvolve)."""
     mode = check_choice("mode", mode, MODES)
     h = _real_filter(h)
     x = np.asarray(x)
     if np.iscomplexobj(x) or x.dtype.kind not in "fiub":
         raise ValueError(f"x must be real (float or integer), got {x.dtype}")
+    _check_computed_dtype("x", x.dtype)
     if x.ndim == 0:
         raise ValueError("x must have at least one dimension")
     axis = check_int("axis", axis)
