@@ -139,6 +139,27 @@ def test_tvm_tensors_in_a_strided_plan_are_checked_against_its_layout():
         strided_out(x, tvm.runtime.empty((3, 8, 2), "float32"))
 
 
+
+def test_flipped_and_broadcast_views_are_refused_with_a_remedy_that_exists():
+    # a negative or zero step was refused with "make a plan with matching istride/idist/ostride/odist", which no plan
+    # has (they are at least 1); a plan of one transform never reads the batch stride, a flipped row of one is taken
+    signal = random_complex(16, "complex64", seed=7)
+    one, two = tfft.plan(8), tfft.plan(8, 2)
+    refusals = [(one, signal[:8][::-1], None, r"x has element strides \(0, -2, 1\)"),
+                (two, signal.reshape(2, 8)[::-1], None, r"x has element strides \(-16, 2, 1\)"),
+                (two, np.broadcast_to(signal[:8], (2, 8)), None, r"x has element strides \(0, 2, 1\)"),
+                (one, signal[:8], np.empty(16, np.complex64)[::-2], r"out has element strides \(0, -4, 1\)")]
+    for plan, x, out, match in refusals:
+        with pytest.raises(ValueError, match=match + ".*a negative or zero step .* has no plan") as refused:
+            plan(x, out)
+        assert "make a plan with matching" not in str(refused.value)
+        assert ("np.ascontiguousarray(x)" if out is None else "a compact out, or none") in str(refused.value)
+    flipped_row = signal[:8].reshape(1, 8)[::-1]
+    assert relative_error(one(flipped_row)[0], np.fft.fft(signal[:8].astype(np.complex128))) <= \
+        tolerance(8, "complex64")
+    with pytest.raises(ValueError, match=r"x has element strides \(0, 4, 1\).*make a plan with matching istride"):
+        one(signal[::2])
+
 def test_a_strided_tvm_tensor_of_one_transform_may_have_any_row_stride():
     # a plan of one transform declared the compact batch stride, which TVM checks exactly for a strided layout: a
     # row of a larger array (idist=20 given, as the tensor's) was refused as 'Invalid input.strides[0] ... expected 32'

@@ -460,7 +460,7 @@ class Plan:
             raise ValueError(f"{name} has shape {array.shape}, the plan expects {expected}")
         strides = tuple(s // real.itemsize for s in array.strides)
         if any(s % real.itemsize for s in array.strides):
-            _refuse_strides(name, strides, layout)
+            _refuse_strides(name, strides, layout, self.batch)
         _check_strides(name, strides, layout, self.batch)
         if self.batch == 1 and strides[0] != layout.strides()[0]:
             array = np.lib.stride_tricks.as_strided(array, strides=(layout.strides()[0] * real.itemsize,)
@@ -664,7 +664,16 @@ class Plan:
                 f"norm={self.norm!r}, dtype={self.dtype!r}, target={self.target.kind.name!r}{steps})")
 
 
-def _refuse_strides(name: str, strides: tuple[int, ...], layout: ExternalLayout) -> None:
+def _refuse_strides(name: str, strides: tuple[int, ...], layout: ExternalLayout, batch: int) -> None:
+    """A ValueError naming `name`: a plan of matching steps takes strides of at least 1 (the batch stride of one
+    transform is never read), and no plan takes a negative or zero step (a flipped or broadcast view)."""
+    steps = strides[0 if batch > 1 else 1:]
+    if any(s <= 0 for s in steps):
+        remedy = ("a copy such as np.ascontiguousarray(x)" if name == "x" else
+                  "a compact out, or none (a new array is returned)")
+        raise ValueError(f"{name} has element strides {strides}, the plan expects {layout.strides()}; a negative "
+                         f"or zero step (a flipped or broadcast view) has no plan (istride/idist/ostride/odist are "
+                         f"at least 1): pass {remedy}")
     raise ValueError(f"{name} has element strides {strides}, the plan expects {layout.strides()}; "
                      f"make a plan with matching istride/idist/ostride/odist")
 
@@ -673,7 +682,7 @@ def _check_strides(name: str, strides: tuple[int, ...], layout: ExternalLayout, 
     """A ValueError naming `name` when an array's element `strides` are not `layout`'s (the batch stride of one
     transform is not compared: a plan of one transform declares the compact one)."""
     if strides[1:] != layout.strides()[1:] or (batch > 1 and strides[0] != layout.strides()[0]):
-        _refuse_strides(name, strides, layout)
+        _refuse_strides(name, strides, layout, batch)
 
 
 def _check_tensor(name: str, tensor: tvm.runtime.Tensor, layout: ExternalLayout, batch: int, dtype: str) -> None:
