@@ -149,6 +149,11 @@ def test_plans_are_cached_on_validated_arguments():
     first = plan_nd((4, 6), (1, 0), "c2c")
     assert plan_nd([np.int64(4), 6], [1, np.int32(0)], "c2c", "forward", "backward", np.complex64) is first
     assert plan_nd((4, 6), (-1, -2), "c2c") is first  # negative axes count from the end, as numpy's
+    # shape and axes as numpy arrays, as numpy takes them (refused: "shape must be a sequence of integers")
+    assert plan_nd(np.array([4, 6]), np.array([1, 0]), "c2c") is first
+    for scalar in (np.array(4), np.array([[4, 6]])):
+        with pytest.raises(TypeError, match="shape must be a sequence of integers"):
+            plan_nd(scalar, (0,), "c2c")
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

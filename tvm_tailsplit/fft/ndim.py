@@ -458,6 +458,16 @@ def _cached_plan_nd(shape, axes, kind, direction, norm, dtype, target: _TargetKe
     return NDPlan(shape, axes, kind, direction, norm, dtype, target.target, last_size)
 
 
+def _integers(name: str, value: Any) -> Sequence:
+    """`value`, a sequence of integers (a tuple, list, range or 1-D numpy array, as numpy takes shapes and axes;
+    its elements are checked by the caller): TypeError naming `name` for a string, a scalar or another type."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a sequence of integers, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str = "forward",
             norm: str = "backward", dtype: Any = "complex64", target: Any = "llvm", *,
             last_size: int | None = None) -> NDPlan:
@@ -471,14 +481,10 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
     numpy's normalization over the product of the transformed lengths. dtype and target as in `plan()`. A wrong
     type raises TypeError, a wrong value ValueError, naming the argument.
     """
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
-        raise TypeError(f"shape must be a sequence of integers, got {shape!r} ({type(shape).__name__})")
-    shape = tuple(check_int(f"shape[{i}]", d, 1) for i, d in enumerate(shape))
+    shape = tuple(check_int(f"shape[{i}]", d, 1) for i, d in enumerate(_integers("shape", shape)))
     if not shape:
         raise ValueError("shape must have at least one dimension")
-    if isinstance(axes, (str, bytes)) or not isinstance(axes, Sequence):
-        raise TypeError(f"axes must be a sequence of integers, got {axes!r} ({type(axes).__name__})")
-    axes = tuple(check_int(f"axes[{i}]", a) for i, a in enumerate(axes))
+    axes = tuple(check_int(f"axes[{i}]", a) for i, a in enumerate(_integers("axes", axes)))
     if not axes:
         raise ValueError("axes must name at least one axis")
     if any(not -len(shape) <= a < len(shape) for a in axes):
