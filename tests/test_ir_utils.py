@@ -217,12 +217,18 @@ def test_an_extent_that_is_an_expression_maps_its_variable():
 
 
 def test_require_sizes_names_the_function_and_the_argument():
-    require_sizes("f", ("m",), m=None, n=1, k=4096)  # a symbolic m, positive sizes
+    assert require_sizes("f", ("m",), m=None, n=1, k=4096) == (None, 1, 4096)  # a symbolic m, positive sizes
+    # numpy's integers, as numpy takes sizes, come back as ints (they were refused: "n must be a positive int")
+    checked = require_sizes("f", n=np.int64(16), k=np.intp(4), lanes=np.array(8), tile=np.uint8(2))
+    assert checked == (16, 4, 8, 2) and all(type(size) is int for size in checked)
     for sizes, message in [({"n": 0}, "f: n must be a positive int, got 0"),
                            ({"n": True}, "f: n must be a positive int, got True"),
                            ({"n": 2.0}, "f: n must be a positive int, got 2.0"),
                            ({"m": -1}, "f: m must be a positive int or None, got -1"),
-                           ({"n": None}, "f: n must be a positive int, got None")]:
+                           ({"n": None}, "f: n must be a positive int, got None"),
+                           ({"n": np.True_}, "f: n must be a positive int, got np.True_"),
+                           ({"n": np.int64(0)}, "f: n must be a positive int, got np.int64(0)"),
+                           ({"n": np.float64(2.0)}, "f: n must be a positive int, got np.float64(2.0)")]:
         with pytest.raises(ValueError, match=re.escape(message)):
             require_sizes("f", ("m",), **sizes)
 
@@ -234,6 +240,45 @@ def test_require_bools_names_the_function_and_the_argument():
                            ({"pipeline": None}, "f: pipeline must be a bool, got NoneType None")]:
         with pytest.raises(TypeError, match=re.escape(message)):
             require_bools("f", **flags)
+
+
+def _builders() -> list:
+    from tvm_tailsplit.split import examples, mma_schedule, workloads
+    from tvm_tailsplit.warpspec import examples as warpspec_examples
+
+    return [
+        (examples.elementwise_multiply_nc1hwc0, dict(c1=3, h=20, w=4, c0=16, h_tile=8)),
+        (examples.matmul, dict(m=16, n=8, k=4)),
+        (examples.vector_scale_1d, dict(n=100, lanes=16)),
+        (examples.symbolic_vector_multiply, dict(lanes=16)),
+        (examples.gpu_vector_add_one, dict(n=1000, threads=32, vector=8)),
+        (workloads.dense_int8_vnni, dict(m=127, n=1000, k=255)),
+        (workloads.matmul_fp32, dict(m=127, n=255, k=129)),
+        (workloads.elementwise_nc1hwc0, dict(n=2, c1=3, h=30, w=28, c0=16, h_tile=8)),
+        (workloads.matmul_wmma_cuda, dict(m=1000, n=1000, k=1000)),
+        (mma_schedule.choose_tiling, dict(m=33, n=4096, k=4096, sm_count=132)),
+        (mma_schedule.matmul_mma_cuda, dict(m=100, n=64, k=48)),
+        (mma_schedule.matmul_mma_cuda_dispatch, dict(n=256, k=128, sm_count=132)),
+        (warpspec_examples.streaming_kernel, dict(tiles=8, tile=16, stages=2)),
+        (warpspec_examples.symbolic_streaming_kernel, dict(tile=16, stages=2)),
+        (warpspec_examples.scheduled_scale_kernel, dict(n=256, tile=32)),
+        (warpspec_examples.gemm_kernel, dict(m=64, n=64, k=128, block_m=32, block_n=32, block_k=16, stages=3)),
+        (warpspec_examples.hopper_gemm_kernel, dict(m=256, n=256, block_m=128, block_n=256, block_k=64, stages=4)),
+        (warpspec_examples.symbolic_k_gemm_kernel, dict(m=64, n=64, block_m=32, block_n=32, block_k=16, stages=3)),
+    ]
+
+
+def test_builders_take_numpy_integer_sizes():
+    """Every builder whose sizes require_sizes checks builds the same IR from numpy integers as from ints (they were
+    refused: "vector_scale_1d: n must be a positive int, got np.int64(100)", and passed on, TVM's schedule refused
+    them as split factors)."""
+    for builder, sizes in _builders():
+        numpy_sizes = {name: np.int64(size) for name, size in sizes.items()}
+        built, from_numpy = builder(**sizes), builder(**numpy_sizes)
+        if isinstance(built, (tvm.IRModule, tirx.PrimFunc)):
+            assert tvm_ffi.structural_equal(built, from_numpy), builder.__name__
+        else:
+            assert built == from_numpy, builder.__name__
 
 
 def test_default_passes_with_places_passes_next_to_one_of_tvms():

@@ -12,7 +12,8 @@
 - ``drop_loop_annotation``: a module without one loop annotation (e.g. ``EMIT_INSN_PRAGMA``, TailSplit's mark).
 - ``checked_module_pass``: a module pass that refuses, by name, anything but an ``IRModule`` when called directly.
 - ``require_module``: the same check for functions that take a module.
-- ``require_sizes``: a ``ValueError`` naming the function and the argument unless each size is a positive int;
+- ``require_sizes``: the sizes as ints (numpy integers taken, as numpy takes them), a ``ValueError`` naming the
+  function and the argument unless each size is a positive integer;
   ``require_list``: a ``TypeError`` naming them unless a reports argument is a list or ``None``.
 - ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time;
   ``default_passes_with``: that list with passes of ours placed next to one of TVM's (pipelines that insert their
@@ -24,9 +25,11 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import tvm
 import tvm_ffi
@@ -261,15 +264,25 @@ def require_list(value: object, who: str, argument: str) -> None:
         raise TypeError(f"{who}: {argument} must be a list (or None), got {type(value).__name__}")
 
 
-def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: int | None) -> None:
-    """A ``ValueError`` naming ``who`` and the argument unless each of ``sizes`` (by name) is a positive int (or
-    ``None``, a symbolic size, for the names in ``symbolic``)."""
+def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: Any) -> tuple[int | None, ...]:
+    """``sizes`` as Python ints, in the order given: a ``ValueError`` naming ``who`` and the argument unless each
+    (by name) is a positive integer (or ``None``, a symbolic size, for the names in ``symbolic``). An integer is
+    anything with ``__index__`` but a bool, as numpy takes sizes (``np.int64(16)``, a size computed by numpy); the
+    ints returned are what the caller builds with (TVM's FFI refuses numpy integers as schedule factors)."""
+    checked: list[int | None] = []
     for name, value in sizes.items():
         if value is None and name in symbolic:
+            checked.append(None)
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        try:
+            size = None if isinstance(value, bool) else operator.index(value)
+        except TypeError:
+            size = None
+        if size is None or size < 1:
             raise ValueError(f"{who}: {name} must be a positive int{' or None' if name in symbolic else ''}, "
                              f"got {value!r}")
+        checked.append(size)
+    return tuple(checked)
 
 
 class _CheckedModulePass(tvm.transform.ModulePass):

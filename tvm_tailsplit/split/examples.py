@@ -31,7 +31,7 @@ def elementwise_multiply_nc1hwc0(
     """The seed's headline: ``C = A * B`` over an NC1HWC0 tensor whose ``h`` axis is cut into tiles of
     ``h_tile`` (for ``h=20``: two full tiles and a tail of 4), loops ``c1, h_o, w, h_i, c0`` and the mark on
     ``w`` (one instruction covers ``w x h_i x c0``)."""
-    require_sizes("elementwise_multiply_nc1hwc0", c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
+    c1, h, w, c0, h_tile = require_sizes("elementwise_multiply_nc1hwc0", c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
     _require_instruction("elementwise_multiply_nc1hwc0", instruction)
     shape = (c1, h, w, c0)
     a = te.placeholder(shape, "float32", name="A")
@@ -50,8 +50,9 @@ def matmul(m: int | tvm.ir.PrimExpr, n: int | tvm.ir.PrimExpr, k: int | tvm.ir.P
            dtype: str = "float32") -> tvm.tirx.PrimFunc:
     """``C[i, j] = sum_r A[i, r] * B[r, j]`` as an unscheduled PrimFunc (block ``C``), ready for a schedule; each size
     a positive int or symbolic (a ``tirx.Var`` or an integer expression)."""
-    require_sizes("matmul", **{name: size for name, size in (("m", m), ("n", n), ("k", k))
-                               if not isinstance(size, tvm.ir.Expr)})
+    constant = {name: size for name, size in (("m", m), ("n", n), ("k", k)) if not isinstance(size, tvm.ir.Expr)}
+    sizes = {"m": m, "n": n, "k": k} | dict(zip(constant, require_sizes("matmul", **constant), strict=True))
+    m, n, k = sizes.values()
     a = te.placeholder((m, k), dtype, name="A")
     b = te.placeholder((k, n), dtype, name="B")
     r = te.reduce_axis((0, k), name="r")
@@ -61,7 +62,7 @@ def matmul(m: int | tvm.ir.PrimExpr, n: int | tvm.ir.PrimExpr, k: int | tvm.ir.P
 
 def vector_scale_1d(n: int = 100, lanes: int = 16, instruction: str = "vmul16") -> tvm.IRModule:
     """``B = A * 2`` over ``n`` elements split by the vector length ``lanes``, the mark on the inner loop."""
-    require_sizes("vector_scale_1d", n=n, lanes=lanes)
+    n, lanes = require_sizes("vector_scale_1d", n=n, lanes=lanes)
     _require_instruction("vector_scale_1d", instruction)
     a = te.placeholder((n,), "float32", name="A")
     b = te.compute((n,), lambda i: a[i] * tvm.tirx.const(2.0, "float32"), name="B")
@@ -75,7 +76,7 @@ def vector_scale_1d(n: int = 100, lanes: int = 16, instruction: str = "vmul16") 
 def symbolic_vector_multiply(lanes: int = 16, instruction: str = "tailsplit_avx512_fp32_mul_16") -> tvm.IRModule:
     """``C = A * B`` over ``n`` elements, ``n`` symbolic (a buffer dimension known only at run time), split by
     ``lanes`` with the mark on the inner loop (by default the 16-lane AVX-512 multiply of ``intrinsics``)."""
-    require_sizes("symbolic_vector_multiply", lanes=lanes)
+    (lanes,) = require_sizes("symbolic_vector_multiply", lanes=lanes)
     _require_instruction("symbolic_vector_multiply", instruction)
     n = te.var("n")
     a = te.placeholder((n,), "float32", name="A")
@@ -91,7 +92,7 @@ def symbolic_vector_multiply(lanes: int = 16, instruction: str = "tailsplit_avx5
 def register_vector_scale_intrinsic(lanes: int = 16, name: str | None = None) -> str:
     """Register (once) a ``TensorIntrin`` computing ``B[0:lanes] = A[0:lanes] * 2`` as one vector operation
     on llvm, matching the marked loop of ``vector_scale_1d``; returns its name (default ``vmul{lanes}``)."""
-    require_sizes("register_vector_scale_intrinsic", lanes=lanes)
+    (lanes,) = require_sizes("register_vector_scale_intrinsic", lanes=lanes)
     name = name or f"vmul{lanes}"
     if s_tir.TensorIntrin.get(name, allow_missing=True) is not None:
         return name
@@ -126,7 +127,7 @@ def gpu_vector_add_one(n: int | None = 1000, threads: int = 32, vector: int = 8,
     """``B = A + 1`` scheduled for CUDA: ``blockIdx.x`` x ``threadIdx.x`` x a marked inner loop of ``vector``
     elements; for ``n`` not a multiple of ``threads * vector`` the last block has a tail. ``n=None`` makes the
     length a symbolic variable ``n`` (one kernel for every length; its grid extent is 0 at ``n = 0``)."""
-    require_sizes("gpu_vector_add_one", ("n",), n=n, threads=threads, vector=vector)
+    n, threads, vector = require_sizes("gpu_vector_add_one", ("n",), n=n, threads=threads, vector=vector)
     _require_instruction("gpu_vector_add_one", instruction)
     length = tvm.tirx.Var("n", "int32") if n is None else n
     a = te.placeholder((length,), "float32", name="A")

@@ -335,7 +335,7 @@ def choose_tiling(m: int | None, n: int, k: int, sm_count: int = DEFAULT_MULTIPR
     ``M <= 16`` with ``N = 4096`` thus gets 16 x 32 tiles (128 blocks) instead of 32 blocks of 128 x 128, where
     three quarters of an H100 would idle, and ``M = 33`` one row of 64 x 32 tiles; ``tile_tiling`` sets the warps,
     slice depth and stages of the tile."""
-    require_sizes("choose_tiling", ("m",), m=m, n=n, k=k, sm_count=sm_count)
+    m, n, k, sm_count = require_sizes("choose_tiling", ("m",), m=m, n=n, k=k, sm_count=sm_count)
     if m is None:
         return choose_tiling(SYMBOLIC_M, n, k, sm_count)
 
@@ -406,7 +406,7 @@ def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline
     and ``N`` to whole ``tiling.block_tile`` thread-block tiles instead of whole instruction tiles, so no thread
     block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
     benchmark's (b))."""
-    require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
+    m, n, k = require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
     require_bools("matmul_mma_cuda", pipeline=pipeline, pad_to_blocks=pad_to_blocks, padded_output=padded_output)
     if not isinstance(tiling, MmaTiling):
         raise TypeError(f"matmul_mma_cuda: tiling must be an MmaTiling (e.g. choose_tiling(m, n, k)), got "
@@ -437,7 +437,7 @@ def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True
     grid, so a decode-like ``M`` runs thin tiles over the whole GPU and a large ``M`` the 128 x 128 tile. The
     other arguments are ``matmul_mma_cuda``'s; ``TailSplit`` and the ``"tailsplit_mma"`` pipeline treat the
     cases' marks as they treat one kernel's. ``M = 0`` runs no kernel."""
-    require_sizes("matmul_mma_cuda_dispatch", n=n, k=k, sm_count=sm_count)
+    n, k, sm_count = require_sizes("matmul_mma_cuda_dispatch", n=n, k=k, sm_count=sm_count)
     require_bools("matmul_mma_cuda_dispatch", pipeline=pipeline, pad_to_blocks=pad_to_blocks,
                   padded_output=padded_output)
     intervals = tiling_intervals(n, k, sm_count)

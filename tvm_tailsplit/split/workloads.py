@@ -225,7 +225,7 @@ def dense_int8_vnni(m: int | None = 127, n: int = 1000, k: int = 255) -> tvm.IRM
     """An int8 dense layer ``C[m, n] = A[m, k] (uint8) x W[n, k] (int8, packed [N/16, K/4, 16, 4]) -> int32``,
     tiled for the register-blocked VNNI kernel (loops ``j_0, i_0, i_1, j_1, r``: 8 x 16 tiles of ``C`` over the
     whole reduction, the block's init kept), marked on ``i_1``. ``m=None``: ``M`` is symbolic."""
-    require_sizes("dense_int8_vnni", ("m",), m=m, n=n, k=k)
+    m, n, k = require_sizes("dense_int8_vnni", ("m",), m=m, n=n, k=k)
     sch = s_tir.Schedule(_dense_int8_func(m, n, k))
     _schedule_dense(sch, mark=True, vectorize=False)
     return sch.mod
@@ -262,7 +262,7 @@ def matmul_fp32(m: int | None = 127, n: int = 255, k: int = 129, pack: bool | No
     ``matmul_packs_panels``. ``m=None``: ``M`` is symbolic; with ``pack=None`` the function then holds both
     kernels, each run for the rows the rule gives it (``ir_utils.dispatch_by_intervals`` on ``M``; block names
     suffixed ``_in_place`` and ``_packed``)."""
-    require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
+    m, n, k = require_sizes("matmul_fp32", ("m",), m=m, n=n, k=k)
     if pack is not None and not isinstance(pack, bool):
         raise TypeError(f"matmul_fp32: pack must be True, False or None (the rule), got {pack!r}")
     if m is not None or pack is not None:
@@ -278,7 +278,7 @@ def elementwise_nc1hwc0(n: int = 2, c1: int = 3, h: int = 30, w: int = 28, c0: i
                         h_tile: int = 8) -> tvm.IRModule:
     """``C = A * B`` over an ``N, C1, H, W, C0`` tensor (sizes ``n``, ``c1``, ``h``, ``w``, ``c0``), ``h`` cut
     into tiles of ``h_tile`` (30 = 3 x 8 + a tail of 6), the 16-lane vector multiply marked on ``c0``."""
-    require_sizes("elementwise_nc1hwc0", n=n, c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
+    n, c1, h, w, c0, h_tile = require_sizes("elementwise_nc1hwc0", n=n, c1=c1, h=h, w=w, c0=c0, h_tile=h_tile)
     sch = s_tir.Schedule(_elementwise_func(n, c1, h, w, c0))
     _schedule_elementwise(sch, mark=True, vectorize=False, h_tile=h_tile)
     return sch.mod
@@ -295,7 +295,7 @@ def matmul_wmma_cuda(m: int = 1000, n: int = 1000, k: int = 1000) -> tvm.IRModul
     ``wmma.accumulator``. 1008 (the padded 1000) is not a multiple of the 64 x 32 block, so every stage of the
     last blocks is guarded. Marks: the mma loop (``wmma_sync_16x16x16_f16f16f32``) and the fill, the two fragment
     loads and the store, each on the outermost loop of its 16 x 16 tile."""
-    require_sizes("matmul_wmma_cuda", m=m, n=n, k=k)
+    m, n, k = require_sizes("matmul_wmma_cuda", m=m, n=n, k=k)
     return _schedule_wmma(matmul_fp16_func(m, n, k))
 
 

@@ -107,7 +107,7 @@ def analyze(func: tirx.PrimFunc, unroll: bool | None = None, max_instances: int 
     trip counts, at most `max_instances` instances), False the symbolic analysis. An `unroll` other than None, True or
     False is a TypeError, a `max_instances` other than a positive int a ValueError naming it.
     """
-    require_sizes("analyze", max_instances=max_instances)
+    (max_instances,) = require_sizes("analyze", max_instances=max_instances)
     if unroll is not None and not isinstance(unroll, bool):
         raise TypeError(f"analyze: unroll must be None, True or False, got {type(unroll).__name__} {unroll!r}")
     tree = build_schedule_tree(func)

@@ -256,7 +256,7 @@ def check_protocol(protocol: Protocol, max_states: int = 2_000_000) -> CheckRepo
     protocol is first decided by the happens-before proof (see the module's docstring); `max_states` bounds the
     exploration of the others (beyond it: an "exploration incomplete" issue).
     """
-    require_sizes("check_protocol", max_states=max_states)
+    (max_states,) = require_sizes("check_protocol", max_states=max_states)
     if protocol.plan.graph is None:
         raise ValueError("check needs a protocol over explicit instances; a symbolic protocol is checked through "
                          "Analysis.small_protocol()")
@@ -534,7 +534,7 @@ def check(kernel: tirx.PrimFunc | Protocol, max_instances: int = 4096, max_state
     protocol that `WarpSpecialize("cuda", hopper=True)` generates instead: TMA transactions and wgmma groups in
     flight (`hopper.hopper_protocol`); without it a Hopper kernel's generic protocol is checked.
     """
-    require_sizes("check", max_instances=max_instances, max_states=max_states)
+    max_instances, max_states = require_sizes("check", max_instances=max_instances, max_states=max_states)
     require_bools("check", hopper=hopper)
     if isinstance(kernel, Protocol):
         if hopper:

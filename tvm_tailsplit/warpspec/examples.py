@@ -37,6 +37,7 @@ loads and stores always guarded by M (TailSplit decides the tiles by a chain of 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import tvm
@@ -133,16 +134,17 @@ def _specialize_shape(func: tirx.PrimFunc, param: int, shape: tuple[int | None, 
 def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
     """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring of
     `stages` tiles: `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
-    require_sizes("streaming_kernel", tile=tile, stages=stages)
-    if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles < 0:
+    tile, stages = require_sizes("streaming_kernel", tile=tile, stages=stages)
+    count = -1 if isinstance(tiles, bool) or not hasattr(tiles, "__index__") else operator.index(tiles)
+    if count < 0:  # (numpy integers taken, as require_sizes takes them)
         raise ValueError(f"streaming_kernel: tiles must be a non-negative int, got {tiles!r}")
-    return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (tiles * tile,))
+    return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (count * tile,))
 
 
 def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
     """`streaming_kernel` over a symbolic length `n` (a multiple of `tile`): `n // tile` pipeline iterations, a
     ring of `stages` tiles."""
-    require_sizes("symbolic_streaming_kernel", tile=tile, stages=stages)
+    tile, stages = require_sizes("symbolic_streaming_kernel", tile=tile, stages=stages)
 
     @T.prim_func(s_tir=True)
     def streaming(x: T.handle, y: T.handle):
@@ -171,7 +173,7 @@ def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
 def scheduled_scale_kernel(n: int = 256, tile: int = 32) -> tirx.PrimFunc:
     """`B = 3 A` over `n` elements scheduled into tiles of `tile` (a divisor of `n`): a shared-memory copy block
     (warp role 0) and a compute block (role 1)."""
-    require_sizes("scheduled_scale_kernel", n=n, tile=tile)
+    n, tile = require_sizes("scheduled_scale_kernel", n=n, tile=tile)
     if n % tile:
         raise ValueError(f"scheduled_scale_kernel: n must be a multiple of tile, got n={n}, tile={tile}")
     a = te.placeholder((n,), "float32", name="A")
@@ -193,8 +195,8 @@ def gemm_kernel(m: int | None = 64, n: int = 64, k: int = 128, block_m: int = 32
     (0) and `compute_roles` compute roles: `symbolic_k_gemm_kernel` specialized to the reduction length `k` (a
     multiple of `block_k`). Tiles of `block_m` x `block_n` x `block_k`, rings of `stages` stages; `b_transposed`
     as there."""
-    require_sizes("gemm_kernel", ("m",), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k,
-                   stages=stages)
+    m, n, k, block_m, block_n, block_k, stages = require_sizes(
+        "gemm_kernel", ("m",), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k, stages=stages)
     if k % block_k:
         raise ValueError(f"gemm_kernel: k must be a multiple of block_k ({block_k}), got {k}")
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, compute_roles, b_transposed)
@@ -217,8 +219,9 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     `block_k` 64 (a 128-byte swizzled row); any other is a `ValueError` naming the argument. With `block_m` 256 a
     consumer thread holds `block_n` accumulators: WarpSpecialize refuses `block_n` over 200 (they would spill,
     `hopper.FRAGMENT_HEADROOM_REGISTERS`)."""
-    require_sizes("hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k, block_m=block_m, block_n=block_n,
-                  block_k=block_k, stages=stages)
+    m, n, k, block_m, block_n, block_k, stages = require_sizes(
+        "hopper_gemm_kernel", ("m", "k"), m=m, n=n, k=k, block_m=block_m, block_n=block_n, block_k=block_k,
+        stages=stages)
     _require_hopper_tiles(block_m, block_n, block_k)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
                                   zero_fill_k=zero_fill_k, ctas=ctas)
@@ -303,8 +306,9 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     expected (any count >= 1): a CTA `bx` past the tiles of a smaller M runs no tile (its trip count is at most 0),
     producer and consumers alike.
     """
-    require_sizes("symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
-                   stages=stages)
+    m, n, block_m, block_n, block_k, stages = require_sizes(
+        "symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
+        stages=stages)
     if compute_roles not in (1, 2) or isinstance(compute_roles, bool):
         raise ValueError(f"symbolic_k_gemm_kernel: compute_roles must be 1 or 2, got {compute_roles!r}")
     if block_m % compute_roles:
