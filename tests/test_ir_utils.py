@@ -221,6 +221,9 @@ def test_require_sizes_names_the_function_and_the_argument():
     # numpy's integers, as numpy takes sizes, come back as ints (they were refused: "n must be a positive int")
     checked = require_sizes("f", n=np.int64(16), k=np.intp(4), lanes=np.array(8), tile=np.uint8(2))
     assert checked == (16, 4, 8, 2) and all(type(size) is int for size in checked)
+    assert require_sizes("f", least=0, tiles=np.int64(0)) == (0,)  # counts that may be empty
+    with pytest.raises(ValueError, match=re.escape("f: tiles must be a non-negative int, got -1")):
+        require_sizes("f", least=0, tiles=-1)
     for sizes, message in [({"n": 0}, "f: n must be a positive int, got 0"),
                            ({"n": True}, "f: n must be a positive int, got True"),
                            ({"n": 2.0}, "f: n must be a positive int, got 2.0"),
@@ -261,6 +264,7 @@ def _builders() -> list:
         (mma_schedule.matmul_mma_cuda_dispatch, dict(n=256, k=128, sm_count=132)),
         (warpspec_examples.streaming_kernel, dict(tiles=8, tile=16, stages=2)),
         (warpspec_examples.symbolic_streaming_kernel, dict(tile=16, stages=2)),
+        (warpspec_examples.persistent_ctas, dict(tiles=300, sms=132)),
         (warpspec_examples.scheduled_scale_kernel, dict(n=256, tile=32)),
         (warpspec_examples.gemm_kernel, dict(m=64, n=64, k=128, block_m=32, block_n=32, block_k=16, stages=3)),
         (warpspec_examples.hopper_gemm_kernel, dict(m=256, n=256, block_m=128, block_n=256, block_k=64, stages=4)),

@@ -264,11 +264,14 @@ def require_list(value: object, who: str, argument: str) -> None:
         raise TypeError(f"{who}: {argument} must be a list (or None), got {type(value).__name__}")
 
 
-def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: Any) -> tuple[int | None, ...]:
+def require_sizes(who: str, symbolic: tuple[str, ...] = (), *, least: int = 1,
+                  **sizes: Any) -> tuple[int | None, ...]:
     """``sizes`` as Python ints, in the order given: a ``ValueError`` naming ``who`` and the argument unless each
-    (by name) is a positive integer (or ``None``, a symbolic size, for the names in ``symbolic``). An integer is
-    anything with ``__index__`` but a bool, as numpy takes sizes (``np.int64(16)``, a size computed by numpy); the
-    ints returned are what the caller builds with (TVM's FFI refuses numpy integers as schedule factors)."""
+    (by name) is an integer of at least ``least`` (1: a positive one; 0 for counts that may be empty), or ``None``, a
+    symbolic size, for the names in ``symbolic``. An integer is anything with ``__index__`` but a bool, as numpy
+    takes sizes (``np.int64(16)``, a size computed by numpy); the ints returned are what the caller builds with
+    (TVM's FFI refuses numpy integers as schedule factors)."""
+    kind = {0: "non-negative int", 1: "positive int"}.get(least, f"int of at least {least}")
     checked: list[int | None] = []
     for name, value in sizes.items():
         if value is None and name in symbolic:
@@ -278,9 +281,8 @@ def require_sizes(who: str, symbolic: tuple[str, ...] = (), **sizes: Any) -> tup
             size = None if isinstance(value, bool) else operator.index(value)
         except TypeError:
             size = None
-        if size is None or size < 1:
-            raise ValueError(f"{who}: {name} must be a positive int{' or None' if name in symbolic else ''}, "
-                             f"got {value!r}")
+        if size is None or size < least:
+            raise ValueError(f"{who}: {name} must be a {kind}{' or None' if name in symbolic else ''}, got {value!r}")
         checked.append(size)
     return tuple(checked)
 

@@ -37,7 +37,6 @@ loads and stores always guarded by M (TailSplit decides the tiles by a chain of 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import tvm
@@ -135,10 +134,8 @@ def streaming_kernel(tiles: int = 8, tile: int = 16, stages: int = 2) -> tirx.Pr
     """`Y[t * tile + i] = 2 X[t * tile + i] + 1` with a copy role (0) and a compute role (1) over a shared ring of
     `stages` tiles: `symbolic_streaming_kernel` specialized to the length `tiles * tile`."""
     tile, stages = require_sizes("streaming_kernel", tile=tile, stages=stages)
-    count = -1 if isinstance(tiles, bool) or not hasattr(tiles, "__index__") else operator.index(tiles)
-    if count < 0:  # (numpy integers taken, as require_sizes takes them)
-        raise ValueError(f"streaming_kernel: tiles must be a non-negative int, got {tiles!r}")
-    return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (count * tile,))
+    (tiles,) = require_sizes("streaming_kernel", least=0, tiles=tiles)
+    return _specialize_shape(symbolic_streaming_kernel(tile, stages), 0, (tiles * tile,))
 
 
 def symbolic_streaming_kernel(tile: int = 16, stages: int = 2) -> tirx.PrimFunc:
@@ -273,9 +270,7 @@ def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
     CTAs, `ceildiv(tiles, ceildiv(tiles, sms))`, so that the CTAs' tile counts differ by at most one. Rule: at most
     one CTA per multiprocessor (`sms`, `cuda.DEFAULT_MULTIPROCESSORS` by default): one CTA of the Hopper GEMM (4
     stages of 48 KiB) fills a multiprocessor's shared memory, so more would only queue."""
-    for name, value in (("tiles", tiles), ("sms", sms)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"persistent_ctas: {name} must be a positive int, got {value!r}")
+    tiles, sms = require_sizes("persistent_ctas", tiles=tiles, sms=sms)
     waves = -(-tiles // sms)
     return -(-tiles // waves)
 
