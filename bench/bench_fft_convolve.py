@@ -34,10 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -46,7 +43,6 @@ import numpy as np
 from . import cli
 from .bench_fft import machine, side_by_side
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 # (signal length, filter taps, rows): 1 MiB to 4 MiB of float32 per batch
 CASES = [(1 << 16, 64, 8), (1 << 16, 4096, 8), (1 << 18, 64, 2), (1 << 18, 4096, 2), (1 << 20, 64, 1),
          (1 << 20, 4096, 1)]
@@ -163,15 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.quick)
         return
-    single = {name: "1" for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                     "MKL_NUM_THREADS")}
     heap = {name: str(MALLOC_THRESHOLD) for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
-    env = {**os.environ, **single, **heap,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "bench.bench_fft_convolve", "--child",
-                             *(["--quick"] if args.quick else [])], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            text=True, check=True)
-    rows = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = cli.single_threaded_child("bench_fft_convolve", args.quick, heap)
     info = {**machine(), "tvm_num_threads": "1"}
     rounds = QUICK_ROUNDS if args.quick else ROUNDS
     json_path, md_path = cli.result_paths("fft_convolve", args.quick)

@@ -24,10 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -36,7 +33,6 @@ import numpy as np
 from . import cli
 from .bench_fft import machine, side_by_side
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 POINTS = 1 << 20  # complex64 points per case: 8 MiB of input
 CASES = [64, 1000, 1024, 4096]  # n; batch = POINTS // n
 ROUNDS = 7
@@ -143,14 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.quick)
         return
-    single = {name: "1" for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                     "MKL_NUM_THREADS")}
-    env = {**os.environ, **single,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "bench.bench_fft_fusion", "--child",
-                             *(["--quick"] if args.quick else [])], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            text=True, check=True)
-    rows = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = cli.single_threaded_child("bench_fft_fusion", args.quick)
     info = {**machine(), "tvm_num_threads": "1"}
     rounds = QUICK_ROUNDS if args.quick else ROUNDS
     report = {"machine": info, "rounds": rounds, "rows": rows}
