@@ -124,6 +124,13 @@ def side_by_side(runners: dict, rounds: int, clock=time.perf_counter) -> dict[st
     return seconds
 
 
+def milliseconds(seconds: dict[str, list[float]]) -> dict:
+    """A row's timing fields from `side_by_side`'s seconds: "ms", each implementation's median over the rounds,
+    and "rounds_ms", every round's time (ms per call)."""
+    return {"ms": {name: statistics.median(values) * 1e3 for name, values in seconds.items()},
+            "rounds_ms": {name: [value * 1e3 for value in values] for name, values in seconds.items()}}
+
+
 def measure_generated(single_threaded: bool, cases: list[tuple[str, int, int]], rounds: int) -> dict:
     """GFLOP/s of the generated operator for every case, with this process's TVM thread count, and of the
     installed single-threaded (or else multi-threaded) libraries side by side with it (`libraries`; `skipped`:

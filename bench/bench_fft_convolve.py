@@ -34,14 +34,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 import time
 
 import numpy as np
 
 from . import cli
-from .bench_fft import machine, side_by_side
+from .bench_fft import machine, milliseconds, side_by_side
 
 # (signal length, filter taps, rows): 1 MiB to 4 MiB of float32 per batch
 CASES = [(1 << 16, 64, 8), (1 << 16, 4096, 8), (1 << 18, 64, 2), (1 << 18, 4096, 2), (1 << 20, 64, 1),
@@ -113,15 +112,11 @@ def child(quick: bool) -> None:
                   for name, result in results.items()}
         if max(errors.values()) > 1e-5:
             raise RuntimeError(f"x {length}, h {taps}: the implementations disagree: {errors}")
-        seconds = side_by_side(calls, QUICK_ROUNDS if quick else ROUNDS, clock=time.process_time)
-        medians = {name: statistics.median(values) for name, values in seconds.items()}
-        row = {"length": length, "taps": taps, "batch": batch, "n": n, "scipy_n": scipy_n, "build_s": build_s,
-               "ms": {name: value * 1e3 for name, value in medians.items()},
-               "rounds_ms": {name: [v * 1e3 for v in values] for name, values in seconds.items()},
-               "errors": errors}
-        rows.append(row)
-        print(f"x {length} h {taps} batch {batch} n {n}: " + ", ".join(f"{name} {value * 1e3:.2f} ms"
-                                                                       for name, value in medians.items()),
+        timing = milliseconds(side_by_side(calls, QUICK_ROUNDS if quick else ROUNDS, clock=time.process_time))
+        rows.append({"length": length, "taps": taps, "batch": batch, "n": n, "scipy_n": scipy_n, "build_s": build_s,
+                     **timing, "errors": errors})
+        print(f"x {length} h {taps} batch {batch} n {n}: " + ", ".join(f"{name} {ms:.2f} ms"
+                                                                       for name, ms in timing["ms"].items()),
               file=sys.stderr, flush=True)
     print(json.dumps(rows))
 

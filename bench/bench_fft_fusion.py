@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 import time
 
 import numpy as np
 
 from . import cli
-from .bench_fft import machine, side_by_side
+from .bench_fft import machine, milliseconds, side_by_side
 
 POINTS = 1 << 20  # complex64 points per case: 8 MiB of input
 CASES = [64, 1000, 1024, 4096]  # n; batch = POINTS // n
@@ -97,13 +96,9 @@ def child(quick: bool) -> None:
                   for name, result in results.items()}
         if max(errors.values()) > 1e-5:
             raise RuntimeError(f"n = {n}: the implementations disagree with numpy: {errors}")
-        seconds = side_by_side(calls, QUICK_ROUNDS if quick else ROUNDS, clock=time.process_time)
-        medians = {name: statistics.median(values) for name, values in seconds.items()}
-        rows.append({"n": n, "batch": batch, "build_s": build_s,
-                     "ms": {name: value * 1e3 for name, value in medians.items()},
-                     "rounds_ms": {name: [v * 1e3 for v in values] for name, values in seconds.items()},
-                     "errors": errors})
-        print(f"n {n} batch {batch}: " + ", ".join(f"{name} {value * 1e3:.2f} ms" for name, value in medians.items()),
+        timing = milliseconds(side_by_side(calls, QUICK_ROUNDS if quick else ROUNDS, clock=time.process_time))
+        rows.append({"n": n, "batch": batch, "build_s": build_s, **timing, "errors": errors})
+        print(f"n {n} batch {batch}: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in timing["ms"].items()),
               file=sys.stderr, flush=True)
     print(json.dumps(rows))
 
