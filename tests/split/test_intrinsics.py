@@ -634,3 +634,55 @@ def test_vnni_tails_read_no_weights_past_a_region_that_starts_inside_a_tile(kern
     child = subprocess.run([sys.executable, "-c", _READS_INSIDE_THE_REGION, kernel, str(lane_start),
                             str(step_start)], capture_output=True, text=True, timeout=300)
     assert child.returncode == 0 and "same as numpy" in child.stdout, (child.returncode, child.stderr[-2000:])
+
+
+# Run in a child process: a read past a page-guarded buffer ends the process (SIGSEGV).
+_FUSED_INDEX_TAIL = r'''
+import sys
+import numpy as np, tvm
+from tvm.script import tirx as T
+from tvm_tailsplit import TailSplit, tensorize_marked
+from tvm_tailsplit.split import intrinsics as intr
+from tvm_tailsplit.testing import page_guarded_array, to_tvm
+
+first = int(sys.argv[1])
+
+
+@T.prim_func(s_tir=True)
+def multiply(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32"), C: T.Buffer((4, 16), "float32")):
+    for i0 in range(4):
+        for i1 in T.serial(16, annotations={"pragma_emit_insn": intr.MUL_16}):
+            with T.sblock("C"):
+                v = T.axis.spatial(64, i0 * 16 + i1)
+                T.where(first <= i0 * 16 + i1)
+                C[v // 16, v % 16] = A[v // 16, v % 16] * B[v // 16, v % 16]
+
+
+report = []
+mod = tensorize_marked(TailSplit()(tvm.IRModule({"main": multiply})), report=report)
+assert report[0].action == "variable_length", [str(r) for r in report]
+executable = tvm.compile(mod, target=intr.llvm_target())
+a, b, c = (page_guarded_array((4, 16), "float32") for _ in range(3))
+rng = np.random.default_rng(first)
+a[:], b[:], c[:] = rng.random((4, 16)), rng.random((4, 16)), -7.0
+executable["main"](to_tvm(a), to_tvm(b), to_tvm(c))
+want = a * b
+want.reshape(-1)[:first] = -7.0
+np.testing.assert_array_equal(c, want)
+print("same as numpy")
+'''
+
+
+@pytest.mark.parametrize("first", [1, 5, 15])
+def test_a_tail_starting_inside_a_tile_through_a_fused_index_takes_the_masked_form(first, tmp_path):
+    """The tail tile of ``T.where(first <= v)`` over ``C[v // 16, v % 16]`` (``v = i0 * 16 + i1``) is
+    ``i1`` in ``[first, 16)``: its leading index ``(i0 * 16 + i1' + first) // 16`` is ``i0`` over the region, but
+    not over the description's whole 16 lanes, where the matcher compared it, so the tail stayed code. It now
+    takes the masked form, reading nothing past the region (page-guarded buffers), with numpy's result."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fused_index_tail.py"  # (TVMScript reads its source: a file, not -c)
+    script.write_text(_FUSED_INDEX_TAIL)
+    child = subprocess.run([sys.executable, str(script), str(first)], capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0 and "same as numpy" in child.stdout, (child.returncode, child.stderr[-2000:])

@@ -557,8 +557,11 @@ def _match_tail(func: tirx.PrimFunc, mark: Mark, name: str, desc: tirx.PrimFunc)
         return substitute(substitute(getattr(block_realize.block, part), binding), renaming)
 
     desc_vars = [d.loop_var for d in desc_loops]
-    for desc_loop in desc_loops:  # the region's loops run over a prefix of the description's ranges
-        extent = substitute(desc_loop.extent, free_extents)
+    for loop, desc_loop in zip(loops, desc_loops, strict=True):
+        # the region's loops run over a prefix of the description's ranges, [0, the region's extent): its indices
+        # are compared over that prefix (an index constant over the region, e.g. (j + 5) // 16 for j < 11, need
+        # not be over the description's whole range)
+        extent = substitute(loop.extent, resolved_binds)
         analyzer.bind(desc_loop.loop_var, Range.from_min_extent(desc_loop.min, extent))
     desc_body = body_of(desc_realize, {})
     renaming = {
