@@ -42,6 +42,11 @@ def test_tile_width_rule_fills_the_gpu_with_the_widest_tile():
         hopper_block_n(1, 0)
 
 
+def test_tile_width_rule_takes_numpy_sizes():
+    # it refused them ('m must be a positive int, got np.int64(1000)') while the kernels' builders take them
+    assert hopper_block_n(np.int64(1000), np.int32(4096), sms=np.int64(264)) == 128
+
+
 @pytest.mark.parametrize("block_n", [64, 32])
 def test_narrow_tiles_mean_a_times_b_transposed(block_n):
     """Ragged in rows, columns and K (a zero-filled K tile), and a symbolic M for two M; threads serialized."""

@@ -243,8 +243,7 @@ Measured side by side in ``bench/results/tails.md`` (the packing table: in place
 def matmul_packs_panels(m: int) -> bool:
     """Whether ``matmul_fp32`` packs ``B`` for ``m`` rows (``MATMUL_PACK_MIN_ROW_TILES``; ``m`` a non-negative int:
     0 rows read nothing, as the symbolic function's in-place case runs them)."""
-    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
-        raise ValueError(f"matmul_packs_panels: m must be a non-negative int (the rows of C), got {m!r}")
+    (m,) = require_sizes("matmul_packs_panels", least=0, m=m)
     return -(-m // MATMUL_PANEL_TILE[0]) >= MATMUL_PACK_MIN_ROW_TILES
 
 

@@ -41,6 +41,7 @@ import logging
 
 from tvm import sym, tirx
 
+from ..ir_utils import require_sizes
 from .graphs import RESOURCE
 from .protocol import ARRIVE, Protocol
 from .tiles import TilePlan
@@ -106,8 +107,7 @@ def defer_releases(protocol: Protocol, task: str, depth: int) -> Protocol:
     rewriting only; `in_flight_protocol` decides where it is safe)."""
     if task not in {t.name for t in protocol.tree.tasks()}:
         raise ValueError(f"defer_releases: task must name a task of the protocol, got {task!r}")
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise ValueError(f"defer_releases: depth must be a positive int, got {depth!r}")
+    (depth,) = require_sizes("defer_releases", depth=depth)
     ops = {**protocol.ops, task: tuple(dataclasses.replace(op, lag=depth) if not op.before_task else op
                                        for op in protocol.ops.get(task, ()))}
     return dataclasses.replace(protocol, ops=ops, in_flight={**protocol.in_flight, task: depth})

@@ -14,6 +14,7 @@ rule is one width (`examples.hopper_gemm_dispatch` builds one kernel per width, 
 from __future__ import annotations
 
 from ..cuda import DEFAULT_MULTIPROCESSORS, FILL_FRACTION, SYMBOLIC_M, rule_intervals
+from ..ir_utils import require_sizes
 
 __all__ = ["HOPPER_BLOCK_M", "HOPPER_BLOCK_N", "hopper_block_n", "hopper_block_n_intervals", "hopper_ctas"]
 
@@ -32,11 +33,9 @@ def hopper_ctas(m: int, n: int, block_n: int) -> int:
 def hopper_block_n(m: int | None, n: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
     """The tile width `block_n` of the Hopper GEMM for `m` (None: symbolic) x `n` on `sms` multiprocessors (the
     module doc's rule)."""
+    m, n, sms = require_sizes("hopper_block_n", ("m",), m=m, n=n, sms=sms)
     if m is None:
         return hopper_block_n(SYMBOLIC_M, n, sms)
-    for name, value in (("m", m), ("n", n), ("sms", sms)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"hopper_block_n: {name} must be a positive int, got {value!r}")
     filling = [b for b in HOPPER_BLOCK_N if hopper_ctas(m, n, b) >= FILL_FRACTION * sms]
     if filling:
         return max(filling)
