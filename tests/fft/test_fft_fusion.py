@@ -271,6 +271,22 @@ def test_a_consumer_reading_what_a_later_statement_writes_over_the_stage_input_i
                       "after reading what the stage writes"]
 
 
+def test_a_stage_output_another_statement_writes_is_not_fused():
+    # w2's stage edited to write 2 * w over the FFT's output and z to read it twice: z = (2 w)^2; fused, z read
+    # the FFT's values and w2's stage stored to the buffer fusion removed
+    x_in, w_in, z, func = _weighted_graph()
+    output = func.body.block.alloc_buffers[0]
+    assert output.name == "fft_c2c8"
+    func = _rename_buffer(func, "w2", output)
+    report: list = []
+    assert fuse_consumers(func, report).same_as(func)
+    assert report == ["stage fft_c2c8: block w2 writes fft_c2c8 too; only a buffer the stage alone writes is fused "
+                      "away"]
+    w = random_real((3, 8, 2), "float32", seed=7)
+    result = _run(fuse_consumers(func), False, [random_real((3, 8, 2), "float32", seed=6), w], z.shape, [])
+    np.testing.assert_allclose(result, (2 * w) ** 2, rtol=1e-6)
+
+
 def test_a_pair_consumer_of_a_float_copy_whose_element_depends_on_the_parity_is_not_fused():
     # the staged copy Y[b, f // 2, f % 2] = row[f] edited to Y[b + f % 2, f // 2, f % 2]: the two floats of a
     # pair are no longer one element, so the float of the other parity holds no part of this one

@@ -25,11 +25,11 @@ transformed along its last axis, its shape back): a component consumer whose sto
 The consumer's loop nest and the buffer `Y` are removed; the pass blocks declare `O` written (whole where the
 batch is reshaped) and the consumer's other inputs read, whole. Chains of consumers fuse one after another.
 
-What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, a
-consumer that is not one element-wise block (its loops, one per iterator, must run over `O` whole, each element
-once: the fused stores write all of it), reads of `Y` at other elements (a transform along another axis
-than the last moves its output back in a stage of its own: that stage is the consumer then, and not
-element-wise), `O` touched between the stage and the consumer, and a stage that reads its own output or
+What is refused, with the reason in `report` and the function unchanged there: a second reader of `Y`, another
+statement writing `Y`, a consumer that is not one element-wise block (its loops, one per iterator, must run over
+`O` whole, each element once: the fused stores write all of it), reads of `Y` at other elements (a transform
+along another axis than the last moves its output back in a stage of its own: that stage is the consumer then,
+and not element-wise), `O` touched between the stage and the consumer, and a stage that reads its own output or
 accesses `O`. Statements between the stage and the consumer (e.g. a stage computing the consumer's other input)
 move before the stage when none of them writes what the stage accesses; otherwise a consumer reading what one
 of them writes is refused.
@@ -228,6 +228,13 @@ def _require_covering(loops: list, block: SBlock, realize: SBlockRealize, result
                            f"{result.shape[axis]} elements of {result.name} along axis {axis}, not all")
 
 
+def _statement_name(stmt: tirx.Stmt) -> str:
+    """A root statement as the report names it: its first block, or its kind."""
+    blocks: list[str] = []
+    tvm_ffi.structural_walk(stmt, (SBlock, lambda block: blocks.append(block.name_hint)))
+    return f"block {blocks[0]}" if blocks else f"a {type(stmt).__name__}"
+
+
 def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
     """The consumer of `output` (the stage at `statements[stage]`) to fuse; `_Refused` says why there is none."""
     readers = [position for position, stmt in enumerate(statements)
@@ -239,6 +246,11 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
     position = readers[0]
     if position < stage:
         raise _Refused(f"{output.name} is read before the stage")
+    writer = next((stmt for n, stmt in enumerate(statements)
+                   if n != stage and any(s.buffer.same_as(output) for s in _stores(stmt))), None)
+    if writer is not None:  # the consumer would read the stage's values where the program has the writer's
+        raise _Refused(f"{_statement_name(writer)} writes {output.name} too; only a buffer the stage alone writes "
+                       f"is fused away")
     loops, realize = _single_block(statements[position])
     block = realize.block
     name = f"block {block.name_hint}"
