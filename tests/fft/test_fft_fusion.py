@@ -267,8 +267,8 @@ def test_a_consumer_reading_what_a_later_statement_writes_over_the_stage_input_i
     func = _rename_buffer(func, "w2", _buffer_named(func, "x"))
     report: list = []
     assert fuse_consumers(func, report).same_as(func)
-    assert report == ["stage fft_c2c8: block z: it reads x, which a statement between the stage and it writes "
-                      "after reading what the stage writes"]
+    assert report == ["stage fft_c2c8: block z: it reads x, which block w2 between the stage and it writes, and "
+                      "the statements between stay after the stage (block w2 writes x, which the stage reads)"]
 
 
 def test_a_stage_output_another_statement_writes_is_not_fused():

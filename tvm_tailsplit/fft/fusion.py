@@ -278,17 +278,21 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
         mode = COMPONENT if batch is not None else _read_mode(store.value, output, result, iterators)
         inputs = [load.source for load in _loads(store.value) if not load.source.same_as(output)]
         between = statements[stage + 1:position]
-        independent = True  # of the stage: every statement between may run before it
+        blocker = None  # a statement between writing what the stage reads: they all stay after the stage
         for stmt in between:
             if _touches(stmt, result):
                 raise _Refused(f"{result.name} is accessed between the stage and the consumer")
-            independent = independent and not any(_touches(statements[stage], s.buffer) for s in _stores(stmt))
+            read = next((s.buffer for s in _stores(stmt) if _touches(statements[stage], s.buffer)), None)
+            if blocker is None and read is not None:
+                blocker = (stmt, read)
+        independent = blocker is None  # of the stage: every statement between may run before it
         for stmt in between if not independent else []:
             written = [s.buffer for s in _stores(stmt)]
             clash = next((b for b in inputs if any(b.same_as(w) for w in written)), None)
             if clash is not None:
-                raise _Refused(f"it reads {clash.name}, which a statement between the stage and it writes after "
-                               f"reading what the stage writes")
+                raise _Refused(f"it reads {clash.name}, which {_statement_name(stmt)} between the stage and it "
+                               f"writes, and the statements between stay after the stage "
+                               f"({_statement_name(blocker[0])} writes {blocker[1].name}, which the stage reads)")
         if mode == PAIR:
             _require_paired_stores(statements[stage], output)
     except _Refused as refusal:
