@@ -111,6 +111,14 @@ def test_generator_powers_are_the_modular_powers(p):
     assert generator_powers(g, p).tolist() == [pow(g, q, p) for q in range(p - 1)]
 
 
+def test_generator_powers_names_its_bound():
+    # it said 'p must be below 3037000499', which it takes (3037000499² < 2^63), naming no function
+    assert 3037000499**2 < 2**63 <= 3037000500**2
+    with pytest.raises(ValueError, match=r"generator_powers: p must be at most 3037000499 \(p² within int64\), "
+                                         r"got 3037000500"):
+        generator_powers(2, 3037000500)
+
+
 def test_rader_tables_of_a_large_prime_build_fast():
     # one modular exponentiation per element of the three Rader tables took 2.9 s of the 3.6 s of p = 786433
     # (p - 1 = 3·2^18); the powers are now two sequences of sqrt(p) terms and one vectorized product (0.6 s)

@@ -90,7 +90,7 @@ def generator_powers(g: int, p: int) -> np.ndarray:
     product (below p² < 2^63), instead of one modular exponentiation per element (2.9 s of `pow` for the three
     tables of p = 786433)."""
     if p * p >= 2**63:
-        raise ValueError(f"p must be below 3037000499 (p² within int64), got {p}")
+        raise ValueError(f"generator_powers: p must be at most {math.isqrt(2**63 - 1)} (p² within int64), got {p}")
     block = math.isqrt(p - 1) + 1
 
     def sequence(step: int, count: int) -> np.ndarray:
