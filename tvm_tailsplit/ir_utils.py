@@ -14,7 +14,8 @@
 - ``require_module``: the same check for functions that take a module.
 - ``require_sizes``: the sizes as ints (numpy integers taken, as numpy takes them), a ``ValueError`` naming the
   function and the argument unless each size is a positive integer;
-  ``require_list``: a ``TypeError`` naming them unless a reports argument is a list or ``None``.
+  ``require_list``: a ``TypeError`` naming them unless a reports argument is a list or ``None``;
+  ``require_bools``: a ``TypeError`` naming them unless each flag is a bool.
 - ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time;
   ``default_passes_with``: that list with passes of ours placed next to one of TVM's (pipelines that insert their
   own passes into TVM's instead of copying its list).
