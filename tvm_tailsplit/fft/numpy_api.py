@@ -51,7 +51,7 @@ import numpy as np
 import tvm
 from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 
-from .factor import odd_smooth
+from .factor import odd_smooth, smallest_smooth
 from .ndim import plan_nd
 from .planner import plan as make_plan
 from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, first_overlap
@@ -661,9 +661,8 @@ def next_fast_len(target: int, real: bool = False) -> int:
     if target == 1:
         return 1
     low = 2 if real else 1
-    # for each odd part, the smallest power of two (at least `low`) that brings it to the target
-    odds = odd_smooth(2 * target, _FAST_PRIMES)
-    return min(odd * max(low, 1 << (-(-target // odd) - 1).bit_length()) for odd in odds)
+    # an even fast length is twice a fast length of at least half the target
+    return low * smallest_smooth(-(-target // low), max(2, *_FAST_PRIMES))
 
 
 def prev_fast_len(target: int, real: bool = False) -> int:
