@@ -477,8 +477,8 @@ def _prove(order: _HappensBefore, intended: dict[tuple[int, int], int]) -> list[
         lo = sum(1 for a in channel if pc and (a == wait - 1 or order.before(a, wait - 1)))
         hi = sum(1 for a in channel if not order.before(wait, a))
         if hi >= phase + 2:
-            found.append((PARITY_ALIASING, f"{step.describe()} waits for phase {phase} but the channel has "
-                                           f"completed {hi} phases"))
+            found.append((PARITY_ALIASING, f"{step.describe()} waits for phase {phase}, but the channel can "
+                                           f"have completed {hi} phases when it is reached"))
         for done in range(lo, min(hi, phase + 1) + 1):
             if (done & 1) != step.parity and done != phase + 1:
                 found += _early_pass(step, done, phase)
