@@ -237,7 +237,10 @@ def test_require_sizes_names_the_function_and_the_argument():
 
 
 def test_require_bools_names_the_function_and_the_argument():
-    require_bools("f", verbose=False, pipeline=True)
+    assert require_bools("f", verbose=False, pipeline=True) == (False, True)
+    # a numpy bool (a flag computed by numpy) was refused: 'f: pipeline must be a bool, got bool True'
+    flags = require_bools("f", verbose=np.False_, pipeline=np.int64(17) > 16)
+    assert flags == (False, True) and all(type(flag) is bool for flag in flags)
     for flags, message in [({"verbose": "yes"}, "f: verbose must be a bool, got str 'yes'"),
                            ({"pipeline": 1}, "f: pipeline must be a bool, got int 1"),
                            ({"pipeline": None}, "f: pipeline must be a bool, got NoneType None")]:

@@ -1,4 +1,4 @@
-"""Small TIR utilities shared by the three wings (a leaf module: it imports TVM only).
+"""Small TIR utilities shared by the three wings (a leaf module: it imports TVM and numpy only).
 
 - ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
 - ``uses_var``: whether an expression or statement mentions a variable; ``conjunction``: ``a and b and ...``.
@@ -15,7 +15,7 @@
 - ``require_sizes``: the sizes as ints (numpy integers taken, as numpy takes them), a ``ValueError`` naming the
   function and the argument unless each size is a positive integer;
   ``require_list``: a ``TypeError`` naming them unless a reports argument is a list or ``None``;
-  ``require_bools``: a ``TypeError`` naming them unless each flag is a bool.
+  ``require_bools``: the flags as bools, a ``TypeError`` naming them unless each is a bool (numpy's taken).
 - ``default_passes``: the passes of TVM's default TIR pipeline under the current PassContext, read at run time;
   ``default_passes_with``: that list with passes of ours placed next to one of TVM's (pipelines that insert their
   own passes into TVM's instead of copying its list).
@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -234,12 +235,16 @@ def annotations_as_pragma_attributes(func: tirx.PrimFunc, key: str) -> tirx.Prim
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, lower), order="post"))
 
 
-def require_bools(who: str, **flags: object) -> None:
-    """Raise ``TypeError`` naming ``who`` and the argument unless each of ``flags`` (by name) is a bool (a string
-    such as ``"yes"`` or an int is truthy, and would be taken silently)."""
+def require_bools(who: str, **flags: object) -> tuple[bool, ...]:
+    """``flags`` as Python bools, in the order given: ``TypeError`` naming ``who`` and the argument unless each (by
+    name) is a bool or a numpy bool (a flag computed by numpy, ``m > 16``); a string such as ``"yes"`` or an int is
+    truthy, and would be taken silently."""
+    checked = []
     for name, value in flags.items():
-        if not isinstance(value, bool):
+        if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{who}: {name} must be a bool, got {type(value).__name__} {value!r}")
+        checked.append(bool(value))
+    return tuple(checked)
 
 
 def require_module(mod: object, who: str, argument: str = "mod") -> None:

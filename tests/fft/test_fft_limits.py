@@ -63,6 +63,13 @@ def test_limits_out_of_range_name_the_limit():
         tfft.plan(7, codelet_limit=4, radix_limit=8)
 
 
+def test_variant_takes_numpy_flags_as_bools():
+    # a numpy bool was refused ('Variant: kernel_per_pass must be a bool, got bool True'); it is stored as a bool
+    variant = Variant(16, 8, 4, 4, 1, 1, 0, kernel_per_pass=np.True_, stage_input=np.bool_(False))
+    assert variant.kernel_per_pass is True and variant.stage_input is False
+    assert variant == Variant(16, 8, 4, 4, 1, 1, 0, kernel_per_pass=True)
+
+
 @pytest.mark.parametrize("entry", ["plan", "te_fft"])
 def test_constant_tables_beyond_32_bit_indices_are_refused_naming_n(monkeypatch, entry):
     # a Bluestein size's constant tables hold about 5n complex values (chirp, kernel, the twiddles of m >= 2n - 1

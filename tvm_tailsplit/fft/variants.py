@@ -79,7 +79,9 @@ class Variant:
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
         if self.radix_limit > self.codelet_limit:
             raise ValueError(f"radix_limit must be at most codelet_limit={self.codelet_limit}, got {self.radix_limit}")
-        require_bools("Variant", kernel_per_pass=self.kernel_per_pass, stage_input=self.stage_input)
+        flags = {"kernel_per_pass": self.kernel_per_pass, "stage_input": self.stage_input}
+        for name, flag in zip(flags, require_bools("Variant", **flags), strict=True):
+            object.__setattr__(self, name, flag)
         if not isinstance(self.radices, (tuple, list)):
             raise TypeError(f"radices must be a tuple of integers, got {self.radices!r}")
         object.__setattr__(self, "radices", tuple(check_int("radices", r, 2) for r in self.radices))
