@@ -342,6 +342,21 @@ def test_the_proof_and_the_exploration_agree_on_a_wrong_parity(name):
     assert (RACE in full.kinds()) == (RACE in bounded.kinds())
 
 
+def test_the_proof_does_not_pass_a_wait_its_phase_leaves_blocked():
+    # a second wait for the same phase with the wrong parity (after the first, every arrive it waits for has
+    # happened): it never passes and the kernel deadlocks, but the proof called the protocol safe, so that an
+    # exploration stopped at its bound reported it safe
+    protocol = analyze(examples.streaming_kernel(tiles=8, tile=4, stages=2)).protocol
+    ops = list(protocol.ops["compute"])
+    first = next(k for k, op in enumerate(ops) if op.action == WAIT)
+    ops.insert(first + 1, dataclasses.replace(ops[first], parity_flip=True))
+    broken = protocol.replace_ops("compute", ops)
+    assert DEADLOCK in check(broken).kinds()
+    bounded = check(broken, max_states=1)
+    assert not bounded.proven and DEADLOCK in bounded.kinds() and not bounded.ok, bounded.describe()
+    assert "keeps it blocked after 1 completed phases" in bounded.describe()
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_proof_never_passes_what_the_full_exploration_refuses(seed, monkeypatch):
     # random planted bugs (wrong parity, a dropped or moved operation, a duplicate, fewer stages): whenever the

@@ -479,6 +479,9 @@ def _prove(order: _HappensBefore, intended: dict[tuple[int, int], int]) -> list[
         if hi >= phase + 2:
             found.append((PARITY_ALIASING, f"{step.describe()} waits for phase {phase}, but the channel can "
                                            f"have completed {hi} phases when it is reached"))
+        if ((phase + 1) & 1) == step.parity:  # it blocks when its phase completes, until the next one (if any)
+            found.append((DEADLOCK, f"{step.describe()} waits for phase {phase}, but its parity keeps it blocked "
+                                    f"after {phase + 1} completed phases"))
         for done in range(lo, min(hi, phase + 1) + 1):
             if (done & 1) != step.parity and done != phase + 1:
                 found += _early_pass(step, done, phase)
