@@ -24,6 +24,7 @@ from tvm_tailsplit.ir_utils import (
     launched_extent,
     require_bools,
     require_sizes,
+    touches,
 )
 from tvm_tailsplit.testing import evaluate, guarded_array, host_after_packed_api, host_launches, to_tvm
 
@@ -388,3 +389,13 @@ def test_tvm_launches_a_grid_extent_of_zero_as_one_block():
         flag = tvm.runtime.tensor(np.array([-1], "int32"), device)
         executable["main"](tvm.runtime.empty((n,), "float32", device), flag)
         assert flag.numpy()[0] == n + 1
+
+
+def test_touches_sees_loads_and_stores_of_the_buffer_alone():
+    func = add_func()
+    loads: list = []
+    stores: list = []
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.TensorLoad, loads.append), (tirx.BufferStore, stores.append)])
+    a, b = loads[0].source, stores[0].buffer
+    assert touches(func.body, a) and touches(func.body, b) and touches(stores[0].value, a)
+    assert not touches(stores[0].value, b) and not touches(func.body, tirx.decl_buffer((4,), name="A"))

@@ -1,7 +1,8 @@
 """Small TIR utilities shared by the three wings (a leaf module: it imports TVM and numpy only).
 
 - ``substitute``: variables replaced by expressions (keys compared by identity, as TVM's ``Var`` hashes).
-- ``uses_var``: whether an expression or statement mentions a variable; ``conjunction``: ``a and b and ...``.
+- ``uses_var``: whether an expression or statement mentions a variable; ``touches``: whether it loads or stores a
+  buffer; ``conjunction``: ``a and b and ...``.
 - ``buffer_bytes``: the bytes of a buffer of constant shape.
 - ``runtime_assert``: a host check raising ``RuntimeError``; ``host_if``: a thread-invariant ``if`` around kernels;
   ``with_root_body``: a block-form PrimFunc with another root body.
@@ -61,6 +62,7 @@ __all__ = [
     "runtime_assert",
     "substitute",
     "suffix_block_names",
+    "touches",
     "uses_var",
     "with_loop",
     "with_root_body",
@@ -86,6 +88,16 @@ def uses_var(node: tvm.ir.Node, var: tirx.Var) -> bool:
     """Whether ``node`` (an expression or a statement) mentions ``var`` (compared by identity)."""
     hit = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var) else None))
     return hit is not None
+
+
+def touches(node: tvm.ir.Node, buffer: tirx.Buffer) -> bool:
+    """Whether ``node`` (a statement or an expression) loads from or stores to ``buffer`` (compared by identity)."""
+
+    def hit(access: tvm.ir.Node) -> tvm_ffi.VisitInterrupt | None:
+        accessed = access.buffer if isinstance(access, tirx.BufferStore) else access.source
+        return tvm_ffi.VisitInterrupt(True) if accessed.same_as(buffer) else None
+
+    return tvm_ffi.structural_walk(node, [(tvm.ir.TensorLoad, hit), (tirx.BufferStore, hit)]) is not None
 
 
 def conjunction(exprs: list) -> tvm.ir.PrimExpr:

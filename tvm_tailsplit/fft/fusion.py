@@ -46,7 +46,7 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.s_tir import SBlock, SBlockRealize
 
-from ..ir_utils import require_list, require_prim_func, substitute, uses_var, with_root_body
+from ..ir_utils import require_list, require_prim_func, substitute, touches, uses_var, with_root_body
 from .te_op import _SPEC_FIELDS, SCATTER_STAGE
 
 __all__ = ["fuse_consumers"]
@@ -98,11 +98,6 @@ def _stores(node: tvm.ir.Node) -> list[tirx.BufferStore]:
     found: list[tirx.BufferStore] = []
     tvm_ffi.structural_walk(node, (tirx.BufferStore, found.append))
     return found
-
-
-def _touches(node: tvm.ir.Node, buffer: tirx.Buffer) -> bool:
-    return (any(load.source.same_as(buffer) for load in _loads(node))
-            or any(store.buffer.same_as(buffer) for store in _stores(node)))
 
 
 def stage_output(stage: SBlockRealize) -> tirx.Buffer:
@@ -272,7 +267,7 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
         _require_covering(loops, block, realize, result)
         if result.same_as(output) or any(load.source.same_as(result) for load in _loads(store.value)):
             raise _Refused(f"it reads the buffer it writes, {result.name}")
-        if _touches(statements[stage], result):
+        if touches(statements[stage], result):
             raise _Refused(f"the stage accesses {result.name}, which it writes")
         batch = _reshaped_batch(store.value, output, result, iterators)
         mode = COMPONENT if batch is not None else _read_mode(store.value, output, result, iterators)
@@ -280,9 +275,9 @@ def _consumer(statements: list, stage: int, output: tirx.Buffer) -> Fusion:
         between = statements[stage + 1:position]
         blocker = None  # a statement between writing what the stage reads: they all stay after the stage
         for stmt in between:
-            if _touches(stmt, result):
+            if touches(stmt, result):
                 raise _Refused(f"{result.name} is accessed between the stage and the consumer")
-            read = next((s.buffer for s in _stores(stmt) if _touches(statements[stage], s.buffer)), None)
+            read = next((s.buffer for s in _stores(stmt) if touches(statements[stage], s.buffer)), None)
             if blocker is None and read is not None:
                 blocker = (stmt, read)
         independent = blocker is None  # of the stage: every statement between may run before it

@@ -31,7 +31,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import MatchBufferRegion, SBlockRealize
 
-from ..ir_utils import has_unit_step, substitute
+from ..ir_utils import has_unit_step, substitute, touches
 from .conditions import loop_vars_in
 
 __all__ = ["BufferPrivacy", "buffer_privacy", "give_each_copy_its_buffer"]
@@ -59,11 +59,6 @@ def _loads_and_stores(stmt, buffer: tirx.Buffer) -> tuple[list, list]:
         ],
     )
     return loads, stores
-
-
-def _touches(stmt, buffer: tirx.Buffer) -> bool:
-    loads, stores = _loads_and_stores(stmt, buffer)
-    return bool(loads or stores)
 
 
 def _pointer_use(func: tirx.PrimFunc, buffer: tirx.Buffer) -> str:
@@ -213,7 +208,7 @@ def buffer_privacy(func: tirx.PrimFunc) -> list[BufferPrivacy]:
 
 
 def _private_in(loop: tirx.For, buffer: tirx.Buffer) -> str:
-    statements = [s for s in _statements(loop.body) if _touches(s, buffer)]
+    statements = [s for s in _statements(loop.body) if touches(s, buffer)]
     box, reason = _written_box(statements[0], buffer)
     if box is None:
         return reason
