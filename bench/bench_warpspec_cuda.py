@@ -12,7 +12,9 @@ two with ragged outputs, split by ``TailSplit(strategy="partial")`` before WarpS
   the current one;
 - ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
   warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
-- ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation;
+- ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation, scheduled and built for
+  ``DLIGHT_ARCH`` (sm_90: the rule reads the architecture's number and takes its tensor-core path, wmma, only for
+  one it can read; for sm_90a it falls back to a CUDA-core schedule);
 - ``cuBLAS``: ``torch.mm(A, B.T)`` with fp32 output (``out_dtype`` where torch has it; else fp16, recorded).
 
 Timing as ``bench.gpu`` says (side by side, medians of the rounds); TFLOP/s = 2·M·N·K / time. Every column's output
@@ -35,7 +37,7 @@ import tvm
 
 from bench import gpu
 from tvm_tailsplit import TailSplit
-from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_source, multiprocessor_count
+from tvm_tailsplit.cuda import DEFAULT_MULTIPROCESSORS, cuda_source, cuda_target, multiprocessor_count
 from tvm_tailsplit.split.mma_schedule import matmul_fp16_func
 from tvm_tailsplit.warpspec import (
     WARP_SPECIALIZED_PIPELINE,
@@ -50,6 +52,8 @@ QUICK_SHAPES = [(1024, 1024, 1024)]
 COLUMNS = ("warp_specialized", "persistent", "ablation", "dlight", "cuBLAS")
 RATIOS = ("vs_cublas", "vs_ablation", "vs_dlight", "persistent_vs_cublas", "persistent_vs_warp_specialized")
 HOPPER_ARCH = "sm_90a"  # wgmma and setmaxnreg need the architecture-specific target
+# dlight's Matmul rule parses the architecture as an integer ("sm_90a" is none: its tensor-core path is skipped)
+DLIGHT_ARCH = "sm_90"
 TOLERANCE = 1e-4  # ‖C − ref‖ / ‖ref‖ of fp32 sums of exact fp16 products
 FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
@@ -69,13 +73,22 @@ def hopper_modules(m: int, n: int, k: int, sms: int = DEFAULT_MULTIPROCESSORS) -
             "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(kernel()["main"])})}
 
 
-def dlight_module(m: int, n: int, k: int, arch: str) -> tvm.IRModule:
+def dlight_module(m: int, n: int, k: int, arch: str = DLIGHT_ARCH) -> tvm.IRModule:
+    """The dlight column's module: TVM's ``gpu.Matmul`` rule (``gpu.Fallback`` for what it leaves) for ``arch``."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the intrinsics dlight tensorizes with
     from tvm.s_tir import dlight
 
     with tvm.target.Target({"kind": "cuda", "arch": arch}):
         return dlight.ApplyDefaultSchedule(dlight.gpu.Matmul(), dlight.gpu.Fallback())(
             tvm.IRModule({"main": matmul_fp16_func(m, n, k, b_transposed=True)}))
+
+
+def compiled_columns(m: int, n: int, k: int, sms: int) -> dict[str, tuple[Callable[[], tvm.IRModule], str, str]]:
+    """Column -> (module builder, architecture, TIR pipeline) of every TVM kernel a GPU run compiles for one shape:
+    the Hopper kernels (``hopper_modules``) for ``HOPPER_ARCH`` and the dlight one for ``DLIGHT_ARCH``."""
+    columns = {column: (build, HOPPER_ARCH, WARP_SPECIALIZED_PIPELINE)
+               for column, build in hopper_modules(m, n, k, sms).items()}
+    return {**columns, "dlight": (lambda: dlight_module(m, n, k), DLIGHT_ARCH, "default")}
 
 
 def dry_run(quick: bool) -> dict:
@@ -148,17 +161,14 @@ def run(quick: bool) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     rounds = gpu.QUICK_ROUNDS if quick else gpu.ROUNDS
-    target = tvm.target.Target({"kind": "cuda", "arch": HOPPER_ARCH})
     info = gpu.gpu_machine()
     sms = multiprocessor_count()
     rows, compile_seconds = [], {}
     for seed, shape in enumerate(QUICK_SHAPES if quick else SHAPES):
         executables = {}
-        builders = {**hopper_modules(*shape, sms), "dlight": lambda shape=shape: dlight_module(*shape, HOPPER_ARCH)}
-        for column, build in builders.items():
+        for column, (build, arch, pipeline) in compiled_columns(*shape, sms).items():
             start = time.perf_counter()
-            pipeline = "default" if column == "dlight" else WARP_SPECIALIZED_PIPELINE
-            executables[column] = tvm.compile(build(), target=target, tir_pipeline=pipeline)
+            executables[column] = tvm.compile(build(), target=cuda_target(arch), tir_pipeline=pipeline)
             compile_seconds[f"{'x'.join(map(str, shape))} {column}"] = time.perf_counter() - start
         row = measure_shape(executables, *shape, rounds, seed)
         rows.append(row)

@@ -164,6 +164,16 @@ def test_warpspec_dry_run_builds_the_hopper_kernels(results):
         assert row["compiled"] and row["spills"] == 0 and row["kernels"] == 1, row
 
 
+@pytest.mark.nvcc
+def test_warpspec_dlight_column_is_built_with_tensor_cores():
+    # dlight's Matmul rule reads the architecture as a number: for sm_90a it scheduled CUDA cores, not its wmma path
+    columns = bench_warpspec_cuda.compiled_columns(1024, 1024, 1024, cuda.DEFAULT_MULTIPROCESSORS)
+    build, arch, pipeline = columns["dlight"]
+    source = cuda.cuda_source(build(), arch, pipeline)
+    assert "wmma::mma_sync" in source
+    assert len(cuda.compile_cuda_source(source, arch)) == 1
+
+
 # ------------------------------------------------------------------------------------------------- on a GPU
 
 
