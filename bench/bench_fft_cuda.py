@@ -478,8 +478,8 @@ def markdown(report: dict) -> str:
     conv, consumer = report["convolution"], report["fused_consumer"]
     lines += _implementations(f"Fused convolution irfft(rfft(x) * h_hat), n = {conv['n']}, {conv['taps']} taps, "
                               f"batch {conv['batch']}:", conv)
-    lines += _implementations(f"|FFT(x / 2)|^2 as a TE graph, n = {consumer['n']}, batch {consumer['batch']} "
-                              "(`fft.fuse_consumers`):", consumer)
+    lines += _implementations(f"Power spectrum |FFT(x / 2)|^2 as a TE graph, n = {consumer['n']}, batch "
+                              f"{consumer['batch']} (`fft.fuse_consumers`):", consumer)
     if "sanitizer" in report:
         lines += ["", "compute-sanitizer (one small plan per breakdown):", "", "| plan and tool | exit | summary |",
                   "|---|---|---|"]
