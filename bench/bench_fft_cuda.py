@@ -43,6 +43,7 @@ Run: ``make bench`` (all benchmarks; without a GPU, torch or cupy this one print
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import math
 import pathlib
 import statistics
@@ -74,6 +75,7 @@ SANITIZE_PLANS = {"single codelet": ("c2c", 16, "complex64", 64), "Cooley-Tukey"
                   "multi-kernel": ("c2c", 65536, "complex64", 2)}
 SANITIZE_TOOLS = ("memcheck", "racecheck")
 SANITIZE_TIMEOUT = 120
+SANITIZE_WORKERS = 5  # children at a time (the GPU machine has 16 cores)
 ROOT = pathlib.Path(__file__).parent.parent
 
 
@@ -387,23 +389,30 @@ def measure_fused_consumer(rounds: int, arch: str) -> dict:
             "errors_vs_torch": errors, "ok": all(e <= 1e-5 for e in errors.values())}
 
 
+def sanitized_child(name: str, command: list[str]) -> dict:
+    """One child of ``sanitize`` run under compute-sanitizer: its exit status and summary lines (or the error)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=SANITIZE_TIMEOUT, cwd=ROOT)
+        lines = [line.strip("= ").strip() for line in (done.stdout + done.stderr).splitlines()
+                 if "SUMMARY" in line or "child:" in line]
+        outcome = {"exit": done.returncode, "summary": lines}
+    except (OSError, subprocess.TimeoutExpired) as error:
+        outcome = {"exit": None, "summary": [f"{type(error).__name__}: {error}"]}
+    print(f"sanitize {name}: {outcome}", flush=True)
+    return outcome
+
+
 def sanitize(arch: str) -> dict:
-    """compute-sanitizer's summary lines per breakdown and tool, each plan run once in a subprocess."""
-    result: dict = {}
-    for label, (kind, n, dtype, batch) in SANITIZE_PLANS.items():
-        for tool in SANITIZE_TOOLS:
-            command = ["compute-sanitizer", "--tool", tool, sys.executable, "-m", "bench.bench_fft_cuda",
-                       "--sanitize-child", f"{kind}:{n}:{dtype}:{batch}", "--arch", arch]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=SANITIZE_TIMEOUT, cwd=ROOT)
-                lines = [line.strip("= ").strip() for line in (done.stdout + done.stderr).splitlines()
-                         if "SUMMARY" in line or "child:" in line]
-                outcome = {"exit": done.returncode, "summary": lines}
-            except (OSError, subprocess.TimeoutExpired) as error:
-                outcome = {"exit": None, "summary": [f"{type(error).__name__}: {error}"]}
-            result[f"{label} {row_name(kind, n, dtype)} {tool}"] = outcome
-            print(f"sanitize {label} {tool}: {outcome}", flush=True)
-    return result
+    """compute-sanitizer's summary lines per breakdown and tool, each plan run once in a subprocess; the children
+    run ``SANITIZE_WORKERS`` at a time (each spends most of its time starting Python and building its plan on one
+    core), in the order of ``SANITIZE_PLANS`` and ``SANITIZE_TOOLS`` in the result."""
+    commands = {f"{label} {row_name(kind, n, dtype)} {tool}":
+                ["compute-sanitizer", "--tool", tool, sys.executable, "-m", "bench.bench_fft_cuda",
+                 "--sanitize-child", f"{kind}:{n}:{dtype}:{batch}", "--arch", arch]
+                for label, (kind, n, dtype, batch) in SANITIZE_PLANS.items() for tool in SANITIZE_TOOLS}
+    with concurrent.futures.ThreadPoolExecutor(SANITIZE_WORKERS) as pool:
+        outcomes = list(pool.map(sanitized_child, commands, commands.values()))
+    return dict(zip(commands, outcomes, strict=True))
 
 
 def sanitize_child(spec: str, arch: str) -> None:

@@ -174,6 +174,43 @@ def test_warpspec_dlight_column_is_built_with_tensor_cores():
     assert len(cuda.compile_cuda_source(source, arch)) == 1
 
 
+def test_fft_sanitizer_runs_every_child_and_keeps_their_order(monkeypatch):
+    """``sanitize`` (GPU-only) with compute-sanitizer's children faked: one per plan and tool, in the table's order
+    whatever order they end in, summary lines parsed, a child past its time recorded, not raised."""
+    commands = []
+
+    def fake_run(command, **options):
+        commands.append(command)
+        spec = command[command.index("--sanitize-child") + 1]
+        if spec.startswith("c2c:4099:") and command[2] == "racecheck":
+            raise subprocess.TimeoutExpired(command, options["timeout"])
+        return subprocess.CompletedProcess(command, 0, f"child: {spec} relative error 1.0e-07\n",
+                                           "========= ERROR SUMMARY: 0 errors\n")
+
+    monkeypatch.setattr(bench_fft_cuda.subprocess, "run", fake_run)
+    result = bench_fft_cuda.sanitize("sm_90")
+    assert list(result) == [f"{label} {bench_fft_cuda.row_name(*plan[:3])} {tool}"
+                            for label, plan in bench_fft_cuda.SANITIZE_PLANS.items()
+                            for tool in bench_fft_cuda.SANITIZE_TOOLS]
+    assert len(commands) == len(result) and all(c[0] == "compute-sanitizer" and c[-2:] == ["--arch", "sm_90"]
+                                                for c in commands)
+    assert result["Rader c2c:97 memcheck"] == {"exit": 0, "summary": [
+        "child: c2c:97:complex64:8 relative error 1.0e-07", "ERROR SUMMARY: 0 errors"]}
+    assert result["Bluestein c2c:4099 racecheck"]["exit"] is None
+    assert result["Bluestein c2c:4099 racecheck"]["summary"][0].startswith("TimeoutExpired: ")
+
+
+def test_fft_sanitizer_child_checks_its_plan_against_numpy(monkeypatch, capsys):
+    """The child of ``--sanitize`` (GPU-only) on an llvm plan of the same request: its one line, a small error."""
+    from tvm_tailsplit import fft as tfft
+
+    monkeypatch.setattr(bench_fft_cuda, "make_plan", lambda kind, n, dtype, batch, arch: tfft.plan(
+        n, batch, kind=kind, dtype=dtype))
+    bench_fft_cuda.main(["--sanitize-child", "c2c:97:complex64:8", "--arch", "sm_90"])
+    line = capsys.readouterr().out
+    assert line.startswith("child: c2c:97:complex64:8 relative error ") and float(line.split()[-1]) < 1e-5
+
+
 # ------------------------------------------------------------------------------------------------- on a GPU
 
 
