@@ -1,9 +1,13 @@
-"""The GEMM benchmarks' GPU-only measuring code (``bench_tails_cuda.measure_shape``, ``bench_warpspec_cuda.
-measure_shape``) run without a GPU: torch is replaced by a numpy stand-in of the calls they make (device "cuda" is
-the CPU) and every TVM kernel by an llvm matmul of the same signature (C = A @ B, or A @ B.T for the Hopper
-kernels; M symbolic). What runs for real: the operands, the NaN-poisoned outputs passed through DLPack, the error
-checks, the side-by-side timing, the sweeps and the rows' fields, which the markdown renders."""
+"""The GPU benchmarks' GPU-only measuring code run without a GPU: torch (and cupy) are replaced by a numpy stand-in
+of the calls they make (device "cuda" is the CPU). The GEMM benchmarks (``bench_tails_cuda.measure_shape``,
+``bench_warpspec_cuda.measure_shape``) run llvm matmuls of the same signature in place of the TVM kernels (C = A @ B,
+or A @ B.T for the Hopper kernels; M symbolic); the FFT benchmark's rows (``measure_row``, ``measure_convolution``,
+``measure_fused_consumer``) run the CUDA plans and graphs themselves, their schedules compiled for llvm
+(``testing.cuda_schedule_for_llvm``) behind ``tvm.cuda`` as the CPU. What runs for real: the operands, the
+NaN-poisoned outputs passed through DLPack, the error checks, the side-by-side timing, the sweeps and the rows'
+fields, which the markdown renders."""
 
+import functools
 import json
 import sys
 import types
@@ -13,8 +17,11 @@ import pytest
 import tvm
 from tvm import te
 
-from bench import bench_tails_cuda, bench_warpspec_cuda, gpu
+from bench import bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda, gpu
+from tvm_tailsplit.cuda import gpu_available
+from tvm_tailsplit.fft import planner
 from tvm_tailsplit.split import mma_schedule as ms
+from tvm_tailsplit.testing import cuda_schedule_for_llvm
 
 
 class _Tensor:
@@ -44,14 +51,16 @@ class _Tensor:
     def __sub__(self, other):
         return _Tensor(self.a - (other.a if isinstance(other, _Tensor) else other))
 
-    def __rmul__(self, other):
-        return _Tensor(other * self.a)
+    def __mul__(self, other):
+        return _Tensor(self.a * (other.a if isinstance(other, _Tensor) else other))
+
+    __rmul__ = __mul__
 
     def is_complex(self):
         return np.iscomplexobj(self.a)
 
-    def to(self, dtype):
-        return _Tensor(self.a.astype(dtype.np))
+    def to(self, dtype_or_device):  # a device ("cuda") moves nothing
+        return _Tensor(self.a.astype(dtype_or_device.np) if isinstance(dtype_or_device, _DType) else self.a)
 
     def flatten(self):
         return _Tensor(self.a.reshape(-1))
@@ -61,6 +70,39 @@ class _Tensor:
 
     def item(self):
         return self.a.item()
+
+    def clone(self):
+        return _Tensor(self.a.copy())
+
+    def numel(self):
+        return self.a.size
+
+    def element_size(self):
+        return self.a.itemsize
+
+    def mul_(self, other):
+        self.a *= other.a
+        return self
+
+    def fill_(self, value):
+        self.a[...] = value
+        return self
+
+    def copy_(self, other):
+        self.a[...] = other.a
+        return self
+
+    def abs(self):
+        return _Tensor(np.abs(self.a))
+
+    def square(self):
+        return _Tensor(np.square(self.a))
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
 
     def __dlpack__(self, *args, **kwargs):
         return self.a.__dlpack__(*args, **kwargs)
@@ -107,7 +149,42 @@ def _fake_torch() -> types.ModuleType:
         return _Tensor(product if out_dtype is torch.float32 else product.astype(np.float16))
 
     torch.mm = mm
+
+    def randn(*shape, dtype=torch.float32, device, generator):
+        values = generator.rng.standard_normal(shape)
+        if dtype.np.kind == "c":
+            values = values + 1j * generator.rng.standard_normal(shape)
+        return _Tensor(values.astype(dtype.np))
+
+    def same_precision(x, result):  # numpy computes in float64: the input's precision, as torch
+        single = x.a.dtype in (np.float32, np.complex64)
+        return result.astype((np.complex64 if np.iscomplexobj(result) else np.float32) if single else result.dtype)
+
+    def into(result, out):
+        if out is None:
+            return _Tensor(result)
+        out.a[...] = result
+        return out
+
+    torch.randn = randn
+    torch.empty = lambda *shape, dtype=torch.float32, device: _Tensor(np.empty(shape, dtype.np))
+    torch.empty_like = lambda tensor: _Tensor(np.empty_like(tensor.a))
+    torch.full_like = lambda tensor, value: _Tensor(np.full_like(tensor.a, value))
+    torch.from_numpy = _Tensor
+    torch.device = str
+    torch.view_as_real = lambda tensor: _Tensor(tensor.a.view(tensor.a.real.dtype).reshape(*tensor.a.shape, 2))
+    torch.fft = types.SimpleNamespace(
+        fft=lambda x, out=None: into(same_precision(x, np.fft.fft(x.a)), out),
+        rfft=lambda x, n=None, out=None: into(same_precision(x, np.fft.rfft(x.a, n)), out),
+        irfft=lambda x, n=None, out=None: into(same_precision(x, np.fft.irfft(x.a, n)), out))
     return torch
+
+
+def _fake_cupy() -> types.ModuleType:
+    cupy = types.ModuleType("cupy")
+    cupy.from_dlpack = lambda tensor: np.from_dlpack(tensor.a)
+    cupy.fft = types.SimpleNamespace(fft=np.fft.fft, rfft=np.fft.rfft, irfft=np.fft.irfft)
+    return cupy
 
 
 @pytest.fixture
@@ -161,3 +238,42 @@ def test_warpspec_measure_shape_runs_every_column(fake_torch):
     row = bench_warpspec_cuda.measure_shape(dict.fromkeys(bench_warpspec_cuda.COLUMNS[:-1], kernel), 24, 64, 40, 2, 0)
     assert row["ok"] and set(row["us"]) == set(bench_warpspec_cuda.COLUMNS)
     assert set(row["ratios"]) == set(bench_warpspec_cuda.RATIOS) and max(row["errors"].values()) < 1e-6
+
+
+@functools.cache
+def _llvm_executable(plan):
+    return tvm.compile(cuda_schedule_for_llvm(plan.module), target="llvm")
+
+
+@pytest.fixture
+def cuda_on_the_cpu(fake_torch, monkeypatch):
+    """CUDA plans run their schedules compiled for llvm, `tvm.cuda(0)` is the CPU, cupy is numpy; rows of 2^10
+    points, small convolution and power-spectrum rows. Not on a machine with a GPU: the plans in the process's plan
+    cache would keep the CPU tensors of their tables as their device constants."""
+    if gpu_available():
+        pytest.skip("on a GPU the benchmark's own gpu test runs these rows")
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    monkeypatch.setattr(planner, "gpu_available", lambda: True)
+    monkeypatch.setattr(planner.Plan, "_cuda_executable", _llvm_executable)
+    monkeypatch.setattr(tvm, "cuda", tvm.cpu)
+    monkeypatch.setattr(bench_fft_cuda, "compile_graph",
+                        lambda mod, arch: tvm.compile(cuda_schedule_for_llvm(mod), target="llvm"))
+    for name, value in (("BATCH_POINTS", 2 ** 10), ("CONSUMER_N", 64), ("CONVOLUTION_N", 128),
+                        ("CONVOLUTION_TAPS", 16)):
+        monkeypatch.setattr(bench_fft_cuda, name, value)
+
+
+@pytest.mark.parametrize("row", [("c2c", 64, "complex64"), ("r2c", 64, "complex64"), ("c2r", 64, "complex64"),
+                                 ("c2c", 97, "complex64"), ("c2c", 64, "complex128")],
+                         ids=lambda row: ":".join(map(str, row)))
+def test_fft_measure_row_times_and_checks_the_plan(cuda_on_the_cpu, row):
+    result = bench_fft_cuda.measure_row(*row, 2, "sm_90", 100.0)
+    assert result["ok"] and result["all_written"] and result["error_vs_float64"] < 1e-6
+    assert set(result["us"]) == {"generated", "torch.fft", "cupy.fft", "limit"}
+
+
+def test_fft_convolution_and_fused_consumer_rows(cuda_on_the_cpu):
+    convolution = bench_fft_cuda.measure_convolution(2, "sm_90")
+    consumer = bench_fft_cuda.measure_fused_consumer(2, "sm_90")
+    for row in (convolution, consumer):
+        assert row["ok"] and set(row["errors_vs_torch"]) == set(row["us"]) - {next(iter(row["us"]))}, row
