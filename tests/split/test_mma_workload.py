@@ -709,12 +709,18 @@ def test_sweep_covers_every_residue():
     assert sorted(k for _, k in pairs) == list(range(1, 41))
 
 
+# the GPU sweeps compile one kernel per pair or triple (several seconds of TVM each, one core): in this many tests
+# each, which the GPU session's pytest-xdist processes run side by side
+GPU_SWEEP_CHUNKS = 4
+
+
 @pytest.mark.gpu
-def test_small_sweep_on_the_gpu():
-    """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic), and M = 0 (no
-    kernel runs; C, empty, inside canaries)."""
+@pytest.mark.parametrize("chunk", range(GPU_SWEEP_CHUNKS))
+def test_small_sweep_on_the_gpu(chunk):
+    """The unpadded form (canary-guarded C) over M, N, K in 1..40 (``sweep_pairs``, M symbolic; every
+    ``GPU_SWEEP_CHUNKS``-th pair from ``chunk``), and M = 0 (no kernel runs; C, empty, inside canaries)."""
     failures = []  # every pair runs (a GPU session is short): the failures are listed at the end
-    for n, k in sweep_pairs():
+    for n, k in sweep_pairs()[chunk::GPU_SWEEP_CHUNKS]:
         try:
             executable = gpu_executable(None, n, k)
             for m in range(0, 41):
@@ -748,9 +754,11 @@ def test_thin_tiling_small_sweep_on_the_gpu():
 
 
 @pytest.mark.gpu
-def test_tail_triples_on_the_gpu():
-    """The unpadded form with static shapes: ``tail_triples`` (each of M, N, K over 1..40)."""
-    for m, n, k in tail_triples():
+@pytest.mark.parametrize("chunk", range(GPU_SWEEP_CHUNKS))
+def test_tail_triples_on_the_gpu(chunk):
+    """The unpadded form with static shapes: ``tail_triples`` (each of M, N, K over 1..40; every
+    ``GPU_SWEEP_CHUNKS``-th from ``chunk``)."""
+    for m, n, k in tail_triples()[chunk::GPU_SWEEP_CHUNKS]:
         run_on_gpu(gpu_executable(m, n, k), m, n, k, seed=m * 1601 + n * 41 + k)
 
 
