@@ -15,11 +15,19 @@ FORMS = ("warp_specialized", "persistent", "ablation")
 TOOLS = ("racecheck", "synccheck", "memcheck")
 SECONDS = 600  # the sanitizer slows a kernel down by 10-1000x; the child compiles and runs one small GEMM
 
-CHILD = """
+# the child imports the GPU check of test_warpspec_hopper from this directory as the package `warpspec_tests`
+# (test_warpspec_hopper imports its neighbours relatively: as a top-level module it raised "attempted relative
+# import with no known parent package")
+IMPORT_CHECK = """
 import sys
+import types
+package = types.ModuleType("warpspec_tests")
+package.__path__ = [sys.argv[2]]
+sys.modules["warpspec_tests"] = package
+from warpspec_tests.test_warpspec_hopper import _assert_gemm_on_the_gpu
+"""
+CHILD = IMPORT_CHECK + """
 import tvm
-sys.path.insert(0, sys.argv[2])  # this directory: the GPU check of test_warpspec_hopper
-from test_warpspec_hopper import _assert_gemm_on_the_gpu
 from tvm_tailsplit.warpspec import WarpSpecialize, examples, unspecialized_hopper_kernel
 
 form = sys.argv[1]
@@ -32,6 +40,13 @@ else:
 _assert_gemm_on_the_gpu(mod, m, n, k, seed=0)
 print("child: result matches numpy", flush=True)
 """
+
+
+def test_the_child_imports_the_gpu_check():
+    """The children's import of ``_assert_gemm_on_the_gpu`` works in a process of their own (no GPU needed)."""
+    done = subprocess.run([sys.executable, "-c", IMPORT_CHECK + "print(_assert_gemm_on_the_gpu.__name__)", "form",
+                           str(pathlib.Path(__file__).parent)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "_assert_gemm_on_the_gpu", done.stderr[-3000:]
 
 
 @pytest.mark.gpu
