@@ -60,7 +60,7 @@ def power_spectrum_graph(n: int, batch: int, fused: bool):
             raise AssertionError(f"n = {n}: the power spectrum was not fused: {report}")
     else:
         sch = s_tir.Schedule(func)
-        rows, lanes = sch.split(sch.fuse(*sch.get_loops(sch.get_sblock("power"))), [None, 16])
+        _, lanes = sch.split(sch.fuse(*sch.get_loops(sch.get_sblock("power"))), [None, 16])
         sch.vectorize(lanes)
         func = sch.mod["main"]
     pipeline = fft.lowering.register_pipeline(frozenset(["x", y.op.name]))

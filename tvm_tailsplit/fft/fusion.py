@@ -100,7 +100,7 @@ def _stores(node: tvm.ir.Node) -> list[tirx.BufferStore]:
     return found
 
 
-def stage_output(stage: SBlockRealize) -> tirx.Buffer:
+def _stage_output(stage: SBlockRealize) -> tirx.Buffer:
     """The buffer the passes of an FFT stage store to and do not allocate (its output)."""
     allocated: list[tirx.Buffer] = []
     tvm_ffi.structural_walk(stage, (SBlock, lambda block: allocated.extend(block.alloc_buffers)))
@@ -360,7 +360,7 @@ def _require_paired_stores(stage: tirx.Stmt, output: tirx.Buffer) -> None:
                            f"consumer of both parts of an element needs them in one place")
 
 
-def plan_fusions(func: tirx.PrimFunc) -> tuple[Fusion | None, list[str]]:
+def _plan_fusions(func: tirx.PrimFunc) -> tuple[Fusion | None, list[str]]:
     """The first consumer of an FFT stage of `func` to fuse (or None) and, for the stages passed over, why."""
     if not isinstance(func.body, SBlockRealize):
         return None, []
@@ -371,7 +371,7 @@ def plan_fusions(func: tirx.PrimFunc) -> tuple[Fusion | None, list[str]]:
         if not _is_fft_stage(stmt):
             continue
         try:
-            output = stage_output(stmt)
+            output = _stage_output(stmt)
             if not any(output.same_as(b) for b in root.alloc_buffers):
                 continue  # the function's output: no consumer
             if any(load.source.same_as(output) for load in _loads(stmt)):
@@ -553,7 +553,7 @@ def fuse_consumers(func: tirx.PrimFunc, report: list | None = None) -> tirx.Prim
     require_list(report, "fuse_consumers", "report")
     lines: list[str] = []
     while True:
-        fusion, reasons = plan_fusions(func)
+        fusion, reasons = _plan_fusions(func)
         if fusion is None:
             lines.extend(reasons)
             break

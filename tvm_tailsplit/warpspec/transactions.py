@@ -80,9 +80,9 @@ def transaction_protocol(protocol: Protocol, tiles: TilePlan) -> Protocol:
     unmerged = dict(protocol.unmerged)
     for batch in _batches(protocol.tree.children, tiles):
         names = [task.name for task in batch]
-        inner_arrives = [op for name in names[:-1] for op in ops.get(name, []) if not op.before_task]
-        inner_commits = [op for op in inner_arrives if op.action == ARRIVE and op.group.kind == DATA]
-        commits = inner_commits + [op for op in ops.get(names[-1], []) if op.action == ARRIVE and op.group.kind == DATA]
+        # the arrives on data channels after each copy (those of the last copy whenever it runs)
+        commits = [op for name in names for op in ops.get(name, []) if op.action == ARRIVE and op.group.kind == DATA
+                   and (name == names[-1] or not op.before_task)]
         # a release after any copy, the last included: the copy still reads its source when the release runs
         releases = [(name, op) for name in names for op in ops.get(name, [])
                     if not op.before_task and op.group.kind != DATA]
