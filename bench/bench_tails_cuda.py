@@ -418,6 +418,11 @@ def run(quick: bool, tilings: bool) -> dict:
     print(f"machine: {info}, {sm_count} SMs", flush=True)
     rows, compile_seconds = [], {}
 
+    def report(complete: bool) -> dict:
+        return {"machine": info, "sm_count": sm_count, "rounds": rounds, "quick": quick, "tilings": tilings,
+                "hopper_absent": hopper_unsupported(None, arch), "rows": rows, "compile_seconds": compile_seconds,
+                "command": command(quick, tilings), "complete": complete}
+
     def compiled(name: str, module: tvm.IRModule, pipeline: str, on=target):
         start = time.perf_counter()
         executable = tvm.compile(module, target=on, tir_pipeline=pipeline)
@@ -457,9 +462,10 @@ def run(quick: bool, tilings: bool) -> dict:
                   + f" ratios {row['ratios']} ok={row['ok']}"
                   + (f" sweep best {row['sweep_best']}" if sweep else "")
                   + (f" (h) sweep best {row['hopper_sweep_best']}" if hopper_sweep else ""), flush=True)
-    return {"machine": info, "sm_count": sm_count, "rounds": rounds, "quick": quick, "tilings": tilings,
-            "hopper_absent": hopper_unsupported(None, arch), "rows": rows, "compile_seconds": compile_seconds,
-            "command": command(quick, tilings)}
+            # the rows so far written after each one: a run stopped by its time limit keeps what it measured
+            partial = report(complete=False)
+            gpu.write_results("tails_cuda", quick, partial, markdown(partial))
+    return report(complete=True)
 
 
 def markdown(report: dict) -> str:
@@ -510,6 +516,9 @@ def markdown(report: dict) -> str:
     outputs = sorted({row["cublas_output"] for row in report["rows"]})
     if not hopper:
         lines += ["", f"(h) hopper: absent on this GPU: {report['hopper_absent']}."]
+    if not report.get("complete", True):
+        lines += ["", "**Partial run**: it stopped (its time limit) before every shape was measured; the rows above "
+                  "are the ones it finished."]
     lines += ["", f"cuBLAS output dtype: {', '.join(outputs)}. Compile seconds (tvm.compile on the GPU machine): "
               + ", ".join(f"{name} {s:.1f}" for name, s in report["compile_seconds"].items()) + "."]
     return "\n".join(lines) + "\n"

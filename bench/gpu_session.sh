@@ -10,6 +10,8 @@
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test but the sanitizer's
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh sanitize   # compute-sanitizer: Hopper GEMM, FFT
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tails      # the tails table alone (#15), all the
+#                                                                            # part's time (its rows written as made)
 #
 # The test parts run their tests in `WORKERS` processes (pytest-xdist, in the GPU image): they spend their time
 # compiling (TVM and nvcc, one core each), which the machine's 16 cores do side by side; no test is timed. Extra
@@ -78,12 +80,16 @@ sanitize)
     run fft-sanitizer 200 python3 -m bench.bench_fft_cuda --quick --sanitize
     collect quick/fft_cuda fft_cuda_sanitize
     ;;
+tails)
+    run tails 560 python3 -m bench.bench_tails_cuda
+    collect tails_cuda tails_cuda
+    ;;
 tilings)
     run tilings 560 python3 -m bench.bench_tails_cuda --tilings
     collect tails_cuda tails_cuda_tilings
     ;;
 *)
-    echo "usage: bash bench/gpu_session.sh {gemm|fft|tests [TEST ...]|sanitize|tilings}   (see the top of this file)" >&2
+    echo "usage: bash bench/gpu_session.sh {gemm|fft|tests [TEST ...]|sanitize|tails|tilings}   (see the top of this file)" >&2
     exit 2
     ;;
 esac

@@ -35,9 +35,11 @@ from __future__ import annotations
 import ctypes.util
 import functools
 import logging
+import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -61,9 +63,12 @@ __all__ = [
     "STATIC_SHARED_MEMORY_PER_BLOCK",
     "SYMBOLIC_M",
     "THREAD_SYNC_DISABLED_PASSES",
+    "CUDA_FLOAT64_DECIMALS",
     "CudaLimits",
     "PtxasUsage",
     "compile_cuda_source",
+    "exact_float64",
+    "exact_float64_constants",
     "cuda_ptx",
     "cuda_source",
     "device_arch",
@@ -132,13 +137,55 @@ MERGE_SHARED_MEMORY_PASS = "s_tir.MergeSharedMemoryAllocations"
 """The pass of TVM's default pipeline before which `scope_dynamic_shared_loads` runs."""
 
 
+# TVM 0.27's CUDA code generator prints a float64 constant as fixed-point text with 15 decimals
+# (`PrintConst`, src/backend/cuda/codegen/codegen_cuda.cc): 1/2879 became 0.000347342827370, 12 significant digits
+CUDA_FLOAT64_DECIMALS = 15
+
+
+def _int32(bits: int) -> int:
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+def exact_float64(value: float) -> tirx.PrimExpr:
+    """`value` as a float64 expression whose CUDA text is exact: the constant itself where its fixed-point text
+    (`CUDA_FLOAT64_DECIMALS` decimals) reads back as `value`, else `__hiloint2double(hi, lo)` of its bits."""
+    if math.isnan(value) or math.isinf(value) or float(f"{value:.{CUDA_FLOAT64_DECIMALS}f}") == value:
+        return tirx.FloatImm("float64", value)
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    return tirx.call_pure_extern("float64", "__hiloint2double", tirx.IntImm("int32", _int32(bits >> 32)),
+                                 tirx.IntImm("int32", _int32(bits & 0xFFFFFFFF)))
+
+
+@tvm.transform.module_pass(opt_level=0, name="ExactFloat64Constants")
+def exact_float64_constants(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Every float64 constant of the CUDA kernels of `mod` as `exact_float64` writes it (a device finalization
+    pass: no simplification after it folds the bits back into a constant). Without it a double-precision kernel
+    computes with constants rounded to 15 decimals: an error of 1e-12 relative to the result where 1e-15 is
+    due."""
+    functions = {}
+    for global_var, func in mod.functions.items():
+        target = func.attrs.get("target") if isinstance(func, tirx.PrimFunc) and func.attrs is not None else None
+        if target is not None and target.kind.name == "cuda":
+            def on_float(node: tirx.FloatImm):
+                return exact_float64(node.value) if node.ty.dtype == "float64" else node
+
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.FloatImm, on_float), order="post"))
+        functions[global_var] = func
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict | None = None) -> str:
     """Register (under `name`) TVM's default TIR pipeline without `s_tir.ThreadSync`, for kernels that place
     their own barriers, with `scope_dynamic_shared_loads` before `MERGE_SHARED_MEMORY_PASS`; its lowering runs as
-    one module pass named `wrapper`, with `config` added to the caller's PassContext config. Returns `name`."""
+    one module pass named `wrapper`, with `config` added to the caller's PassContext config. The device
+    finalization is TVM's after `exact_float64_constants`. Returns `name`."""
 
     def factory():
-        _, finalize_host, finalize_device = tirx.get_tir_pipeline("default")
+        _, finalize_host, default_finalize_device = tirx.get_tir_pipeline("default")
+
+        def finalize_device():
+            return tvm.transform.Sequential([exact_float64_constants, default_finalize_device()],
+                                            name="FinalizeDeviceWithExactFloat64")
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:

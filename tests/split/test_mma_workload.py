@@ -328,6 +328,21 @@ def test_shared_bytes_are_the_launched_shared_memory(tiling):
     assert launched_shared_bytes(mod) == tiling.shared_bytes
 
 
+def test_symbolic_m_kernel_is_launched_with_one_shared_memory_size():
+    """A symbolic M: the ``A`` tile was compacted to ``min((m + 15) // 16, 8)`` row groups, so the kernel's
+    dynamic shared memory was a function of ``m``. TVM 0.27's CUDA runtime raises a kernel's limit above 48 KiB
+    only at its first launch, for that launch's size, so on an H100 a launch at M = 1 followed by one at
+    M = 1000 failed (``CUDA_ERROR_INVALID_VALUE``). Every launch now asks for one constant size, the static
+    kernel's at whole blocks."""
+    tiling = ms.choose_tiling(None, 512, 512)
+    host, _ = host_after_packed_api(ms.matmul_mma_cuda(None, 512, 512, tiling=tiling), cuda_target("sm_90"),
+                                    MMA_PIPELINE)
+    (size,) = [call.args[-1] for call in host_calls(host, "tirx.call_ffi_kernel")]
+    assert isinstance(size, tvm.tirx.IntImm), size
+    rows = tiling.block_tile[0]
+    assert size.value == launched_shared_bytes(ms.matmul_mma_cuda(4 * rows, 512, 512, tiling=tiling))
+
+
 def test_shared_memory_check_counts_the_row_alignment():
     # 128 x 96 x 48, 6 stages: 6 x 28416 bytes (rows of 72 halves) = 170496 > 166912; counted as 56 halves: 145920
     with pytest.raises(ValueError, match=r"MmaTiling.stages 6: 170496 bytes of shared memory, more than 166912"):

@@ -88,10 +88,17 @@ _COMPACT = tvm.transform.Sequential([s_tir.transform.LowerInitBlock(),
 
 
 def _constant_fragments(mod: tvm.IRModule) -> tvm.IRModule:
-    """Each ``warp`` buffer a block allocates with a symbolic shape (a symbolic ``M``: the compacted accumulator
-    is ``min((m + 15) // 16 - tile, 4)`` tiles) given the shape's constant upper bound, before the software
-    pipeline multiplies its buffers (a symbolic buffer size would become the symbolic stride between pipeline
-    versions, and the fragments' register indices would not be constants)."""
+    """Each ``warp`` or shared buffer a block allocates with a symbolic shape (a symbolic ``M``: the compacted
+    accumulator is ``min((m + 15) // 16 - tile, 4)`` tiles, the ``A`` tile ``min((m + 15) // 16, 8)`` row
+    groups) given the shape's constant upper bound, before the software pipeline multiplies its buffers.
+
+    - ``warp``: a symbolic buffer size would become the symbolic stride between pipeline versions, and the
+      fragments' register indices would not be constants.
+    - ``shared``: the kernel's dynamic shared memory would be a function of ``m``. TVM 0.27's CUDA runtime
+      raises a kernel's dynamic shared-memory limit above 48 KiB only at its first launch, for that launch's
+      size (``CUDAWrappedFunc``, src/backend/cuda/runtime/cuda_module.cc: "dyn_shmem_size doesn't change
+      across different invocations"), so a later launch with a larger ``m`` failed with
+      ``CUDA_ERROR_INVALID_VALUE``. At the constant bound every launch asks for the same size."""
     functions = {}
     for global_var, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc):
@@ -112,16 +119,20 @@ def _constant_fragments(mod: tvm.IRModule) -> tvm.IRModule:
     return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
+# the scopes whose symbolic allocations _constant_fragments bounds (see there)
+_BOUNDED_SCOPES = ("warp", "shared", "shared.dyn")
+
+
 def _bounded(buffer, replaced: dict):
-    """``buffer``, or (recorded in ``replaced``) a ``warp`` buffer like it with each symbolic extent at its
-    constant upper bound."""
-    if buffer.scope() != "warp" or all(isinstance(d, tirx.IntImm) for d in buffer.shape):
+    """``buffer``, or (recorded in ``replaced``) a buffer like it of a ``_BOUNDED_SCOPES`` scope with each
+    symbolic extent at its constant upper bound."""
+    if buffer.scope() not in _BOUNDED_SCOPES or all(isinstance(d, tirx.IntImm) for d in buffer.shape):
         return buffer
     analyzer = sym.Analyzer()
     bounds = [analyzer.const_int_bound(d).max_value for d in buffer.shape]
     if any(b >= sym.ConstIntBound.POS_INF for b in bounds):
         return buffer
-    new = tirx.decl_buffer(bounds, buffer.dtype, buffer.name, scope="warp")
+    new = tirx.decl_buffer(bounds, buffer.dtype, buffer.name, scope=buffer.scope())
     replaced[buffer] = new
     return new
 
