@@ -14,10 +14,11 @@ back and the device synchronized once; medians over the rounds):
 Ratios are times: generated / cuFFT (the faster of torch.fft and cupy.fft, ``cufft_seconds``; below 1 the
 generated operator is faster) and generated / limit (1 is the memory bound). Both routes call cuFFT; on an H100
 torch.fft into ``out=`` took about twice cupy's time where both are memory-bound (c2c n <= 4096), so the ratio
-against torch.fft alone flattered the generated operator. Each row's outputs are checked on fresh random inputs, outputs poisoned with NaN
-before: the error of the generated operator against torch.fft in the same precision (``error vs cuFFT``) and, with
-a complex128 / float64 torch.fft as the reference, the generated and cuFFT errors; a row passes when the
-generated error is at most ``ERROR_FACTOR`` x cuFFT's (or ``ERROR_FLOOR``) and every output element was written.
+against torch.fft alone flattered the generated operator. Each row's outputs are checked on fresh random inputs,
+outputs poisoned with NaN before: the error of the generated operator against torch.fft in the same precision
+(``error vs cuFFT``) and, with a complex128 / float64 torch.fft as the reference, the generated and cuFFT errors; a
+row passes when the generated error is at most ``ERROR_FACTOR`` x cuFFT's (or ``ERROR_FLOOR``) and every output
+element was written.
 
 A fused-convolution row (``irfft(rfft(x) * h_hat)``, circular, ``CONVOLUTION_TAPS`` taps) times
 ``tvm_tailsplit.fft.plan_convolve`` (one pipeline, the product fused into the passes around it, output written in

@@ -52,7 +52,7 @@ def test_c2r_normalization_is_exact_in_the_cuda_source():
     source = plan.cuda_source("sm_90")
     constants = {_double(int(hi), int(lo)) for hi, lo in HILO.findall(source)}
     assert 1 / 2879 in constants
-    literals = set(re.findall(r"(?<![\w.])\d+\.\d{%d}(?![\w.])" % CUDA_FLOAT64_DECIMALS, source))
+    literals = set(re.findall(rf"(?<![\w.])\d+\.\d{{{CUDA_FLOAT64_DECIMALS}}}(?![\w.])", source))
     assert literals and all(float(text) * 2**15 == int(float(text) * 2**15) for text in literals), literals
 
 
