@@ -24,6 +24,11 @@ loop the thread binding removed, because its threads run it in exactly one round
 a loop of one iteration: every value and every use of a bound variable stays as it was, and the buffers that the
 loop touches are live across all of it.
 
+`exact_float64_constants` runs first in that pipeline's device finalization: TVM 0.27's CUDA code generator prints
+a float64 constant as fixed-point text with 15 decimals, so a double-precision kernel computed with rounded constants
+(1/2879 kept 12 significant digits); each constant whose text would not read back exactly is written as
+`__hiloint2double(hi, lo)` of its bits.
+
 The hardware facts that the wings' rules read live here too, once: the launch limits of each architecture
 (`CudaLimits`: shared memory and threads per block; `DEFAULT_ARCH` for a target without a GPU) and the
 multiprocessor count (`multiprocessor_count`, `DEFAULT_MULTIPROCESSORS` without a GPU), and the intervals of M
@@ -55,6 +60,7 @@ from .ir_utils import default_passes_with, uses_var
 __all__ = [
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
+    "EXACT_FINALIZE_DEVICE",
     "FILL_FRACTION",
     "MAX_REGISTERS_PER_THREAD",
     "MAX_THREADS_PER_BLOCK",
@@ -140,6 +146,8 @@ MERGE_SHARED_MEMORY_PASS = "s_tir.MergeSharedMemoryAllocations"
 # TVM 0.27's CUDA code generator prints a float64 constant as fixed-point text with 15 decimals
 # (`PrintConst`, src/backend/cuda/codegen/codegen_cuda.cc): 1/2879 became 0.000347342827370, 12 significant digits
 CUDA_FLOAT64_DECIMALS = 15
+# the name of the device finalization sequence of `register_pipeline_without_thread_sync`
+EXACT_FINALIZE_DEVICE = "FinalizeDeviceWithExactFloat64"
 
 
 def _int32(bits: int) -> int:
@@ -185,7 +193,7 @@ def register_pipeline_without_thread_sync(name: str, wrapper: str, config: dict 
 
         def finalize_device():
             return tvm.transform.Sequential([exact_float64_constants, default_finalize_device()],
-                                            name="FinalizeDeviceWithExactFloat64")
+                                            name=EXACT_FINALIZE_DEVICE)
 
         @tvm.transform.module_pass(opt_level=0, name=wrapper)
         def pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:

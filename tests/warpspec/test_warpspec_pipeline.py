@@ -3,19 +3,28 @@
 The passes it runs are recorded with a PassInstrument and compared with those of TVM's default pipeline at run
 time, so a change of TVM's default (a pass added, removed, reordered, or added by a config option) that a copied
 list would miss makes these tests fail. It runs TVM's list itself (TVM's pipeline pass, `_pipeline`, is not run),
-with one pass of its own before `MergeSharedMemoryAllocations` (`cuda.scope_dynamic_shared_loads`).
+with one pass of its own before `MergeSharedMemoryAllocations` (`cuda.scope_dynamic_shared_loads`) and one first
+in the device finalization (`cuda.exact_float64_constants`, in a sequence of its own).
 """
 
 import tvm
 from tvm.script import tirx as T
 
-from tvm_tailsplit.cuda import MERGE_SHARED_MEMORY_PASS, cuda_source, cuda_target, scope_dynamic_shared_loads
+from tvm_tailsplit.cuda import (
+    EXACT_FINALIZE_DEVICE,
+    MERGE_SHARED_MEMORY_PASS,
+    cuda_source,
+    cuda_target,
+    exact_float64_constants,
+    scope_dynamic_shared_loads,
+)
 from tvm_tailsplit.warpspec import WARP_SPECIALIZED_PIPELINE, WarpSpecialize, examples
 
 THREAD_SYNC = "s_tir.ThreadSync"
 WRAPPER = "WarpSpecializedPipeline"
 TVM_PIPELINE_PASS = "_pipeline"  # TVM's default pipeline pass, which runs its list as one pass
 SCOPE = scope_dynamic_shared_loads.info.name
+EXACT = exact_float64_constants.info.name
 
 
 def _specialized_streaming() -> tvm.IRModule:
@@ -53,11 +62,14 @@ def _default_passes(config: dict | None = None) -> list[str]:
 
 
 def _same_lowering(specialized: list[str], default: list[str]) -> bool:
-    """Whether the specialized pipeline ran TVM's default passes but ThreadSync, and its own pass right before
-    MergeSharedMemoryAllocations."""
+    """Whether the specialized pipeline ran TVM's default passes but ThreadSync, its own pass right before
+    MergeSharedMemoryAllocations, and EXACT right before TVM's device finalization (the first pass of its own
+    sequence, once per device module)."""
     position = specialized.index(SCOPE)
+    exact = [i for i, name in enumerate(specialized) if name == EXACT]
     return (specialized[position + 1] == MERGE_SHARED_MEMORY_PASS
-            and [n for n in specialized if n not in (WRAPPER, SCOPE)]
+            and len(exact) == 1 and specialized[exact[0] - 1] == EXACT_FINALIZE_DEVICE
+            and [n for n in specialized if n not in (WRAPPER, SCOPE, EXACT, EXACT_FINALIZE_DEVICE)]
             == [n for n in default if n not in (THREAD_SYNC, TVM_PIPELINE_PASS)])
 
 
