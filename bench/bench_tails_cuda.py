@@ -3,7 +3,7 @@ are not multiples of the tile.
 
 ``C[M, N] = A[M, K] @ B[K, N]``, fp16 inputs, fp32 products, sums and output (``mma_schedule.matmul_fp16_func``),
 on the shapes 4000^3, 1000 x 4096 x 4096, 127 x 255 x 129 and M in ``SYMBOLIC_MS`` x 4096 x 4096, the last with
-``M`` symbolic: ONE compiled function per column serves every M ((b) and (d) pick, by M, the tiling rule's kernel
+``M`` symbolic: ONE compiled function per column serves every M ((b), (c) and (d) pick, by M, the tiling rule's kernel
 for it: ``mma_schedule.matmul_mma_cuda_dispatch``, one kernel per interval of ``tiling_intervals``). Columns (the CPU
 tail benchmark's letters):
 
@@ -15,8 +15,12 @@ tail benchmark's letters):
   the marked tensor-core schedule (mma.sync, ldmatrix, cp.async) tensorized, the result through the padded
   ``C_pad`` and a copy back; compiled by the ``"tailsplit_mma"`` pipeline, whose TailSplit finds no guard to
   split: it is ``tensorize_marked`` + TVM's default pipeline with the warp-memory lowering;
-- (d) ``tailsplit``: ``matmul_mma_cuda`` (padding to whole 16 x 16 instruction tiles, partial thread blocks
-  guarded) through the ``"tailsplit_mma"`` pipeline (TailSplit, merge of equal cases, tensorize);
+- (c) ``guard_chains``: ``matmul_mma_cuda(pad_to_blocks=False)``: padding to whole 16 x 16 instruction tiles only,
+  so the partial thread blocks' fragment loads and mma tiles are guarded, TailSplit's guard chains inside the
+  pipelined loop (the (d) kernel before 2026-11-25: 1.4x the divisible kernel's time at 4000^3 on an H100);
+- (d) ``tailsplit``: ``matmul_mma_cuda`` (the iteration space padded to whole thread-block tiles, operands
+  zero-filled in shared memory, no padded global buffer) through the ``"tailsplit_mma"`` pipeline (TailSplit splits
+  the copies' and the accumulator store's tails, merges equal cases, tensorizes);
 - (e) ``divisible``: the (d) kernel on the nearest divisible shape (``divisible_shape``), its time multiplied by
   the useful work (points of the shape / points of the divisible shape); with M symbolic, the same kernel as (d);
 - (f) ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule (its tensor-core path: wmma) on the irregular shape;
@@ -31,7 +35,7 @@ tail benchmark's letters):
   Only on sm_90 GPUs (elsewhere the column is absent, with the reason), and only for K a multiple of
   ``HOPPER_K_MULTIPLE`` (TMA's 16-byte row stride; 127 x 255 x 129 has no (h) entry, its row says why).
 
-(b), (d) and (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
+(b) to (e) use the same ``MmaTiling``: the rule's choice for the shape (``mma_schedule.choose_tiling``, with
 the GPU's multiprocessor count; ``--dry-run``: ``cuda.DEFAULT_MULTIPROCESSORS``; with M symbolic the tiling the
 dispatch runs for the row's M), recorded in each row. ``--tilings``
 also times (d) with every tiling of ``mma_schedule.candidate_tiles`` (``tile_tiling`` of each block tile) side by
@@ -42,7 +46,7 @@ or corrects the rule; likewise (h) with every ``warpspec.tiling.HOPPER_BLOCK_N``
 Timing as ``bench.gpu`` says (side by side, medians of the rounds). TFLOP/s = 2·M·N·K / time. Every column's
 output is checked on fresh random inputs against torch's fp32 product of the fp16 inputs (TF32 off), the output
 poisoned with NaN before: ``‖C − ref‖ / ‖ref‖ <= TOLERANCE`` (fp16 output of cuBLAS: ``FP16_TOLERANCE``) and every
-element written. Ratios as in the CPU benchmark: d/a = time(a) / time(d), d/b, d/f, d/g, d/h likewise (above 1: (d)
+element written. Ratios as in the CPU benchmark: d/a = time(a) / time(d), d/b, d/c, d/f, d/g, d/h likewise (above 1: (d)
 is faster), d/e = time(d) / time(e) (1: the tails cost nothing).
 
 ``--dry-run`` needs no GPU: it builds every kernel (TVM's CUDA source compiled by nvcc for ``--arch``) and
@@ -79,9 +83,9 @@ SYMBOLIC_NK = (4096, 4096)  # N and K of the shapes with M symbolic
 SYMBOLIC_MS = (1, 16, 33, 127, 1000)
 QUICK_STATIC_SHAPES = [(127, 255, 129)]
 QUICK_SYMBOLIC_MS = (33,)
-COLUMNS = ("guarded", "pad_einsum", "tailsplit", "divisible", "dlight", "cuBLAS")
+COLUMNS = ("guarded", "pad_einsum", "guard_chains", "tailsplit", "divisible", "dlight", "cuBLAS")
 HOPPER = "hopper"  # (h), where the GPU and K allow it (hopper_unsupported)
-LETTERS = {**dict(zip(COLUMNS, "abdefg", strict=True)), HOPPER: "h"}
+LETTERS = {**dict(zip(COLUMNS, "abcdefg", strict=True)), HOPPER: "h"}
 # (h) is built for this architecture (wgmma and setmaxnreg need the architecture-specific target) on sm_90 GPUs
 HOPPER_ARCH = "sm_90a"
 # (h): TMA's row stride (K fp16 elements of A and B) must be a multiple of 16 bytes, so K a multiple of 8
@@ -144,8 +148,8 @@ def divisible_shape(m: int, n: int, k: int, tiling: ms.MmaTiling) -> tuple[int, 
 
 def kernels(m: int | None, n: int, k: int, arch: str, tiling: ms.MmaTiling,
             sm_count: int = DEFAULT_MULTIPROCESSORS) -> dict[str, tuple[Callable[[], tvm.IRModule], str]]:
-    """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape, (b), (d) and (e) with ``tiling``
-    (``m=None``: M symbolic; (b) and (d) then dispatch by M to the rule's tiling for ``sm_count`` SMs, and (e) is
+    """Column -> (module builder, TIR pipeline) of every TVM kernel of one shape, (b) to (e) with ``tiling``
+    (``m=None``: M symbolic; (b), (c) and (d) then dispatch by M to the rule's tiling for ``sm_count`` SMs, and (e) is
     the (d) kernel and has no entry)."""
     guarded = (lambda: simt_matmul(m, n, k), "default")
     dlight = (lambda: dlight_matmul(m, n, k, arch), "default")
@@ -153,11 +157,14 @@ def kernels(m: int | None, n: int, k: int, arch: str, tiling: ms.MmaTiling,
         return {"guarded": guarded,
                 "pad_einsum": (lambda: ms.matmul_mma_cuda_dispatch(n, k, pad_to_blocks=True, padded_output=True,
                                                                    sm_count=sm_count), MMA_PIPELINE),
+                "guard_chains": (lambda: ms.matmul_mma_cuda_dispatch(n, k, pad_to_blocks=False, sm_count=sm_count),
+                                 MMA_PIPELINE),
                 "tailsplit": (lambda: ms.matmul_mma_cuda_dispatch(n, k, sm_count=sm_count), MMA_PIPELINE),
                 "dlight": dlight}
     return {"guarded": guarded,
             "pad_einsum": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=True, padded_output=True,
                                                       tiling=tiling), MMA_PIPELINE),
+            "guard_chains": (lambda: ms.matmul_mma_cuda(m, n, k, pad_to_blocks=False, tiling=tiling), MMA_PIPELINE),
             "tailsplit": (lambda: ms.matmul_mma_cuda(m, n, k, tiling=tiling), MMA_PIPELINE),
             "divisible": (lambda: ms.matmul_mma_cuda(*divisible_shape(m, n, k, tiling), tiling=tiling), MMA_PIPELINE),
             "dlight": dlight}
@@ -219,7 +226,7 @@ def hopper_dispatch_name(n: int, sm_count: int) -> str:
 
 
 def dispatch_name(n: int, k: int, sm_count: int) -> str:
-    """The tilings of the (b), (d) dispatch of ``n x k`` by M."""
+    """The tilings of the (b), (c), (d) dispatch of ``n x k`` by M."""
     return intervals_name(ms.tiling_intervals(n, k, sm_count), ms.MmaTiling.name)
 
 
@@ -241,7 +248,7 @@ def shape_text(m: int | None, n: int, k: int) -> str:
 # ------------------------------------------------------------------------------------------------ dry run
 
 
-TILED_COLUMNS = ("pad_einsum", "tailsplit", "divisible")  # the columns built with the shape's MmaTiling
+TILED_COLUMNS = ("pad_einsum", "guard_chains", "tailsplit", "divisible")  # the columns built with the shape's MmaTiling
 
 
 def command(quick: bool, tilings: bool, dry_run_arch: str | None = None) -> str:
@@ -300,7 +307,7 @@ def dry_run(quick: bool, arch: str, tilings: bool) -> dict:
 
 def dry_run_markdown(report: dict) -> str:
     lines = [*gpu.dry_run_heading("CUDA tail-benchmark kernels", report),
-             f"Tilings of (b), (d), (e): the rule's (`choose_tiling`, {report['sm_count']} SMs); rows marked sweep: "
+             f"Tilings of (b) to (e): the rule's (`choose_tiling`, {report['sm_count']} SMs); rows marked sweep: "
              "(d) with another candidate tiling, (h) with another tile width (`--tilings`). (h) hopper: TailSplit + "
              f"WarpSpecialize Hopper GEMM, built for {HOPPER_ARCH} (`C = A @ B.T`, B n x K; tile: the rule's "
              "`hopper_block_n`).", "",
@@ -347,7 +354,7 @@ def checked_runner(function: Callable[..., object], left: torch.Tensor, right: t
 def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: int, symbolic: bool,
                   tiling: ms.MmaTiling, sweep: dict[str, object], hopper_absent: str | None,
                   hopper_width: int | None, hopper_sweep: dict[str, object]) -> dict:
-    """Every column on one shape (``tiling``: that of (b), (d), (e)): checked against torch's fp32 product, then
+    """Every column on one shape (``tiling``: that of (b) to (e)): checked against torch's fp32 product, then
     timed side by side; then the (d) kernels of ``sweep`` (tiling name -> executable), if any, side by side, and
     the (h) kernels of ``hopper_sweep`` likewise. (h) (tiles ``hopper_width`` wide) runs unless ``hopper_absent``
     says why not, on B transposed once here (n x K), outside the timing."""
@@ -386,6 +393,7 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     row["tflops"] = {column: 2 * m * n * k / s / 1e12 for column, s in seconds.items()}
     d = seconds["tailsplit"]
     row["ratios"] = {"d/a": seconds["guarded"] / d, "d/b": seconds["pad_einsum"] / d,
+                     "d/c": seconds["guard_chains"] / d,
                      "d/e": d / seconds["divisible"], "d/f": seconds["dlight"] / d, "d/g": seconds["cuBLAS"] / d}
     if HOPPER in seconds:
         row["ratios"]["d/h"] = seconds[HOPPER] / d
@@ -472,7 +480,7 @@ def markdown(report: dict) -> str:
     info = report["machine"]
     hopper = report["hopper_absent"] is None  # the (h) column: on sm_90 GPUs
     columns = (*COLUMNS, HOPPER) if hopper else COLUMNS
-    ratio_names = ("d/a", "d/b", "d/e", "d/f", "d/g", *(("d/h",) if hopper else ()))
+    ratio_names = ("d/a", "d/b", "d/c", "d/e", "d/f", "d/g", *(("d/h",) if hopper else ()))
     hopper_text = ("(h) TailSplit + WarpSpecialize Hopper GEMM (TMA + wgmma, examples.hopper_gemm_kernel; it takes B "
                    "as n x K, the transposed copy built once per row outside the timing); " if hopper else "")
     lines = [
@@ -480,11 +488,12 @@ def markdown(report: dict) -> str:
         "", f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
         f"{info['cuda']}), TVM {info['tvm']}. fp16 A and B, fp32 C; every time is the median of {report['rounds']} "
         "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
-        "to whole thread-block tiles + the tensor-core schedule; (d) TailSplit + tensorize (tailsplit_mma); (e) "
+        "to whole thread-block tiles + the tensor-core schedule, C through a padded copy; (c) guard chains: tiles "
+        "padded to 16 x 16 only, the partial blocks' loads and mma guarded in the pipelined loop; (d) TailSplit + "
+        "tensorize on the iteration space padded to whole blocks, no padded copy (tailsplit_mma); (e) "
         "the (d) kernel on the nearest divisible shape, time x useful work; (f) dlight gpu.Matmul; (g) cuBLAS "
         f"(torch.mm); {hopper_text}Rows `M=..` with M symbolic: one compiled function per column for every M; (b) "
-        "and (d) run, by M, the kernel of the rule's tiling for it (`matmul_mma_cuda_dispatch`). (b), (d) and "
-        "(e) use the "
+        "to (d) run, by M, the kernel of the rule's tiling for it (`matmul_mma_cuda_dispatch`). (b) to (e) use the "
         f"tiling `choose_tiling` gives the shape or M ({report['sm_count']} SMs; block tile x K slice / stages, warps, "
         "warp tiles). Ratios: d/x = time(x) / "
         f"time(d), d/e = time(d) / time(e). Command: `{report['command']}`.", "",

@@ -210,7 +210,7 @@ def _matmul(n: int, k: int, transposed: bool):
 def test_tails_measure_shape_runs_every_column_and_sweep(fake_torch, m, n, k, symbolic):
     tiling = bench_tails_cuda.dispatched_tiling(m, n, k, 132) if symbolic else ms.choose_tiling(m, n, k, 132)
     plain, transposed = _matmul(n, k, False), _matmul(n, k, True)
-    executables = dict.fromkeys(("guarded", "pad_einsum", "tailsplit", "dlight"), plain)
+    executables = dict.fromkeys(("guarded", "pad_einsum", "guard_chains", "tailsplit", "dlight"), plain)
     if not symbolic:  # the (e) kernel of the divisible shape (symbolic: the (d) kernel)
         executables["divisible"] = _matmul(*bench_tails_cuda.divisible_shape(m, n, k, tiling)[1:], False)
     absent = bench_tails_cuda.hopper_unsupported(k, "sm_90")

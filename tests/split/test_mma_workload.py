@@ -99,11 +99,12 @@ def stores_mapped(mod, report=None):
 
 @pytest.mark.parametrize("padded_output", [False, True])
 def test_marked_and_split_schedules_mean_the_matmul(padded_output):
-    """33 x 17 x 40: one partial thread block in M and N (tiles dropped by the guard chain), K padded 40 -> 64.
+    """33 x 17 x 40 padded to instruction tiles (``pad_to_blocks=False``): one partial thread block in M and N (tiles
+    dropped by the guard chains), K padded 40 -> 64.
     Unpadded, the split runs with its stores mapped (``stores_mapped``): left as scalar code, the store tails make
     TVM 0.27's CompactBufferAllocation write the store's tile loops into the accumulator's compacted offsets,
     outside those loops (MakePackedAPI: "variables (ax1_0, ax0_0) are used")."""
-    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, padded_output=padded_output)
+    mod = ms.matmul_mma_cuda(33, 17, 40, pipeline=False, pad_to_blocks=False, padded_output=padded_output)
     assert analysis.conditions_under_marks(mod) > 0
     split = split_and_merge(mod)
     assert analysis.conditions_under_marks(split) == 0
@@ -137,10 +138,11 @@ def test_tail_forms_mean_the_matmul():
     assert tails >= 30  # every shape with M or N not a multiple of 16 has store tails
 
 
-def test_symbolic_m_tail_forms_mean_the_matmul():
+@pytest.mark.parametrize("pad_to_blocks", [True, False], ids=["block-padded", "guard-chains"])
+def test_symbolic_m_tail_forms_mean_the_matmul(pad_to_blocks):
     """One symbolic-M kernel, split and its stores mapped once, specialized to many M (every residue of M modulo
     the 16-row tile and the 128-row block, several blocks)."""
-    mapped = stores_mapped(ms.matmul_mma_cuda(None, 24, 40, pipeline=False))
+    mapped = stores_mapped(ms.matmul_mma_cuda(None, 24, 40, pipeline=False, pad_to_blocks=pad_to_blocks))
     func = mapped["main"]
     a = func.params[0]
     for m in (1, 7, 15, 16, 17, 64, 127, 128, 129, 200):
@@ -221,10 +223,12 @@ def test_padding_to_whole_blocks_leaves_no_guard_and_means_the_matmul():
     run_on_llvm(mod, 33, 17, 40)
 
 
-def test_symbolic_m_split_means_the_matmul():
-    """M symbolic: the padded tile count (m + 15) // 16 is a symbol of TailSplit's atoms, every guard is decided
-    above the marks; the split function, specialized to several M, computes the matmul."""
-    split = split_and_merge(ms.matmul_mma_cuda(None, 24, 40, pipeline=False))
+@pytest.mark.parametrize("pad_to_blocks", [True, False], ids=["block-padded", "guard-chains"])
+def test_symbolic_m_split_means_the_matmul(pad_to_blocks):
+    """M symbolic: the padded tile or block count ((m + 15) // 16, (m + 127) // 128) is a symbol of TailSplit's
+    atoms, every guard is decided above the marks; the split function, specialized to several M, computes the
+    matmul."""
+    split = split_and_merge(ms.matmul_mma_cuda(None, 24, 40, pipeline=False, pad_to_blocks=pad_to_blocks))
     assert analysis.conditions_under_marks(split) == 0
     func = split["main"]
     a = func.params[0]
@@ -326,6 +330,48 @@ def test_shared_bytes_are_the_launched_shared_memory(tiling):
     rows, cols = tiling.block_tile  # whole blocks (a smaller C compacts the slices) and every stage used
     mod = ms.matmul_mma_cuda(2 * rows, 2 * cols, tiling.block_k * tiling.stages, tiling=tiling)
     assert launched_shared_bytes(mod) == tiling.shared_bytes
+
+
+def _guarded_in_pipelined_loops(mod: tvm.IRModule) -> set[str]:
+    """The ops of the calls under a guard (an ``if`` or a block predicate) inside the software-pipelined loops of
+    ``mod`` (after ``prepare_mma``)."""
+    guarded: set[str] = set()
+
+    def calls_in(node):
+        def on_call(call):
+            if isinstance(call.op, tvm.ir.Op):
+                guarded.add(call.op.name)
+
+        tvm_ffi.structural_walk(node, (tvm.ir.expr.Call, on_call))
+
+    def on_if(node):
+        calls_in(node.then_case)
+        if node.else_case is not None:
+            calls_in(node.else_case)
+
+    def on_realize(node):
+        if not (isinstance(node.predicate, tvm.tirx.IntImm) and node.predicate.value == 1):
+            calls_in(node.block.body)
+
+    def on_loop(loop):
+        if loop.annotations is not None and "software_pipeline_stage" in loop.annotations:
+            tvm_ffi.structural_walk(loop.body, [(tvm.tirx.IfThenElse, on_if), (s_tir.SBlockRealize, on_realize)])
+
+    tvm_ffi.structural_walk(mod["main"].body, (tvm.tirx.For, on_loop))
+    return guarded
+
+
+@pytest.mark.parametrize("m,n,k", [(200, 136, 64), (None, 136, 64)], ids=["200x136x64", "Mx136x64"])
+def test_partial_blocks_compute_whole_tiles_in_the_pipelined_loops(m, n, k):
+    """Padded to whole thread blocks (the default), no fragment load or mma of the pipelined loops is guarded:
+    the loops are the divisible kernel's, only the copies (zero fill) and the store (outside them) know the
+    tails. With ``pad_to_blocks=False`` TailSplit's chains put guards around them inside the loops; on an H100
+    that kernel took 1.4x the divisible kernel's time at 4000^3."""
+    tiling = ms.choose_tiling(m or 1024, n, k)
+    mma_ops = {"tirx.ptx_legacy.ldmatrix", "tirx.ptx_legacy.mma"}
+    assert not _guarded_in_pipelined_loops(prepare_mma(ms.matmul_mma_cuda(m, n, k, tiling=tiling))) & mma_ops
+    chains = prepare_mma(ms.matmul_mma_cuda(m, n, k, pad_to_blocks=False, tiling=tiling))
+    assert _guarded_in_pipelined_loops(chains) >= mma_ops
 
 
 def test_symbolic_m_kernel_is_launched_with_one_shared_memory_size():

@@ -8,8 +8,9 @@ symbolic variable named ``m`` (one kernel for every ``M``; ``M = 0`` launches no
 Algorithm (the schedule of TVM's ``mma_schedule`` test helper, with marks instead of ``sch.tensorize`` and the
 ``software_pipeline_*`` annotations of TVM's tensor-core rules):
 
-1. The iteration space is padded (``sch.pad_einsum``) to whole 16 x 16 instruction tiles in ``M`` and ``N`` and
-   to whole ``block_k`` slices in ``K``, but nothing padded is stored in global memory: the padding is inlined
+1. The iteration space is padded (``sch.pad_einsum``) to whole thread-block tiles in ``M`` and ``N`` and to whole
+   ``block_k`` slices in ``K`` (``pad_to_blocks=False``: to whole 16 x 16 instruction tiles in ``M`` and ``N``),
+   but nothing padded is stored in global memory: the padding is inlined
    into the global -> shared copies, so elements outside ``A`` and ``B`` load as zeros (``cp.async`` zero fill,
    see ``mma_tails``), and the copy of the padded result back to ``C`` is folded into the accumulator store
    (``reverse_compute_inline``), which writes ``C`` under ``T.where(i < M and j < N)``. Padding ``K`` to the
@@ -50,11 +51,15 @@ piecewise constant in ``M`` (``tiling_intervals``: the intervals of ``M`` up to 
 ``ir_utils.dispatch_by_intervals`` joins the results into one function whose host code launches the kernel of
 ``M``'s interval.
 
-A partial thread block carries guards (``T.where``) at every marked stage. ``TailSplit(strategy="partial")``
-decides them by guard chains above the marks (the thread-bound and per-warp loops keep their whole ranges), so
-every main tile is condition-free and ``sch.tensorize`` maps it; tiles outside the padded extents are dropped,
-and the accumulator store's tail tiles (the part of a tile inside ``C``) get the predicated store of
-``mma_tails``. The full
+Padded to whole thread blocks, the fragment loads and mma tiles carry no guard: a partial thread block computes
+its whole tile on zero-filled operands (the copies' guards become ``cp.async``'s source size), and only the
+accumulator store is guarded. ``TailSplit(strategy="partial")`` decides that guard by a guard chain above the
+store's mark, so every main tile stores unguarded and a tail tile (the part of a tile inside ``C``) gets the
+predicated store of ``mma_tails``; tiles wholly outside ``C`` store nothing. The pipelined loop is then the
+divisible kernel's. With ``pad_to_blocks=False`` (16 x 16 tiles) a partial thread block carries guards at every
+marked stage, and the chains that drop its tiles outside the padded extents sit inside the pipelined loop, around
+each fragment load and mma: on an H100 that kernel took 1.4x the divisible kernel's time at 4000^3 and 1.6x at a
+symbolic M of 1000 (``bench/results/tails_cuda.md``, 2026-11-25, its column (d) then). The full
 split is not used here: it cuts the per-warp tile loop (``range(3)`` of 4), and ``sch.tensorize`` then refuses
 ("bindings ... can not be blockized": the warp index and a partial tile loop do not form a surjective iterator
 map), while TVM's mma implementations use pointers (``access_ptr``, ``.data``), which
@@ -397,15 +402,16 @@ def _has_block(sch: s_tir.Schedule, name: str) -> bool:
 
 
 def matmul_mma_cuda(m: int | None = 1000, n: int = 1000, k: int = 1000, pipeline: bool = True,
-                    pad_to_blocks: bool = False, padded_output: bool = False,
+                    pad_to_blocks: bool = True, padded_output: bool = False,
                     tiling: MmaTiling = DEFAULT_TILING) -> tvm.IRModule:
     """The marked tensor-core matmul (see the module docstring) tiled by ``tiling`` (``choose_tiling(m, n, k)``
     is the rule's choice for the shape); ``pipeline=False`` leaves out the ``software_pipeline_*`` annotations
     (same meaning, one stage); ``padded_output=True`` writes the result through the padded global ``C_pad`` and a
-    copy-back kernel instead of the predicated accumulator store. ``pad_to_blocks``: ``sch.pad_einsum`` pads ``M``
-    and ``N`` to whole ``tiling.block_tile`` thread-block tiles instead of whole instruction tiles, so no thread
-    block is partial and no mark carries a guard (with ``padded_output``, TVM's way to a tail-free kernel: the tail
-    benchmark's (b))."""
+    copy-back kernel instead of the predicated accumulator store. ``pad_to_blocks`` (the default):
+    ``sch.pad_einsum`` pads ``M`` and ``N`` to whole ``tiling.block_tile`` thread-block tiles, so no thread block is
+    partial in its compute and only the store carries a guard (with ``padded_output``, TVM's way to a tail-free
+    kernel: the tail benchmark's (b)); ``False`` pads to whole instruction tiles, the partial blocks' loads and mma
+    tiles guarded (the tail benchmark's (c))."""
     m, n, k = require_sizes("matmul_mma_cuda", ("m",), m=m, n=n, k=k)
     require_bools("matmul_mma_cuda", pipeline=pipeline, pad_to_blocks=pad_to_blocks, padded_output=padded_output)
     if not isinstance(tiling, MmaTiling):
@@ -429,7 +435,7 @@ def _rows_within_index_limit(caller: str, m: int | None, n: int, k: int, tilings
     return limit
 
 
-def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True, pad_to_blocks: bool = False,
+def matmul_mma_cuda_dispatch(n: int = 4096, k: int = 4096, pipeline: bool = True, pad_to_blocks: bool = True,
                              padded_output: bool = False, sm_count: int = DEFAULT_MULTIPROCESSORS) -> tvm.IRModule:
     """The marked tensor-core matmul for a symbolic ``M`` with the tiling rule's choice for every ``M``: one
     PrimFunc whose host code picks, by ``m``, one kernel per interval of ``tiling_intervals(n, k, sm_count)``
