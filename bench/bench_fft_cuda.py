@@ -94,11 +94,12 @@ def batch_of(n: int) -> int:
     return max(1, BATCH_POINTS // n)
 
 
-def make_plan(kind: str, n: int, dtype: str, batch: int, arch: str):
+def make_plan(kind: str, n: int, dtype: str, batch: int, arch: str, effort: str = "estimate"):
     from tvm_tailsplit import fft as tfft
 
     direction = "backward" if kind == "c2r" else "forward"
-    return tfft.plan(n, batch, kind=kind, direction=direction, dtype=dtype, target={"kind": "cuda", "arch": arch})
+    return tfft.plan(n, batch, kind=kind, direction=direction, dtype=dtype, target={"kind": "cuda", "arch": arch},
+                     effort=effort)
 
 
 def flops(kind: str, n: int, batch: int) -> float:
@@ -287,7 +288,6 @@ def copy_bandwidth(nbytes: int, rounds: int) -> float:
 
 
 def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth: float) -> dict:
-    import cupy
     import torch
 
     batch = batch_of(n)
@@ -302,12 +302,7 @@ def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth
         raise AssertionError(f"{row_name(kind, n, dtype)}: plan shapes {plan.input_shape} -> {plan.output_shape}, "
                              f"data {tuple(as_floats(x).shape)} -> {tuple(as_floats(out).shape)}")
     x_tvm, out_tvm = tvm_view(x), tvm_view(out)
-    torch_out = torch.empty_like(out)
-    torch_fn = {"c2c": lambda: torch.fft.fft(x, out=torch_out), "r2c": lambda: torch.fft.rfft(x, out=torch_out),
-                "c2r": lambda: torch.fft.irfft(x, n=n, out=torch_out)}[kind]
-    x_cupy = cupy.from_dlpack(x)
-    cupy_fn = {"c2c": cupy.fft.fft, "r2c": cupy.fft.rfft, "c2r": lambda a: cupy.fft.irfft(a, n=n)}[kind]
-    runners = {"generated": lambda: plan(x_tvm, out_tvm), "torch.fft": torch_fn, "cupy.fft": lambda: cupy_fn(x_cupy)}
+    runners = {"generated": lambda: plan(x_tvm, out_tvm), **cufft_runners(kind, n, x, out)}
     seconds = gpu.median_seconds(runners, rounds)
     moved = x.numel() * x.element_size() + out.numel() * out.element_size()
     limit = moved / (bandwidth * 1e9)
@@ -321,6 +316,20 @@ def measure_row(kind: str, n: int, dtype: str, rounds: int, arch: str, bandwidth
            "generated/limit": seconds["generated"] / limit}
     row.update(check_row(plan, kind, n, dtype, batch))
     return row
+
+
+def cufft_runners(kind: str, n: int, x, out) -> dict:
+    """The row's two cuFFT routes on the device input ``x``: torch.fft into a tensor like ``out`` (preallocated)
+    and cupy.fft (its output from cupy's memory pool)."""
+    import cupy
+    import torch
+
+    torch_out = torch.empty_like(out)
+    torch_fn = {"c2c": lambda: torch.fft.fft(x, out=torch_out), "r2c": lambda: torch.fft.rfft(x, out=torch_out),
+                "c2r": lambda: torch.fft.irfft(x, n=n, out=torch_out)}[kind]
+    x_cupy = cupy.from_dlpack(x)
+    cupy_fn = {"c2c": cupy.fft.fft, "r2c": cupy.fft.rfft, "c2r": lambda a: cupy.fft.irfft(a, n=n)}[kind]
+    return {"torch.fft": torch_fn, "cupy.fft": lambda: cupy_fn(x_cupy)}
 
 
 def cufft_seconds(times: dict[str, float]) -> float:
@@ -476,8 +485,7 @@ def markdown(report: dict) -> str:
     info = report["machine"]
     lines = [
         "# CUDA FFT benchmark: the generated operator against cuFFT (µs, lower is better)", "",
-        f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
-        f"{info['cuda']}), cupy {info.get('cupy', '-')}, TVM {info['tvm']}. Device-to-device copy "
+        f"{gpu.machine_text(info, 'cupy', 'tvm')}. Device-to-device copy "
         f"{report['copy_bandwidth_GBps']:.0f} GB/s (64 MiB, the limit's speed), {report['dram_bandwidth_GBps']:.0f} "
         f"GB/s (1 GiB). Batches of 2^23 / n transforms on device-resident data; every time is the median of "
         f"{report['rounds']} rounds timing the implementations side by side. `limit`: one read of the input and one "

@@ -485,8 +485,7 @@ def markdown(report: dict) -> str:
                    "as n x K, the transposed copy built once per row outside the timing); " if hopper else "")
     lines = [
         "# CUDA tail benchmark: TailSplit + tensor cores against TVM's guarded, padded and dlight kernels and cuBLAS",
-        "", f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
-        f"{info['cuda']}), TVM {info['tvm']}. fp16 A and B, fp32 C; every time is the median of {report['rounds']} "
+        "", f"{gpu.machine_text(info, 'tvm')}. fp16 A and B, fp32 C; every time is the median of {report['rounds']} "
         "rounds timing the columns side by side. (a) guarded: tiled CUDA-core schedule with guards; (b) pad_einsum "
         "to whole thread-block tiles + the tensor-core schedule, C through a padded copy; (c) guard chains: tiles "
         "padded to 16 x 16 only, the partial blocks' loads and mma guarded in the pipelined loop; (d) TailSplit + "

@@ -182,9 +182,8 @@ def run(quick: bool) -> dict:
 def markdown(report: dict) -> str:
     info = report["machine"]
     lines = ["# Hopper GEMM: WarpSpecialize (TMA + wgmma) against its ablation, TVM dlight and cuBLAS", "",
-             f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
-             f"{info['cuda']}). C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side rounds; "
-             f"persistent kernels for {report['sms']} SMs. Command: `{report['command']}`.", "",
+             f"{gpu.machine_text(info)}. C = A @ B.T, fp16 in, fp32 out; medians of {report['rounds']} side-by-side "
+             f"rounds; persistent kernels for {report['sms']} SMs. Command: `{report['command']}`.", "",
              "| shape | " + " | ".join(f"{c} TFLOP/s" for c in COLUMNS)
              + " | " + " | ".join(r.replace("_", " ") for r in RATIOS) + " | ok | max error |",
              "|" + "---|" * (len(COLUMNS) + len(RATIOS) + 3)]

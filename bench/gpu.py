@@ -27,8 +27,8 @@ from bench import cli
 from tvm_tailsplit.cuda import device_arch
 
 __all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "build_outcome", "cublas_mm", "device_arch", "dispatch",
-           "dry_run_heading", "gpu_machine", "median_seconds", "now", "nvcc_build", "parser", "relative_error",
-           "skip_reason", "timed_rounds", "write_results"]
+           "dry_run_heading", "gpu_machine", "machine_text", "median_seconds", "now", "nvcc_build", "parser",
+           "relative_error", "skip_reason", "timed_rounds", "write_results"]
 
 # rounds of side-by-side timings per row (the tables show medians); a quick run keeps the same count
 ROUNDS = 7
@@ -159,6 +159,14 @@ def build_outcome(built: dict) -> str:
         return f"FAILED {built['error']}"
     return (f"compiled, {built['kernels']} kernel(s), TVM {built['tvm_seconds']:.1f} s + nvcc "
             f"{built['nvcc_seconds']:.1f} s, {built['spills']} spill bytes")
+
+
+def machine_text(info: dict, *versions: str) -> str:
+    """The machine of a report (``gpu_machine``) in the words of its markdown: the GPU, its architecture, the host,
+    the date, torch and CUDA, and the ``versions`` named ("cupy", "tvm") too."""
+    names = {"cupy": "cupy", "tvm": "TVM"}
+    return (f"{info['gpu']} ({info['arch']}) on {info['cpu']}, {info['date']}; torch {info['torch']} (CUDA "
+            f"{info['cuda']})" + "".join(f", {names[key]} {info.get(key, '-')}" for key in versions))
 
 
 def dry_run_heading(what: str, report: dict) -> list[str]:

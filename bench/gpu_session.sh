@@ -6,7 +6,8 @@
 # order (what resolves the issues first: the three measured tables, then the tests that must pass there):
 #
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables (#14, #15)
-#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (#13)
+#   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (#13), then plan searches
+#                                                                            # (bench_fft_cuda_search) in its rest
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test but the sanitizer's
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh sanitize   # compute-sanitizer: Hopper GEMM, FFT
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
@@ -70,8 +71,12 @@ gemm)
     collect tails_cuda tails_cuda
     ;;
 fft)
-    run fft 560 python3 -m bench.bench_fft_cuda
+    run fft 300 python3 -m bench.bench_fft_cuda
     collect fft_cuda fft_cuda
+    # the rest of the part: plan searches on the device, the rows furthest from cuFFT first, each row written as
+    # it finishes; no row starts later than 90 s before the part's end (a row takes 10-60 s)
+    run fft-search 560 python3 -m bench.bench_fft_cuda_search --seconds "$((PART_SECONDS - (SECONDS - start) - 90))"
+    collect fft_cuda_search fft_cuda_search
     ;;
 tests)
     shift

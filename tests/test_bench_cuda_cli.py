@@ -1,4 +1,4 @@
-"""The GPU benchmarks (bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda): without a GPU they say so and
+"""The GPU benchmarks (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda): without a GPU they say so and
 write nothing (also under `make bench`, which imports every benchmark: torch and cupy are imported on use);
 `--dry-run --quick` builds their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul; on a
 GPU, `--quick` writes rows that pass their error checks."""
@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import tvm
 
-from bench import bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda, cli
+from bench import bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda, cli
 from tvm_tailsplit import cuda
 from tvm_tailsplit.split import mma_schedule as ms
 from tvm_tailsplit.testing import cuda_schedule_for_llvm, run_guarded
 
 ROOT = pathlib.Path(__file__).parent.parent
-BENCHMARKS = {"fft_cuda": bench_fft_cuda, "tails_cuda": bench_tails_cuda, "warpspec_cuda": bench_warpspec_cuda}
+BENCHMARKS = {"fft_cuda": bench_fft_cuda, "fft_cuda_search": bench_fft_cuda_search, "tails_cuda": bench_tails_cuda,
+              "warpspec_cuda": bench_warpspec_cuda}
 
 
 @pytest.fixture
@@ -111,6 +112,40 @@ def test_tails_dry_run_builds_the_symbolic_m_hopper_kernels(results, monkeypatch
         "Mx4096x4096", "hopper", True, 4, 0), row
     assert row["tiling"] == "M<=128: 128x32x64, M<=384: 128x64x64, M<=896: 128x128x64, M>=897: 128x256x64"
     assert all("[sm_90a]" in usage for usage in row["ptxas"])
+
+
+def test_the_search_rows_are_the_fft_rows_once_each():
+    names = [bench_fft_cuda.row_name(*row) for row in bench_fft_cuda.ROWS]
+    assert sorted(bench_fft_cuda_search.SEARCH_ROWS) == sorted(names)
+    quick = bench_fft_cuda_search.selected_rows(True, None)
+    assert sorted(bench_fft_cuda.row_name(*row) for row in quick) == sorted(bench_fft_cuda.QUICK_ROWS)
+    assert bench_fft_cuda_search.selected_rows(False, ["r2c:4096", "c2c:16"]) == [("r2c", 4096, "complex64"),
+                                                                                  ("c2c", 16, "complex64")]
+
+
+def test_an_unknown_search_row_is_refused_naming_the_known_ones(results, capsys):
+    with pytest.raises(SystemExit):
+        bench_fft_cuda_search.main(["--rows", "c2c:1023"])
+    error = capsys.readouterr().err
+    assert "unknown row(s) ['c2c:1023']" in error and "'c2c:1024'" in error
+    assert not list(results.rglob("*"))
+
+
+@pytest.mark.nvcc
+def test_search_dry_run_builds_every_variant_a_search_times(results):
+    from tvm_tailsplit.fft import search
+
+    bench_fft_cuda_search.main(["--dry-run", "--quick", "--rows", "c2c:64", "r2c:1024"])
+    report = json.loads((results / "quick" / "fft_cuda_search_dry_run.json").read_text())
+    assert [row["row"] for row in report["rows"]] == ["c2c:64", "r2c:1024"]
+    for row, (kind, n, dtype) in zip(report["rows"], bench_fft_cuda_search.rows_of(["c2c:64", "r2c:1024"])):
+        plan = bench_fft_cuda.make_plan(kind, n, dtype, row["batch"], "sm_90")
+        changes = search.single_changes(plan.variant, plan.spec, plan.variant, plan.batch, True, 1, wide=False)
+        expected = {search.label(v, plan.variant) for pairs in changes.values() for _, v in pairs} | {"estimate"}
+        assert {v["label"] for v in row["variants"]} == expected
+        assert len(row["variants"]) == len(expected)  # each variant built once
+        assert all(v["compiled"] and v["spills"] == 0 for v in row["variants"]), row
+    assert "| r2c:1024 | lanes=2 |" in (results / "quick" / "fft_cuda_search_dry_run.md").read_text()
 
 
 @pytest.mark.nvcc

@@ -1,4 +1,4 @@
-"""The GPU benchmarks' markdown (bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda) on synthetic reports of the
+"""The GPU benchmarks' markdown (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda) on synthetic reports of the
 shape their `run` returns, without a GPU: a report survives JSON (what `gpu.write_results` writes), and every table
 row has as many cells as its table's header, so that a GPU run's results render the first time."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench import bench_fft_cuda, bench_tails_cuda, bench_warpspec_cuda
+from bench import bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda
 from tvm_tailsplit.split import mma_schedule as ms
 
 MACHINE = {"cpu": "a CPU", "cores": 16, "date": "2026-11-25T00:00:00+00:00", "python": "3.12.3", "numpy": "2.5.2",
@@ -80,6 +80,40 @@ def test_fft_cuda_markdown_renders_a_report_of_run(sanitize):
     # gen/cuFFT against the faster of torch.fft (12 µs) and cupy.fft (8 µs)
     assert all(row.split("|")[9].strip() == "1.25" for row in tables[0][2:]), tables[0]
     assert "generated convolve (fused) | 30.0 | 2.0e-07" in text and "torch fft abs square | 60.0 | - |" in text
+
+
+def search_row(name: str, winner: str | None) -> dict:
+    """A row of bench_fft_cuda_search's `run`: a search whose winner is `winner` (None: the estimate)."""
+    from tvm_tailsplit.fft.variants import estimate_variant
+
+    kind, n, dtype = bench_fft_cuda_search.rows_of([name])[0]
+    variant = estimate_variant(bench_fft_cuda.make_plan(kind, n, dtype, 4, "sm_90").spec, 4, None).to_dict()
+    us = {"estimate": 20.0, "winner": 16.0 if winner else 20.0, "torch.fft": 30.0, "cupy.fft": 16.0}
+    return {"row": name, "kind": kind, "n": n, "dtype": dtype, "batch": bench_fft_cuda.batch_of(n),
+            "effort": "measure", "source": "timed", "winner": winner or "estimate", "reason": "the fastest",
+            "confirmation": 0.8 if winner else None, "search_seconds": 12.0, "estimate_variant": variant,
+            "winner_variant": variant,
+            "candidates": [{"label": "estimate", "us": 20.5, "note": ""},
+                           {"label": winner or "lanes=2", "us": 16.5, "note": ""},
+                           {"label": "kernel_per_pass=True", "us": None, "note": "failed to compile"}],
+            "us": us, "winner/estimate": us["winner"] / us["estimate"], "estimate/cuFFT": us["estimate"] / 16.0,
+            "winner/cuFFT": us["winner"] / 16.0, "error_vs_cufft": 1e-7, "error_vs_float64": 2e-7,
+            "cufft_error_vs_float64": 1e-7, "all_written": True, "ok": True}
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_fft_cuda_search_markdown_renders_a_report_of_run(complete):
+    rows = [search_row("r2c:1024", "cuda_threads=64, lanes=2"), search_row("c2c:16", None)]
+    report = {"machine": MACHINE, "rounds": 5, "quick": False, "effort": "measure", "budget_seconds": 600.0,
+              "rows": rows, "skipped": [] if complete else ["c2c:97"],
+              "command": "python -m bench.bench_fft_cuda_search", "complete": complete}
+    text = render(bench_fft_cuda_search, report)
+    (table,) = check_tables(text)
+    assert len(table) == 2 + len(rows)
+    assert "| r2c:1024 | cuda_threads=64, lanes=2 | 20.0 | 16.0 | 0.80 | 1.25 | 1.00 |" in text
+    assert "| c2c:16 | estimate | 20.0 | 20.0 | 1.00 | 1.25 | 1.25 | - |" in text
+    assert "kernel_per_pass=True - (failed to compile)" in text
+    assert ("Not searched" in text and "c2c:97" in text) == (not complete)
 
 
 def tails_row(m: int, n: int, k: int, symbolic: bool, hopper: bool, tilings: bool) -> dict:

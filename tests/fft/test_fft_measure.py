@@ -77,7 +77,7 @@ def scripted_search(monkeypatch, confirmation_ratio: float, threads: int = 1) ->
     fast = f"lanes={2 * estimate.variant.lanes}"
     calls = []
 
-    def samples(plans, rounds, run_inputs, clock):
+    def samples(plans, rounds, run_inputs, clock, calls_per_run):
         calls.append((list(plans), rounds))
         confirming = rounds > 3  # the groups have the search's 3 rounds, the confirmation more
         ratio = confirmation_ratio if confirming else 0.5
@@ -271,6 +271,37 @@ def test_a_candidate_that_fails_to_compile_is_logged_and_skipped(fresh, caplog):
     assert failed and all(c.seconds is None and "failed to compile" in c.note for c in failed)
     assert any("failed to compile" in r.getMessage() for r in caplog.records)
     assert chosen.variant.lanes != 2 * estimate_lanes
+
+
+def test_timing_samples_are_seconds_per_call_of_runs_of_several_calls():
+    # a CUDA run enqueues CUDA_CALLS_PER_SYNC calls and synchronizes once: its time is divided among them
+    now = [0.0]
+
+    def run_inputs(seconds_per_call):
+        def run():
+            now[0] += 4 * seconds_per_call  # a run of 4 calls
+        return run
+
+    samples = search.timing_samples({"a": 1e-3, "b": 3e-3}, 3, run_inputs, lambda: now[0], calls_per_run=4)
+    assert samples == {"a": [pytest.approx(1e-3)] * 3, "b": [pytest.approx(3e-3)] * 3}
+
+
+@pytest.mark.gpu
+def test_cuda_measure_on_the_gpu_times_variants_and_keeps_a_correct_winner(fresh):
+    from tvm_tailsplit.cuda import device_arch
+
+    target = {"kind": "cuda", "arch": device_arch()}
+    p = fft.plan(256, 64, target=target, effort="measure", rounds=2)
+    assert p.search.source == "timed", p.search.reason
+    timed = [c for c in p.search.candidates if c.seconds is not None]
+    assert len(timed) >= 3 and all(0 < c.seconds < 1e-2 for c in timed), p.describe()
+    assert any(c.label.startswith("cuda_threads=") for c in timed), p.describe()
+    x = complex_input(64, 256)
+    assert relative_error(p(x), np.fft.fft(x)) < 1e-5
+    assert len(json.loads(fft.export_wisdom())["entries"]) == 1
+    planner._cached_plan.cache_clear()
+    again = fft.plan(256, 64, target=target, effort="measure", rounds=2)  # the winner from the wisdom, not timed
+    assert again.search.source == "wisdom" and again.variant == p.variant
 
 
 def test_cuda_measure_without_a_gpu_falls_back_to_the_estimate(fresh, caplog):

@@ -22,7 +22,9 @@ candidates with equal breakdown trees and other fields, or whose scheduled IR is
 once), then run on fresh buffers of the plan's layouts (its strides too: the operator checks them): `rounds`
 rounds, each timing every candidate in turn (the order rotates per round) as the mean call time over calls lasting
 at least `ROUND_SECONDS`; a candidate's time is its median over the rounds (on the process's CPU time with one
-thread on llvm, else on wall time). A candidate replaces the current best only when it is faster by more than
+thread on llvm, else on wall time). On CUDA one timed run enqueues `CUDA_CALLS_PER_SYNC` calls back to back and
+synchronizes the device once, as the GPU benchmarks do (a synchronization per call would add its latency and the
+launch's, about 10 µs, to every call). A candidate replaces the current best only when it is faster by more than
 `MARGIN` (noise keeps the simpler choice). The final winner is confirmed against the estimate variant in paired
 rounds (the two timed back to back, in alternating order, `CONFIRM_ROUNDS` times the rounds): it is kept only when
 the median over the rounds of its time divided by the estimate's is below 1 - `CONFIRM_MARGIN` (a ratio of
@@ -54,9 +56,9 @@ from .factor import Breakdown, CooleyTukey
 from .tuning import CUDA_STAGE_MIN_LANES
 from .variants import Variant
 
-__all__ = ["CONFIRM_MARGIN", "CONFIRM_ROUNDS", "EFFORTS", "MARGIN", "PATIENT_SWEEPS", "ROUND_SECONDS", "ROUNDS",
-           "WALL_CONFIRM_MARGIN", "WALL_CONFIRM_ROUNDS", "Candidate", "SearchReport", "axes", "label", "paired_ratio",
-           "search", "seconds_per_call", "timing_samples"]
+__all__ = ["CONFIRM_MARGIN", "CONFIRM_ROUNDS", "CUDA_CALLS_PER_SYNC", "EFFORTS", "MARGIN", "PATIENT_SWEEPS",
+           "ROUNDS", "ROUND_SECONDS", "WALL_CONFIRM_MARGIN", "WALL_CONFIRM_ROUNDS", "Candidate", "SearchReport", "axes",
+           "label", "paired_ratio", "search", "seconds_per_call", "single_changes", "timing_samples"]
 
 logger = logging.getLogger("tvm_tailsplit.fft")
 
@@ -64,6 +66,8 @@ EFFORTS = ("estimate", "measure", "patient")
 # rounds of side-by-side timings per candidate (the median is kept) and the least time of one timing
 ROUNDS = 5
 ROUND_SECONDS = 0.02
+# CUDA calls per synchronization of a timed run (the per-call time is the run's divided by it)
+CUDA_CALLS_PER_SYNC = 16
 # a candidate must be this much faster (relative) than the current best to replace it
 MARGIN = 0.01
 # the winner's paired confirmation against the estimate variant: this many times the rounds, and the median
@@ -181,6 +185,24 @@ def axes(base: Variant, limit: Variant, batch: int, cuda: bool, threads: int, wi
     return result
 
 
+def single_changes(base: Variant, request: Any, limit: Variant, batch: int, cuda: bool, threads: int,
+                   wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
+    """axis -> (change, variant) of the single-knob changes of `base` (`axes`) that build a breakdown of the
+    transform `request` (a `spec.FFTSpec`): the variants a search times beside `base`."""
+    result: dict[str, list[tuple[dict, Variant]]] = {}
+    radices = _top_radices(base.tree(request))
+    for axis, changes in axes(base, limit, batch, cuda, threads, wide, radices).items():
+        result[axis] = []
+        for change in changes:
+            try:
+                variant = dataclasses.replace(base, **change)
+                variant.tree(request)
+            except ValueError:  # e.g. a radix limit above the codelet limit
+                continue
+            result[axis].append((change, variant))
+    return result
+
+
 def label(variant: Variant, estimate: Variant) -> str:
     """A variant named by its changes from the estimate variant ("estimate" for none)."""
     difference = variant.differences(estimate)
@@ -188,16 +210,17 @@ def label(variant: Variant, estimate: Variant) -> str:
 
 
 def timing_samples(plans: dict[str, Any], rounds: int, run_inputs: Callable[[Any], Callable[[], None]],
-                   clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+                   clock: Callable[[], float] = time.perf_counter, calls_per_run: int = 1) -> dict[str, list[float]]:
     """label -> seconds per call of every plan in each of `rounds` rounds, timed side by side (the order rotates
-    per round) on `clock`; `run_inputs(plan)` returns a zero-argument call of the plan on its fresh buffers."""
+    per round) on `clock`; `run_inputs(plan)` returns a zero-argument run of `calls_per_run` calls of the plan on
+    its fresh buffers."""
     runs = {name: run_inputs(p) for name, p in plans.items()}
     samples: dict[str, list[float]] = {name: [] for name in runs}
     labels = list(runs)
     for index in range(rounds):
         for name in labels[index % len(labels):] + labels[:index % len(labels)]:
             runs[name]()
-            samples[name].append(seconds_per_call(runs[name], ROUND_SECONDS, clock))
+            samples[name].append(seconds_per_call(runs[name], ROUND_SECONDS, clock) / calls_per_run)
     return samples
 
 
@@ -289,7 +312,8 @@ class _Search:
         x, out, device = self.inputs["x"], self.inputs["out"], self.inputs["device"]
         if plan.is_cuda:
             def run() -> None:
-                plan(x, out)
+                for _ in range(CUDA_CALLS_PER_SYNC):
+                    plan(x, out)
                 device.sync()
             return run
         function, constants = plan._function, plan._constant_tensors()
@@ -304,7 +328,8 @@ class _Search:
             if plan is not None:
                 plans[variant] = plan
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
-        samples = timing_samples(labelled, rounds or self.rounds, self._run, self.clock)
+        calls = CUDA_CALLS_PER_SYNC if self.plans[self.estimate].is_cuda else 1
+        samples = timing_samples(labelled, rounds or self.rounds, self._run, self.clock, calls)
         self.samples = {variant: samples[label(variant, self.estimate)] for variant in plans}
         medians = {name: statistics.median(values) for name, values in samples.items()}
         result = {}
@@ -360,20 +385,8 @@ def search(effort: str, estimate_plan: Any, build: Callable[[Variant], Any], lim
     estimate = state.estimate
 
     def options(base: Variant, wide: bool) -> dict[str, list[tuple[dict, Variant]]]:
-        """axis -> (change, variant) of the valid single-knob changes of `base`."""
-        result = {}
-        radices = _top_radices(base.tree(estimate_plan.spec))
-        for axis, changes in axes(base, limit, estimate_plan.batch, estimate_plan.is_cuda, threads, wide,
-                                  radices).items():
-            result[axis] = []
-            for change in changes:
-                try:
-                    variant = dataclasses.replace(base, **change)
-                    variant.tree(estimate_plan.spec)
-                except ValueError:  # e.g. a radix limit above the codelet limit
-                    continue
-                result[axis].append((change, variant))
-        return result
+        return single_changes(base, estimate_plan.spec, limit, estimate_plan.batch, estimate_plan.is_cuda, threads,
+                              wide)
 
     # measure: every single-knob change beside the estimate, then the winning changes combined: all of them,
     # and every two of the three fastest
