@@ -9,7 +9,10 @@ two with ragged outputs, split by ``TailSplit(strategy="partial")`` before WarpS
 - ``persistent``: the same kernel in its persistent form (``hopper_gemm_kernel(..., ctas=...)``,
   ``examples.persistent_ctas`` CTAs, at most one per SM of the GPU (``cuda.DEFAULT_MULTIPROCESSORS`` in the dry
   run), each looping over its output tiles): the producer fills the next tile's stages while the consumers store
-  the current one;
+  the current one; its tiles in groups of ``tiling.hopper_group_rows`` rows (``group_rows``), so that a wave of
+  CTAs reads a near-square block of A rows and B columns;
+- ``persistent_row_major``: the persistent kernel with its tiles in row-major order (the ``persistent`` column of
+  the H100 run of 2026-11-25), beside it to measure the grouped order;
 - ``ablation``: ``unspecialized_hopper_kernel`` of the same kernel: same tiles, stages, TMA and wgmma, two
   warpgroups that both compute, thread 0 prefetching ``stages - 1`` iterations ahead;
 - ``dlight``: TVM's ``s_tir.dlight`` ``gpu.Matmul`` rule on the same computation, scheduled and built for
@@ -21,7 +24,7 @@ Timing as ``bench.gpu`` says (side by side, medians of the rounds); TFLOP/s = 2Â
 is checked against torch's fp32 product (TF32 off), the output poisoned with NaN first. Targets of the issue:
 warp-specialized >= 0.8x cuBLAS at 4096^3 and 8192^3, >= 1.1x the ablation, no shape below 0.6x cuBLAS.
 
-``--dry-run`` needs no GPU: it builds the three Hopper kernels of every shape (TVM + nvcc for sm_90a) and records
+``--dry-run`` needs no GPU: it builds the four Hopper kernels of every shape (TVM + nvcc for sm_90a) and records
 ptxas' figures. Run: ``make bench`` (without a GPU or torch it prints why and writes nothing) or
 ``python -m bench.bench_warpspec_cuda [--quick]``; results: bench/results/warpspec_cuda.json and .md.
 """
@@ -45,12 +48,14 @@ from tvm_tailsplit.warpspec import (
     examples,
     unspecialized_hopper_kernel,
 )
+from tvm_tailsplit.warpspec.tiling import HOPPER_BLOCK_M, hopper_group_rows
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 1024), (8192, 8192, 2048),
           (4000, 4000, 4000), (1000, 4096, 4096)]  # the last two: ragged outputs (issue #15), through TailSplit
 QUICK_SHAPES = [(1024, 1024, 1024)]
-COLUMNS = ("warp_specialized", "persistent", "ablation", "dlight", "cuBLAS")
-RATIOS = ("vs_cublas", "vs_ablation", "vs_dlight", "persistent_vs_cublas", "persistent_vs_warp_specialized")
+COLUMNS = ("warp_specialized", "persistent", "persistent_row_major", "ablation", "dlight", "cuBLAS")
+RATIOS = ("vs_cublas", "vs_ablation", "vs_dlight", "persistent_vs_cublas", "persistent_vs_warp_specialized",
+          "grouped_vs_row_major")
 HOPPER_ARCH = "sm_90a"  # wgmma and setmaxnreg need the architecture-specific target
 # dlight's Matmul rule parses the architecture as an integer ("sm_90a" is none: its tensor-core path is skipped)
 DLIGHT_ARCH = "sm_90"
@@ -59,17 +64,20 @@ FP16_TOLERANCE = 2e-3  # cuBLAS where torch cannot write fp32 output
 
 
 def hopper_modules(m: int, n: int, k: int, sms: int = DEFAULT_MULTIPROCESSORS) -> dict[str, Callable[[], tvm.IRModule]]:
-    """Column -> builder of the three Hopper kernels of one shape (the persistent one for `sms` SMs). A ragged
+    """Column -> builder of the four Hopper kernels of one shape (the persistent ones for `sms` SMs). A ragged
     output (m or n not a multiple of the 128 x 256 tile) goes through TailSplit first (main tiles store without a
     condition); K not a multiple of 64 is zero-filled by TMA."""
-    ctas = examples.persistent_ctas(-(-m // 128) * -(-n // 256), sms)  # the example's 128 x 256 output tiles
+    tiles_m = -(-m // HOPPER_BLOCK_M)
+    ctas = examples.persistent_ctas(tiles_m * -(-n // 256), sms)  # the example's 128 x 256 output tiles
+    group_rows = hopper_group_rows(tiles_m, ctas)
 
     def kernel(**options) -> tvm.IRModule:
         return TailSplit(strategy="partial")(tvm.IRModule({"main": examples.hopper_gemm_kernel(
             m, n, k, zero_fill_k=k % 64 != 0, **options)}))
 
     return {"warp_specialized": lambda: WarpSpecialize("cuda", hopper=True)(kernel()),
-            "persistent": lambda: WarpSpecialize("cuda", hopper=True)(kernel(ctas=ctas)),
+            "persistent": lambda: WarpSpecialize("cuda", hopper=True)(kernel(ctas=ctas, group_rows=group_rows)),
+            "persistent_row_major": lambda: WarpSpecialize("cuda", hopper=True)(kernel(ctas=ctas)),
             "ablation": lambda: tvm.IRModule({"main": unspecialized_hopper_kernel(kernel()["main"])})}
 
 
@@ -149,7 +157,8 @@ def measure_shape(executables: dict, m: int, n: int, k: int, rounds: int, seed: 
     row["ratios"] = {"vs_cublas": seconds["cuBLAS"] / specialized, "vs_ablation": seconds["ablation"] / specialized,
                      "vs_dlight": seconds["dlight"] / specialized,
                      "persistent_vs_cublas": seconds["cuBLAS"] / persistent,
-                     "persistent_vs_warp_specialized": specialized / persistent}
+                     "persistent_vs_warp_specialized": specialized / persistent,
+                     "grouped_vs_row_major": seconds["persistent_row_major"] / persistent}
     tolerance = {column: FP16_TOLERANCE if column == "cuBLAS" and row["cublas_output"] != "torch.float32"
                  else TOLERANCE for column in COLUMNS}
     row["ok"] = all(row["all_written"][c] and row["errors"][c] <= tolerance[c] for c in COLUMNS)

@@ -1,7 +1,7 @@
-"""The GPU benchmarks (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda): without a GPU they say so and
-write nothing (also under `make bench`, which imports every benchmark: torch and cupy are imported on use);
-`--dry-run --quick` builds their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul; on a
-GPU, `--quick` writes rows that pass their error checks."""
+"""The GPU benchmarks (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda): without a GPU
+they say so and write nothing (also under `make bench`, which imports every benchmark: torch and cupy are imported
+on use); `--dry-run --quick` builds their kernels with nvcc; the (a) kernel of the tail benchmark means the matmul;
+on a GPU, `--quick` writes rows that pass their error checks."""
 
 import json
 import pathlib
@@ -138,7 +138,8 @@ def test_search_dry_run_builds_every_variant_a_search_times(results):
     bench_fft_cuda_search.main(["--dry-run", "--quick", "--rows", "c2c:64", "r2c:1024"])
     report = json.loads((results / "quick" / "fft_cuda_search_dry_run.json").read_text())
     assert [row["row"] for row in report["rows"]] == ["c2c:64", "r2c:1024"]
-    for row, (kind, n, dtype) in zip(report["rows"], bench_fft_cuda_search.rows_of(["c2c:64", "r2c:1024"])):
+    for row, (kind, n, dtype) in zip(report["rows"], bench_fft_cuda_search.rows_of(["c2c:64", "r2c:1024"]),
+                                     strict=True):
         plan = bench_fft_cuda.make_plan(kind, n, dtype, row["batch"], "sm_90")
         changes = search.single_changes(plan.variant, plan.spec, plan.variant, plan.batch, True, 1, wide=False)
         expected = {search.label(v, plan.variant) for pairs in changes.values() for _, v in pairs} | {"estimate"}
@@ -194,9 +195,21 @@ def test_tails_dry_run_builds_every_kernel_of_one_shape(results, monkeypatch):
 def test_warpspec_dry_run_builds_the_hopper_kernels(results):
     bench_warpspec_cuda.main(["--dry-run", "--quick"])
     report = json.loads((results / "quick" / "warpspec_cuda_dry_run.json").read_text())
-    assert [row["column"] for row in report["rows"]] == ["warp_specialized", "persistent", "ablation"]
+    assert [row["column"] for row in report["rows"]] == ["warp_specialized", "persistent", "persistent_row_major",
+                                                         "ablation"]
     for row in report["rows"]:
         assert row["compiled"] and row["spills"] == 0 and row["kernels"] == 1, row
+
+
+def test_the_persistent_columns_are_the_grouped_and_the_row_major_kernel():
+    from tvm_tailsplit.warpspec import WarpSpecialize, examples
+
+    columns = bench_warpspec_cuda.hopper_modules(8192, 8192, 2048)
+    # 2048 tiles of 128 x 256 on 128 CTAs (persistent_ctas), in groups of 16 rows (tiling.hopper_group_rows)
+    for column, group_rows in (("persistent", 16), ("persistent_row_major", None)):
+        func = examples.hopper_gemm_kernel(8192, 8192, 2048, ctas=128, group_rows=group_rows)
+        expected = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
+        tvm.ir.assert_structural_equal(columns[column](), expected)
 
 
 @pytest.mark.nvcc

@@ -1,6 +1,7 @@
-"""The GPU benchmarks' markdown (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda) on synthetic reports of the
-shape their `run` returns, without a GPU: a report survives JSON (what `gpu.write_results` writes), and every table
-row has as many cells as its table's header, so that a GPU run's results render the first time."""
+"""The GPU benchmarks' markdown (bench_fft_cuda, bench_fft_cuda_search, bench_tails_cuda, bench_warpspec_cuda) on
+synthetic reports of the shape their `run` returns, without a GPU: a report survives JSON (what
+`gpu.write_results` writes), and every table row has as many cells as its table's header, so that a GPU run's
+results render the first time."""
 
 import json
 

@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 import tvm  # noqa: E402
 import tvm_ffi  # noqa: E402
 
+from tvm_tailsplit import TailSplit  # noqa: E402
 from tvm_tailsplit.cuda import (  # noqa: E402
     DEFAULT_MULTIPROCESSORS,
     compile_cuda_source,
@@ -43,6 +44,7 @@ from tvm_tailsplit.warpspec.graphs import ancestor_bitsets  # noqa: E402
 from tvm_tailsplit.warpspec.hopper import hopper_protocol  # noqa: E402
 from tvm_tailsplit.warpspec.retirement import WGMMA_IN_FLIGHT, defer_releases  # noqa: E402
 from tvm_tailsplit.warpspec.symbolic import NEST_WINDOW_TILES, SymbolicAnalysisError  # noqa: E402
+from tvm_tailsplit.warpspec.tiling import hopper_group_rows  # noqa: E402
 from tvm_tailsplit.warpspec.tree import build_schedule_tree  # noqa: E402
 
 MMAS = ("mma_top", "mma_bottom")
@@ -201,14 +203,58 @@ def test_persistent_hopper_gemm_example_means_a_times_b_transposed(kernel_k, k, 
     np.testing.assert_allclose(out, reference, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("kernel_k,k,stages", [(48, 48, 2), (None, 80, 3)], ids=["static_k", "symbolic_k"])
-def test_persistent_gemm_runs_warp_specialized_on_cpu_threads(kernel_k, k, stages):
+def test_hopper_group_rows_rule():
+    # sqrt(ctas * 256 / 128) as a power of two, at most the rows of tiles: 128 CTAs of 128 x 256 tiles -> 16
+    assert [hopper_group_rows(64, 128), hopper_group_rows(32, 128), hopper_group_rows(None, 128)] == [16, 16, 16]
+    assert [hopper_group_rows(8, 128), hopper_group_rows(1, 132), hopper_group_rows(64, 64, block_n=128)] == [8, 1, 8]
+    assert hopper_group_rows(64, 2) == 2 and hopper_group_rows(64, 1, block_n=128) == 1
+    with pytest.raises(ValueError, match="hopper_group_rows: ctas must be a positive int, got 0"):
+        hopper_group_rows(8, 0)
+
+
+@pytest.mark.parametrize("m,n,kernel_k,k,ctas,group_rows", [
+    (640, 768, 128, 128, 5, 2),    # 5 x 3 tiles: groups of 2, 2 and 1 rows
+    (384, 512, None, 192, 4, 4),   # one group of all 3 rows (column-major)
+    (640, 256, 128, 128, 3, 3),    # one column of tiles
+    (600, 700, 128, 128, 4, 2),    # ragged rows and columns: the edge tiles' loads and stores guarded
+    (None, 512, 64, 64, 3, 2),     # symbolic M: a group of the rows left
+], ids=["three_groups", "column_major", "one_column", "ragged", "symbolic_m"])
+def test_grouped_persistent_gemm_means_a_times_b_transposed(m, n, kernel_k, k, ctas, group_rows):
+    func = examples.hopper_gemm_kernel(m, n, kernel_k, ctas=ctas, group_rows=group_rows)
+    executable = tvm.compile(threads_as_serial_loops(tvm.IRModule({"main": func})), target="llvm")
+    for rows in ((m,) if m is not None else (1, 127, 128, 300, 640)):
+        a, b, reference = _gemm_inputs(rows, n, k, seed=rows)
+        out = run_with_guarded_output(executable, [a, b], (rows, n))  # every tile once, nothing outside C
+        np.testing.assert_allclose(out, reference, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("m", [1024, 1000])
+def test_one_group_of_every_row_with_one_tile_per_cta_is_specialized(m):
+    # 8 rows of tiles in one group, 128 CTAs of one tile each: the analysis evaluates the nest past the CTA's one
+    # tile, where the band's rows were 0 (integer modulo by zero)
+    func = examples.hopper_gemm_kernel(m, 4096, 4096, ctas=128, group_rows=hopper_group_rows(8, 128))
+    mod = WarpSpecialize("cuda", hopper=True, debug_check=True)(
+        TailSplit(strategy="partial")(tvm.IRModule({"main": func})))
+    assert "mbarrier" in mod.script()  # specialized: the roles synchronize through mbarriers
+
+
+def test_group_rows_needs_the_persistent_form_and_a_positive_count():
+    with pytest.raises(ValueError, match="group_rows orders the tiles of the persistent form; give ctas"):
+        examples.hopper_gemm_kernel(256, 256, 64, group_rows=2)
+    with pytest.raises(ValueError, match="symbolic_k_gemm_kernel: group_rows must be a positive int, got 0"):
+        examples.hopper_gemm_kernel(256, 256, 64, ctas=2, group_rows=0)
+
+
+@pytest.mark.parametrize("kernel_k,k,stages,group_rows", [(48, 48, 2, None), (None, 80, 3, None), (48, 48, 2, 2)],
+                         ids=["static_k", "symbolic_k", "grouped"])
+def test_persistent_gemm_runs_warp_specialized_on_cpu_threads(kernel_k, k, stages, group_rows):
     """The persistent nest warp-specialized on llvm (a copy role and a compute role as concurrent threads): 9 tiles
-    of 32 x 32 over 4 CTAs, with and without random delays before every task."""
+    of 32 x 32 over 4 CTAs (row-major, or in groups of 2 rows), with and without random delays before every task."""
     load_libatomic()
     require_concurrent_threads(2)
     m, n = 96, 96
-    func = examples.symbolic_k_gemm_kernel(m, n, 32, 32, 16, stages, 1, b_transposed=True, ctas=4)
+    func = examples.symbolic_k_gemm_kernel(m, n, 32, 32, 16, stages, 1, b_transposed=True, ctas=4,
+                                           group_rows=group_rows)
     if kernel_k is not None:
         func = func.specialize({func.params[0]: tvm.tirx.decl_buffer((m, kernel_k), "float16", "A")})
     a, b, reference = _gemm_inputs(m, n, k, seed=5)
@@ -221,19 +267,23 @@ def test_persistent_gemm_runs_warp_specialized_on_cpu_threads(kernel_k, k, stage
             np.testing.assert_allclose(out, reference, rtol=1e-3, atol=1e-3)
 
 
-def _persistent_source(m, n, k, ctas, zero_fill):
+def _persistent_source(m, n, k, ctas, zero_fill, group_rows=None):
     specialize = WarpSpecialize("cuda", hopper=True, debug_check=True)
-    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas)}))
+    mod = specialize(tvm.IRModule({"main": examples.hopper_gemm_kernel(m, n, k, zero_fill_k=zero_fill, ctas=ctas,
+                                                                       group_rows=group_rows)}))
     return cuda_source(mod, "sm_90a", tir_pipeline=WARP_SPECIALIZED_PIPELINE)
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("m,n,k,zero_fill", [(4096, 4096, None, False), (8192, 8192, 2048, False),
-                                             (4096, 4096, None, True)],
-                         ids=["4096_symbolic_k", "8192_k2048", "4096_symbolic_k_zero_fill"])
-def test_nvcc_compiles_the_persistent_hopper_gemm_for_sm_90a(m, n, k, zero_fill):
-    ctas = examples.persistent_ctas(m // 128 * (n // 256))
-    source = _persistent_source(m, n, k, ctas, zero_fill)
+@pytest.mark.parametrize("m,n,k,zero_fill,grouped", [(4096, 4096, None, False, False), (8192, 8192, 2048, False, False),
+                                                     (4096, 4096, None, True, False), (8192, 8192, 2048, False, True),
+                                                     (4000, 4096, None, True, True)],
+                         ids=["4096_symbolic_k", "8192_k2048", "4096_symbolic_k_zero_fill", "8192_k2048_grouped",
+                              "4000_symbolic_k_zero_fill_grouped"])
+def test_nvcc_compiles_the_persistent_hopper_gemm_for_sm_90a(m, n, k, zero_fill, grouped):
+    ctas = examples.persistent_ctas(-(-m // 128) * (n // 256))
+    group_rows = hopper_group_rows(-(-m // 128), ctas) if grouped else None
+    source = _persistent_source(m, n, k, ctas, zero_fill, group_rows)
     kernel = source[source.index('extern "C" __global__'):]
     # Every role loops over its CTA's tiles: ceildiv(tiles - blockIdx.x, ctas) iterations.
     assert kernel.count("for (int tt_r") == 3
@@ -248,9 +298,11 @@ def test_nvcc_compiles_the_persistent_hopper_gemm_for_sm_90a(m, n, k, zero_fill)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,ctas", [(384, 512, 256, 4), (1024, 1024, 4096, 7), (256, 512, 1000, 3),
-                                        (4096, 4096, 1024, None)])
-def test_persistent_hopper_gemm_on_the_gpu(m, n, k, ctas):
+@pytest.mark.parametrize("m,n,k,ctas,group_rows", [(384, 512, 256, 4, None), (1024, 1024, 4096, 7, None),
+                                                   (256, 512, 1000, 3, None), (4096, 4096, 1024, None, None),
+                                                   (1024, 1024, 4096, 7, 4), (640, 512, 1000, 3, 2),
+                                                   (4096, 4096, 1024, None, 16)])
+def test_persistent_hopper_gemm_on_the_gpu(m, n, k, ctas, group_rows):
     zero_fill = k % 64 != 0
     ctas = ctas or examples.persistent_ctas(m // 128 * (n // 256))
     rng = np.random.default_rng(6)
@@ -258,7 +310,7 @@ def test_persistent_hopper_gemm_on_the_gpu(m, n, k, ctas):
     b = rng.standard_normal((n, k)).astype("float16")
     device = tvm.cuda(0)
     for kernel_k in (k, None):
-        func = examples.hopper_gemm_kernel(m, n, kernel_k, zero_fill_k=zero_fill, ctas=ctas)
+        func = examples.hopper_gemm_kernel(m, n, kernel_k, zero_fill_k=zero_fill, ctas=ctas, group_rows=group_rows)
         mod = WarpSpecialize("cuda", hopper=True)(tvm.IRModule({"main": func}))
         executable = tvm.compile(mod, target=cuda_target("sm_90a"), tir_pipeline=WARP_SPECIALIZED_PIPELINE)
         c = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), device)

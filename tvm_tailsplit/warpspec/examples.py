@@ -202,7 +202,7 @@ def gemm_kernel(m: int | None = 64, n: int = 64, k: int = 128, block_m: int = 32
 
 def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None, block_m: int = 128,
                        block_n: int = 256, block_k: int = 64, stages: int = 4, zero_fill_k: bool = False,
-                       ctas: int | None = None) -> tirx.PrimFunc:
+                       ctas: int | None = None, group_rows: int | None = None) -> tirx.PrimFunc:
     """The GEMM shaped for Hopper's warp-specialized form: `C = A @ B.T` (A: m x K, B: n x K, both K-major as
     `wgmma` reads them; C fp32), 128 x `block_n` x 64 tiles (`block_n` 256 by default; `tiling.hopper_block_n`
     chooses one of `tiling.HOPPER_BLOCK_N` for a shape), 4 stages, two compute roles of 64 rows each; any `m` and
@@ -210,7 +210,8 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
     length symbolic, `m=None` the rows (one kernel for every M, e.g. decode-like M of 1 to a few hundred rows; TMA's
     tensor map of A takes M at launch). `zero_fill_k`: any K (a multiple of 8, TMA's 16-byte stride rule), the last K
     tile's loads filled with zeros past K (what TMA does out of bounds). `ctas`: the persistent form (see
-    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100). Lower it with
+    `symbolic_k_gemm_kernel`; `persistent_ctas` gives the count for an H100), its tiles in groups of `group_rows`
+    rows when given (`hopper_group_rows` is the rule). Lower it with
     `WarpSpecialize("cuda", hopper=True)`. Other tiles: `block_m` 128 or 256 (two consumer warpgroups' bands of
     64-row wgmma blocks, one TMA box of at most 256 rows), `block_n` a multiple of 8 up to 256 (wgmma's N),
     `block_k` 64 (a 128-byte swizzled row); any other is a `ValueError` naming the argument. With `block_m` 256 a
@@ -221,7 +222,7 @@ def hopper_gemm_kernel(m: int | None = 4096, n: int = 4096, k: int | None = None
         stages=stages)
     _require_hopper_tiles(block_m, block_n, block_k)
     func = symbolic_k_gemm_kernel(m, n, block_m, block_n, block_k, stages, 2, b_transposed=True,
-                                  zero_fill_k=zero_fill_k, ctas=ctas)
+                                  zero_fill_k=zero_fill_k, ctas=ctas, group_rows=group_rows)
     if k is None:
         return func
     if k % block_k and not zero_fill_k:
@@ -277,7 +278,8 @@ def persistent_ctas(tiles: int, sms: int = DEFAULT_MULTIPROCESSORS) -> int:
 
 def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, block_n: int = 32, block_k: int = 16,
                            stages: int = 3, compute_roles: int = 1, b_transposed: bool = False,
-                           zero_fill_k: bool = False, ctas: int | None = None) -> tirx.PrimFunc:
+                           zero_fill_k: bool = False, ctas: int | None = None,
+                           group_rows: int | None = None) -> tirx.PrimFunc:
     """The GEMM of `gemm_kernel` with a symbolic `K` (a multiple of `block_k`, asserted at the call): `K // block_k`
     steps. Any `m` and `n`: the edge tiles' loads and stores are guarded, the stores under a mark (module doc).
     `b_transposed`: B is given as n x K (`C = A @ B.T`), and its ring holds `block_n x block_k` tiles.
@@ -291,7 +293,7 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     (`init_bottom`, ...).
 
     `ctas`: the persistent form. The grid is `ctas` CTAs (`blockIdx.x`, at most the number of tiles); CTA `bx`
-    runs the tiles `t = bx + tt * ctas` (row-major over the tile grid) in a serial loop
+    runs the tiles `t = bx + tt * ctas` (row-major over the tile grid, or grouped: below) in a serial loop
     `for tt in range(ceildiv(tiles - bx, ctas))`, a trip count of its own, around the fill, the K loop and the
     stores of tile `t`. The rings are indexed by the running step `tt * K_steps + ko` (stage
     `(tt * K_steps + ko) % stages`), continuing from tile to tile: WarpSpecialize sees the nest as one pipeline
@@ -300,6 +302,13 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
     `ceildiv(M, block_m) * ceildiv(n, block_n)` is a run-time value and `ctas` a constant chosen for the largest M
     expected (any count >= 1): a CTA `bx` past the tiles of a smaller M runs no tile (its trip count is at most 0),
     producer and consumers alike.
+
+    `group_rows` (persistent form only): the tiles in groups of `group_rows` rows of tiles (the last group the rows
+    left), a group's tiles column by column: tile `t` of group `g = t // (group_rows * tiles_n)` is row
+    `g * group_rows + r % rows`, column `r // rows` (`r`: `t`'s place in its group, `rows`: the group's rows). The
+    CTAs run consecutive tiles at once, so one wave of them reads the A rows and B columns of a near-square block
+    of the output instead of a few rows and every column of B (the grouped order of Triton's and CUTLASS's
+    GEMMs); L2 then serves more of the wave's reads.
     """
     m, n, block_m, block_n, block_k, stages = require_sizes(
         "symbolic_k_gemm_kernel", ("m",), m=m, n=n, block_m=block_m, block_n=block_n, block_k=block_k,
@@ -322,9 +331,23 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
         raise ValueError(f"ctas must be at least 1, got {ctas}")
     if ctas is not None and m is not None and not 1 <= ctas <= -(-m // block_m) * tiles_n:
         raise ValueError(f"ctas must be between 1 and the {-(-m // block_m) * tiles_n} output tiles, got {ctas}")
+    if group_rows is not None:
+        (group_rows,) = require_sizes("symbolic_k_gemm_kernel", group_rows=group_rows)
+        if ctas is None:
+            raise ValueError("symbolic_k_gemm_kernel: group_rows orders the tiles of the persistent form; give ctas "
+                             "too (the grid of the other form is ordered by the hardware)")
 
     def tiles_m(A):  # the rows of tiles: a constant, or ceildiv(M, block_m) at run time
         return tirx.ceildiv(A.shape[0], block_m) if m is None else -(-m // block_m)
+
+    def tile_of(A, t):  # (row, column) of the t-th output tile of the persistent order
+        if group_rows is None:
+            return t // tiles_n, t % tiles_n
+        span = group_rows * tiles_n  # the tiles of a whole group
+        first = t // span * group_rows
+        # (at least 1 for any t: analyses evaluate the nest past a CTA's tiles, where the band would be empty)
+        rows = tirx.max(tirx.min(tiles_m(A) - first, group_rows), 1)
+        return first + t % span % rows, t % span // rows
 
     def b_index(stage, kk, j):  # the B ring element multiplying A[., kk] into output column j
         return (stage, j, kk) if b_transposed else (stage, kk, j)
@@ -442,8 +465,7 @@ def symbolic_k_gemm_kernel(m: int | None = 64, n: int = 64, block_m: int = 32, b
         else:
             for cta in T.thread_binding(ctas, thread="blockIdx.x"):
                 for tt in range(tirx.ceildiv(tiles_m(A) * tiles_n - cta, ctas)):
-                    output_tile(A, B, C, A_ring, B_ring, acc, K, (cta + tt * ctas) // tiles_n,
-                                (cta + tt * ctas) % tiles_n, tt * k_steps(K))
+                    output_tile(A, B, C, A_ring, B_ring, acc, K, *tile_of(A, cta + tt * ctas), tt * k_steps(K))
 
     return gemm if zero_fill_k else _require_k_steps(gemm, block_k)
 
