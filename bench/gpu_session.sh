@@ -7,7 +7,7 @@
 #
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh gemm       # warpspec + tails tables (#14, #15)
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh fft        # FFT table (#13), then plan searches
-#                                                                            # (bench_fft_cuda_search) in its rest
+#                                                                            # (bench_fft_cuda_search, 240 s)
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tests      # every `gpu` test but the sanitizer's
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh sanitize   # compute-sanitizer: Hopper GEMM, FFT
 #   export PYTHONPATH=/tmp/site:$PWD && bash bench/gpu_session.sh tilings    # tails table + every mma tiling
@@ -73,9 +73,12 @@ gemm)
 fft)
     run fft 300 python3 -m bench.bench_fft_cuda
     collect fft_cuda fft_cuda
-    # the rest of the part: plan searches on the device, the rows furthest from cuFFT first, each row written as
-    # it finishes; no row starts later than 90 s before the part's end (a row takes 10-60 s)
-    run fft-search 560 python3 -m bench.bench_fft_cuda_search --seconds "$((PART_SECONDS - (SECONDS - start) - 90))"
+    # then plan searches on the device, the rows furthest from cuFFT first, each row written as it finishes: no
+    # row starts after SEARCH_SECONDS (a row takes 10-60 s), so that the session keeps its time for the tests
+    search=${SEARCH_SECONDS:-240}
+    left=$((PART_SECONDS - (SECONDS - start) - 90))
+    ((search > left)) && search=$left
+    run fft-search 560 python3 -m bench.bench_fft_cuda_search --seconds "$search"
     collect fft_cuda_search fft_cuda_search
     ;;
 tests)
