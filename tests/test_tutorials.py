@@ -22,6 +22,7 @@ EXPECTED_OUTPUT = {
         "speedup of tailsplit over guarded",
         "one function, kernels per interval of M: main_kernel (64 threads), main_kernel_1 (128 threads), "
         "main_kernel_2 (128 threads), main_kernel_3 (128 threads)",
+        "plotted time per M for M in [1, 16, 33, 127, 1000] (NVIDIA H100",
     ],
     "03_fft_generator": ["max |formula - DFT_96|", "relative L2 error"],
     "05_fft_plans_and_surface": [
