@@ -141,6 +141,10 @@ def test_two_stages_of_one_size_named_apart_are_scheduled_apart():
     ((4, 8, 2), {"target": {"kind": "rocm"}}, "target must be of kind 'llvm' or 'cuda'"),
     ((4, 8), {"kind": "conv"}, "kind must be one of"),
     ((4, 8, 2), {"name": "two words"}, "name must be None or an identifier"),
+    # c2r's default n, 2·(m - 1), of one input point is none: said so ('n must be at least 1, got 0', an n never given)
+    ((4, 1, 2), {"kind": "c2r"},
+     r"invalid number of data points \(0\): n defaults to 2·\(m - 1\) for the m = 1 complex points along axis 1; "
+     r".* \(give n\)"),
 ])
 def test_te_fft_rejects_bad_requests(shape, kwargs, message):
     with pytest.raises(ValueError, match=message):

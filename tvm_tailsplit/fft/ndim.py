@@ -68,7 +68,17 @@ from .planner import (
     _TargetKey,
     plan,
 )
-from .spec import DIRECTIONS, KINDS, NORMS, REAL_DTYPES, _check_dtype, check_choice, check_int, requested_direction
+from .spec import (
+    DIRECTIONS,
+    KINDS,
+    NORMS,
+    REAL_DTYPES,
+    _check_dtype,
+    check_choice,
+    check_int,
+    check_length,
+    requested_direction,
+)
 from .tuning import STRIDED_LANES
 
 __all__ = ["NDPlan", "plan_nd"]
@@ -502,7 +512,8 @@ def plan_nd(shape: Sequence[int], axes: Sequence[int], kind: str, direction: str
     dtype = _check_dtype(dtype)
     if kind == "c2r":
         m = shape[axes[-1]]
-        last_size = check_int("last_size", 2 * (m - 1) if last_size is None else last_size, 1)
+        last_size = check_length("last_size", last_size, 2 * (m - 1),
+                                 f"2·(m - 1) for the m = {m} complex points along axis {axes[-1]}")
         if last_size // 2 + 1 != m:
             raise ValueError(f"last_size={last_size} needs {last_size // 2 + 1} input points along axis {axes[-1]}, "
                              f"the shape has {m}")

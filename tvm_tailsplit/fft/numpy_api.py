@@ -54,7 +54,7 @@ from numpy.fft import fftfreq, fftshift, ifftshift, rfftfreq
 from .factor import odd_smooth, smallest_smooth
 from .ndim import plan_nd
 from .planner import plan as make_plan
-from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, first_overlap
+from .spec import NORMS, REAL_DTYPES, FFTSpec, check_choice, check_int, check_length, first_overlap
 from .tuning import RADIX_LIMIT
 
 __all__ = [
@@ -209,23 +209,12 @@ def _axis(array: np.ndarray, axis: Any, name: str = "axis") -> int:
     return axis % array.ndim
 
 
-def _size(name: str, value: Any, default: int, source: str) -> int:
-    """A transform length: `default` for None (`source` says where it comes from); like numpy, a default of no
-    points is an error, not an empty result."""
-    if value is None:
-        if default < 1:
-            raise ValueError(f"invalid number of data points ({default}): {name} defaults to {source}; a transform "
-                             f"needs at least 1 point (give {name})")
-        return default
-    return check_int(name, value, 1)
-
-
 def _length(n: Any, kind: str, points: int, axis: int) -> int:
     """The length of a 1-D transform of `kind` along `axis`, which holds `points` input points: `n`, or numpy's
-    default (the points; 2·(m - 1) for c2r), which must be at least 1 (`_size`)."""
+    default (the points; 2·(m - 1) for c2r), which must be at least 1 (`spec.check_length`)."""
     if kind == "c2r":
-        return _size("n", n, 2 * (points - 1), f"2·(m - 1) for the m = {points} points along axis {axis}")
-    return _size("n", n, points, f"the length of axis {axis} of x")
+        return check_length("n", n, 2 * (points - 1), f"2·(m - 1) for the m = {points} points along axis {axis}")
+    return check_length("n", n, points, f"the length of axis {axis} of x")
 
 
 def _resize(array: np.ndarray, size: int, axis: int) -> np.ndarray:

@@ -36,8 +36,8 @@ from .template import ExternalLayout, largest_scratch_floats
 from .tuning import CODELET_LIMIT, MAX_CODELET_LIMIT, RADIX_LIMIT
 
 __all__ = ["DIRECTIONS", "KINDS", "MAX_BUFFER_FLOATS", "NORMS", "PIPELINE_KINDS", "REAL_DTYPES", "FFTSpec",
-           "check_choice", "check_int", "check_passes_indexable", "first_overlap", "indexable_batch", "layout_reach",
-           "requested_direction"]
+           "check_choice", "check_int", "check_length", "check_passes_indexable", "first_overlap", "indexable_batch",
+           "layout_reach", "requested_direction"]
 
 KINDS = ("c2c", "r2c", "c2r")
 # the transforms and the convolution pipeline of `convolve` (planned by it, not by `plan()` or `te_fft()`)
@@ -68,6 +68,18 @@ def check_int(name: str, value: Any, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+def check_length(name: str, value: Any, default: int, source: str) -> int:
+    """A transform length `value` (an integer of at least 1, `check_int`), or `default` for None, `source` saying
+    where it comes from (numpy's 2·(m - 1) output points of a c2r transform of m input points): like numpy, a
+    default of no points is a ValueError naming the argument to give, not an empty result."""
+    if value is None:
+        if default < 1:
+            raise ValueError(f"invalid number of data points ({default}): {name} defaults to {source}; a transform "
+                             f"needs at least 1 point (give {name})")
+        return default
+    return check_int(name, value, 1)
 
 
 def check_codelet_limit(value: Any) -> int:

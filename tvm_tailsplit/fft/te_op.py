@@ -47,7 +47,16 @@ from .lowering import PAIR_BUFFERS_ATTR
 from .passes import PassList
 from .planner import _resolve_target, plan
 from .schedule import choose_lanes, schedule_llvm
-from .spec import KINDS, REAL_DTYPES, FFTSpec, check_choice, check_int, check_passes_indexable, requested_direction
+from .spec import (
+    KINDS,
+    REAL_DTYPES,
+    FFTSpec,
+    check_choice,
+    check_int,
+    check_length,
+    check_passes_indexable,
+    requested_direction,
+)
 from .template import build_primfunc
 from .tuning import CODELET_LIMIT, RADIX_LIMIT, VECTOR_LANES
 
@@ -160,8 +169,10 @@ def te_fft(
         raise ValueError(f"axis {axis} is out of range for a tensor of {rank} complex/real dimensions")
     axis %= rank
     length = shape[axis]
-    if n is None:
-        n = 2 * (length - 1) if kind == "c2r" else length
+    if kind == "c2r":  # (numpy's default: a default of no points names n, as numpy_api's functions do)
+        n = check_length("n", n, 2 * (length - 1), f"2·(m - 1) for the m = {length} complex points along axis {axis}")
+    elif n is None:
+        n = length
     complex_dtype = {real: name for name, real in REAL_DTYPES.items()}[dtype]
     spec = FFTSpec(n, kind, direction, norm, complex_dtype, codelet_limit, radix_limit)
     n = spec.n
