@@ -279,6 +279,18 @@ def test_long_double_is_refused_as_in_the_numpy_functions():
     with pytest.raises(TypeError, match=f"h has dtype {long} .long double."):
         tfft.plan_convolve(16, h.astype(np.longdouble))
 
+def test_a_tvm_tensor_x_or_h_is_refused_by_its_type():
+    # numpy reads a TVM tensor as a 0-d object array: x was refused as 'x must be real (float or integer), got object'
+    # and h as 'h must be a 1-D filter, got shape ()', for a float32 tensor of shape (8,)
+    tensor = tvm.runtime.tensor(np.ones(8, np.float32))
+    with pytest.raises(TypeError, match=r"x must be an array or array-like of numbers, got a TVM tensor, which numpy "
+                                        r"cannot read: pass x.numpy\(\), or call a plan_convolve"):
+        tfft.convolve(tensor, [1.0, 2.0])
+    for call in (lambda: tfft.convolve(np.ones(8), tensor), lambda: tfft.plan_convolve(8, tensor)):
+        with pytest.raises(TypeError, match=r"h must be an array or array-like of numbers, got a TVM tensor"):
+            call()
+
+
 CUDA_PIPELINES = [(64, 3, "float32"), (1000, 2, "float64"), (97, 2, "float32"),  # static shared memory
                   (8192, 2, "float32"),  # dynamic shared memory
                   (16384, 2, "float64")]  # one kernel per pass

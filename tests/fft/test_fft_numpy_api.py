@@ -281,6 +281,21 @@ def test_errors_name_the_argument(call, error, message):
         call()
 
 
+def test_a_tvm_tensor_or_another_object_numpy_cannot_read_is_refused_by_its_type():
+    # numpy wraps such an x in a 0-d object array: a float32 TVM tensor was refused as 'x must be a numeric array, got
+    # dtype object', which named no TVM tensor (the plans, which take them, were not mentioned either)
+    import tvm
+
+    tensor = tvm.runtime.tensor(np.ones((2, 8), np.float32))
+    for function in (tfft.fft, tfft.rfft, tfft.fftn, tfft.irfftn):
+        with pytest.raises(TypeError, match=r"x must be an array or array-like of numbers, got a TVM tensor, which "
+                                            r"numpy cannot read: pass x.numpy\(\), or call a tvm_tailsplit.fft.plan"):
+            function(tensor)
+    with pytest.raises(TypeError, match="x must be an array or array-like of numbers, got builtins.NoneType"):
+        tfft.fft(None)
+    assert tfft.fft(tensor.numpy()).shape == (2, 8)
+
+
 @pytest.mark.parametrize("name", C2C + REAL_IN + COMPLEX_TO_REAL + ND + ("fft2", "rfft2"))
 def test_numpy_s_positional_out_is_refused_not_left_unwritten(name):
     # numpy.fft.fft(x, n, axis, norm, out): here the 5th positional parameter is scipy's overwrite_x, and the array

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from .numpy_api import _check_computed_dtype, _precision, next_fast_len
+from .numpy_api import _as_numbers, _check_computed_dtype, _precision, next_fast_len
 from .planner import Plan, _cached_plan, _resolve_target, _target_argument, _TargetKey
 from .search import ROUNDS
 from .spec import REAL_DTYPES, FFTSpec, check_choice, check_int
@@ -62,8 +62,9 @@ def _real_dtype(name: str, dtype: Any) -> str:
 
 def _real_filter(h: Any) -> np.ndarray:
     """`h` as a non-empty 1-D real numpy array (ValueError naming `h` otherwise; long double is a TypeError, as in
-    `numpy_api`: the pipeline computes in float32/float64, and a silent downcast would lose its precision)."""
-    h = np.asarray(h)
+    `numpy_api`: the pipeline computes in float32/float64, and a silent downcast would lose its precision; so is an
+    object numpy reads as no numbers, such as a TVM tensor: `numpy_api._as_numbers`)."""
+    h = _as_numbers("h", h)
     if h.ndim != 1:
         raise ValueError(f"h must be a 1-D filter, got shape {h.shape}")
     if h.size == 0:
@@ -214,11 +215,12 @@ def convolve(x: Any, h: Any, axis: int = -1, mode: str = "full", target: Any = "
     buffers reach beyond the pipeline's 32-bit indices (`FFTSpec.transforms_per_call`, over 8 GiB of float32) run in
     parts of as many rows as fit. target: as `plan_convolve`'s ("llvm", "cuda" or a target).
     Errors: ValueError naming the argument (complex or empty x or h, h not 1-D, a bad mode or axis; an argument of
-    the wrong type, such as a non-integer axis, is a TypeError; so is a long double x or h, which the pipeline would
-    compute in float64 while scipy computes it exactly: cast it to float64, or use scipy.signal.fftconvolve)."""
+    the wrong type, such as a non-integer axis or an x or h that numpy reads as no numbers (a TVM tensor), is a
+    TypeError; so is a long double x or h, which the pipeline would compute in float64 while scipy computes it
+    exactly: cast it to float64, or use scipy.signal.fftconvolve)."""
     mode = check_choice("mode", mode, MODES)
     h = _real_filter(h)
-    x = np.asarray(x)
+    x = _as_numbers("x", x, ", or call a plan_convolve(n, h, batch) object, which takes (batch, n) TVM tensors")
     if np.iscomplexobj(x) or x.dtype.kind not in "fiub":
         raise ValueError(f"x must be real (float or integer), got {x.dtype}")
     _check_computed_dtype("x", x.dtype)

@@ -163,8 +163,23 @@ def _swap(norm: str) -> str:
 
 def _as_array(x: Any) -> np.ndarray:
     """`x` as a numpy array of a dtype the operator computes: TypeError for long double, object, non-numeric."""
-    array = np.asarray(x)
+    array = _as_numbers("x", x, ", or call a tvm_tailsplit.fft.plan(...) object, which takes TVM tensors")
     _check_computed_dtype("x", array.dtype)
+    return array
+
+
+def _as_numbers(name: str, value: Any, tensor_remedy: str = "") -> np.ndarray:
+    """`value` as a numpy array (`np.asarray`); a TypeError naming the argument `name` and the value's type when numpy
+    reads it as no numbers at all but wraps the object itself in a 0-d object array (a TVM tensor, whose float data
+    numpy cannot see, None, any other object), where the dtype check would say only "got dtype object".
+    `tensor_remedy` ends the advice for a TVM tensor (after "pass x.numpy()")."""
+    array = np.asarray(value)
+    if array.dtype == object and array.ndim == 0 and not isinstance(value, np.ndarray):
+        if isinstance(value, tvm.runtime.Tensor):
+            raise TypeError(f"{name} must be an array or array-like of numbers, got a TVM tensor, which numpy cannot "
+                            f"read: pass {name}.numpy(){tensor_remedy}")
+        kind = type(value)
+        raise TypeError(f"{name} must be an array or array-like of numbers, got {kind.__module__}.{kind.__qualname__}")
     return array
 
 
