@@ -190,10 +190,30 @@ def test_a_tvm_input_with_a_numpy_output_is_checked_like_a_numpy_input():
     out = np.zeros((3, 8), np.complex64)
     assert plan(x, out) is out
     assert relative_error(out, np.fft.fft(signal.astype(np.complex128))) <= tolerance(8, "complex64")
-    with pytest.raises(ValueError, match=r"out has shape \(3, 7, 2\), the plan expects \(3, 8, 2\)"):
+    with pytest.raises(ValueError, match=r"out has shape \(3, 7\) of complex64, the plan expects \(3, 8\) of complex64 "
+                                         r"\(or \(3, 8, 2\) of float32\)"):
         plan(x, np.zeros((3, 7), np.complex64))
     with pytest.raises(TypeError, match="out must be a TVM tensor with a TVM tensor x"):
         plan(x, [0.0] * 48)
+
+
+@pytest.mark.parametrize(("plan_args", "x", "out", "message"), [
+    ((8, 3), np.zeros((2, 8), np.complex64), None,
+     r"x has shape \(2, 8\) of complex64, the plan expects \(3, 8\) of complex64 \(or \(3, 8, 2\) of float32\)"),
+    ((8, 3), np.zeros(8, np.complex64), None, r"x has shape \(8,\) of complex64, the plan expects \(3, 8\)"),
+    ((8, 3), np.zeros((3, 8), np.complex64), np.zeros((3, 7), np.complex64), r"out has shape \(3, 7\) of complex64"),
+    ((8,), np.zeros(7, np.complex64), None,
+     r"x has shape \(7,\) of complex64, the plan expects \(1, 8\) or \(8,\) of complex64"),
+    ((8, 1, "r2c"), np.zeros(7, np.float32), None,
+     r"x has shape \(7,\) of float32, the plan expects \(1, 8\) or \(8,\)$"),
+    ((8, 2, "c2r"), np.zeros((2, 5), np.complex64), np.zeros((2, 7), np.float32),
+     r"out has shape \(2, 7\) of float32, the plan expects \(2, 8\)$"),
+])
+def test_a_numpy_array_of_another_shape_is_named_in_its_own_shape(plan_args, x, out, message):
+    # a complex array was named by its float view: plan(8, 3) refused a (2, 8) complex64 x as 'x has shape (2, 8, 2),
+    # the plan expects (3, 8, 2)', shapes the caller never wrote (and a vector x of a plan of one transform as (1, 7))
+    with pytest.raises(ValueError, match=message):
+        tfft.plan(*plan_args)(x, out)
 
 
 # ---- overlapping layouts ----------------------------------------------------------------------------------------

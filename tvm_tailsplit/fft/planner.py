@@ -442,10 +442,18 @@ class Plan:
         if layout.is_compact() and array.flags.c_contiguous and (as_floats or as_complex):
             # the common case, without the stride checks: a contiguous array of the right size
             return array.view(real).reshape(expected)
+        given = array.shape
+        # the shapes the plan takes, in the caller's terms: complex elements (a vector too for one transform), floats
+        logical = expected[:-1] if layout.kind == "complex" else expected
+        takes = f"{logical}" + (f" or {logical[1:]}" if self.batch == 1 else "")
         if layout.kind == "complex":
+            takes = f"{takes} of {self.dtype} (or {expected} of {self.real_dtype})"
             if array.dtype == np.dtype(self.dtype):
                 if array.ndim == 1 and self.batch == 1:
                     array = array[np.newaxis]
+                if array.shape != logical:
+                    # (named in its complex shape: its float view's, with a trailing 2, is not the caller's)
+                    raise ValueError(f"{name} has shape {given} of {array.dtype}, the plan expects {takes}")
                 array = np.lib.stride_tricks.as_strided(array.real, array.shape + (2,),
                                                         array.strides + (real.itemsize,))
             elif array.dtype != real:
@@ -457,7 +465,7 @@ class Plan:
             if array.ndim == 1 and self.batch == 1:
                 array = array[np.newaxis]
         if array.shape != expected:
-            raise ValueError(f"{name} has shape {array.shape}, the plan expects {expected}")
+            raise ValueError(f"{name} has shape {given} of {array.dtype}, the plan expects {takes}")
         strides = tuple(s // real.itemsize for s in array.strides)
         if any(s % real.itemsize for s in array.strides):
             _refuse_strides(name, strides, layout, self.batch)
