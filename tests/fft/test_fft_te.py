@@ -297,6 +297,23 @@ def test_emit_fft_puts_the_fft_in_a_relax_model_that_exports(shape, dtype, argum
     assert relative_error(got, expected) < tolerance(1000, complex_dtype)
 
 
+def test_emit_fft_takes_an_expression_not_yet_emitted():
+    # emit_fft(builder, relax.op.add(x, 1)) was refused as 'x must be a Relax tensor of known shape, got ir.Type':
+    # an expression that no builder has normalized has no type yet (builder.emit deduces it)
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((3, 16, 2), "float32"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            y = builder.emit_output(emit_fft(builder, relax.op.add(x, relax.const(1.0, "float32")), norm="ortho"))
+        builder.emit_func_output(y)
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_cse_tir": True}):
+        executable = tvm.relax.build(builder.get(), "llvm", tir_pipeline=register_pipeline(frozenset()))
+    signal = random_real((3, 16, 2), "float32")
+    result = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(signal)).numpy()
+    assert relative_error(_as_complex(result), np.fft.fft(_as_complex(signal + 1), norm="ortho")) <= \
+        tolerance(16, "complex64")
+
+
 def test_emit_fft_refuses_what_it_cannot_emit():
     builder = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType([tvm.tirx.Var("m", "int64"), 8, 2], "float32"))

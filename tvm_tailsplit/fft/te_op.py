@@ -277,6 +277,8 @@ def emit_fft(
         raise TypeError(f"builder must be a relax.BlockBuilder, got {type(builder).__name__}")
     if not isinstance(x, relax.Expr):
         raise TypeError(f"x must be a Relax expression, got {type(x).__name__}")
+    # an expression not yet emitted (`relax.op.add(x, x)`) has its type deduced by normalizing it, as `emit` does
+    x = builder.normalize(x)
     info = x.ty
     if not isinstance(info, relax.TensorType) or not isinstance(info.shape, relax.ShapeExpr):
         raise ValueError(f"x must be a Relax tensor of known shape, got {info}")
