@@ -321,6 +321,17 @@ def test_equivalent_spellings_give_one_plan():
     assert tfft.plan(16, target=target) is tfft.plan(16, target=dict(target))
 
 
+def test_numpy_strings_are_normalized_to_str():
+    # a numpy string (np.str_, e.g. read from an array of settings) was kept in the spec: the plan reported
+    # norm=np.str_('ortho'), and so did every later plan(..., norm="ortho") of the same request, served from the cache
+    first = tfft.plan(12, kind=np.str_("c2c"), direction=np.str_("backward"), norm=np.str_("ortho"))
+    assert first is tfft.plan(12, direction="backward", norm="ortho")
+    assert all(type(value) is str for value in (first.kind, first.direction, first.norm))
+    assert "norm='ortho'" in repr(first) and "np.str_" not in repr(first)
+    graph = tfft.plan_nd((4, 6), (0, 1), np.str_("c2c"), norm=np.str_("forward"))
+    assert "np.str_" not in repr(graph) and type(graph.norm) is str
+
+
 @pytest.mark.parametrize(("function", "kwargs", "error", "message"), [
     (tfft.fft, {"n": 4.0}, TypeError, "n must be an integer"),
     (tfft.ifft, {"axis": "0"}, TypeError, "axis must be an integer"),

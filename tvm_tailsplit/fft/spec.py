@@ -94,13 +94,14 @@ def check_codelet_limit(value: Any) -> int:
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    """`value` if it is one of the strings `choices`: TypeError unless a string, else ValueError."""
+    """`value` if it is one of the strings `choices`, as a `str` (a numpy string, `np.str_`, is normalized: the
+    request keeps no numpy scalar): TypeError unless a string, else ValueError."""
     expected = ", ".join(map(repr, choices))
     if not isinstance(value, str):
         raise TypeError(f"{name} must be one of {expected} (a string), got {value!r} ({type(value).__name__})")
     if value not in choices:
         raise ValueError(f"{name} must be one of {expected}, got {value!r}")
-    return value
+    return str(value)
 
 
 def _check_dtype(dtype: Any) -> str:
