@@ -292,11 +292,19 @@ def _task(realize: SBlockRealize, loops: tuple[tirx.For, ...]) -> TaskNode:
 
 def _terms(expr: tirx.PrimExpr, kind: type) -> list[tirx.PrimExpr]:
     """The operands of a tree of `kind` (`tirx.Min` or `tirx.Max`) nodes, a constant added to the tree added to
-    each of them: `max(max(a, b), 1) + 1` gives `a + 1, b + 1, 2`."""
+    each of them and a positive constant factor multiplying each of them (TVM's simplifier factors it out of two
+    strided accesses): `max(max(a, b), 1) + 1` gives `a + 1, b + 1, 2`, `min(a, b + 1) * 4` gives `a * 4,
+    (b + 1) * 4`."""
     if isinstance(expr, kind):
         return _terms(expr.a, kind) + _terms(expr.b, kind)
-    if isinstance(expr, tirx.Add) and isinstance(expr.b, tirx.IntImm) and isinstance(expr.a, kind):
-        return [term + expr.b for term in _terms(expr.a, kind)]
+    if isinstance(expr, tirx.Add) and isinstance(expr.b, tirx.IntImm):
+        inner = _terms(expr.a, kind)
+        if len(inner) > 1:
+            return [term + expr.b for term in inner]
+    if isinstance(expr, tirx.Mul) and isinstance(expr.b, tirx.IntImm) and int(expr.b) > 0:
+        inner = _terms(expr.a, kind)
+        if len(inner) > 1:
+            return [term * expr.b for term in inner]
     return [expr]
 
 
@@ -319,7 +327,7 @@ def _covers(analyzer: sym.Analyzer, declared: list, accessed) -> bool:
     return True
 
 
-def check_declared_regions(block: SBlock, buffers: dict) -> None:
+def check_declared_regions(block: SBlock, buffers: dict, loops: tuple[tirx.For, ...] = ()) -> None:
     """Raise `WarpSpecializeInputError` when the body of `block` accesses a buffer outside the regions the block
     declares (`T.reads` / `T.writes`), as far as TVM's block access analysis
     (`s_tir.analysis.get_sblock_read_write_region`) and `tvm.sym` can tell.
@@ -328,11 +336,14 @@ def check_declared_regions(block: SBlock, buffers: dict) -> None:
     a racy program. A detected region must provably lie within the hull of the declared regions of its buffer
     (read regions within the reads, write regions within the writes; an opaque access counts as both), with the
     block's iteration variables in their domains and the variables the body binds (`Bind`, e.g. TailSplit's
-    `min` extents of a tail tile's loops) at their values. `buffers` maps the buffers visible to the block to
+    `min` extents of a tail tile's loops) at their values, and the variables of `loops` (the loops around the
+    block, which its regions may use directly) in their ranges. `buffers` maps the buffers visible to the block to
     themselves.
     """
     detected_reads, detected_writes = s_tir.analysis.get_sblock_read_write_region(block, buffers)
     analyzer = sym.Analyzer()
+    for loop in loops:
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
     for iter_var in block.iter_vars:
         analyzer.bind(iter_var.var, iter_var.dom)
     tvm_ffi.structural_walk(block.body, (tirx.Bind, lambda bind: analyzer.bind(bind.var, bind.value)))
@@ -471,5 +482,5 @@ def build_schedule_tree(func: tirx.PrimFunc) -> ScheduleTree:
     buffers = {buffer: buffer for buffer in (*func.params, *root.alloc_buffers)
                if not isinstance(buffer.ty, tvm.ir.PrimType)}
     for task in tree.tasks():
-        check_declared_regions(task.realize.block, buffers)
+        check_declared_regions(task.realize.block, buffers, (*grid, *task.loops))
     return tree
