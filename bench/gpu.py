@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import json
 import math
 import platform
 import statistics
@@ -24,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import cli
+from bench.cli import write_results  # re-exported: what the GPU benchmarks write their results with
 from tvm_tailsplit.cuda import device_arch
 
 __all__ = ["MIN_SECONDS", "QUICK_ROUNDS", "ROUNDS", "build_outcome", "cublas_mm", "device_arch", "dispatch",
@@ -191,11 +191,3 @@ def dispatch(stem: str, args: argparse.Namespace, *, dry_run: Callable[[], dict]
         return
     report = run()
     write_results(stem, args.quick, report, markdown(report))
-
-
-def write_results(stem: str, quick: bool, report: dict, markdown: str) -> None:
-    """The report as ``<stem>.json`` and ``<stem>.md`` under ``cli.result_paths`` (``quick/`` for a quick run)."""
-    json_path, md_path = cli.result_paths(stem, quick)
-    json_path.write_text(json.dumps(report, indent=2))
-    md_path.write_text(markdown)
-    print(f"wrote {json_path} and {md_path}")

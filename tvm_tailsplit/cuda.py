@@ -58,6 +58,7 @@ from tvm import tirx
 from .ir_utils import default_passes_with, uses_var
 
 __all__ = [
+    "CUDA_FLOAT64_DECIMALS",
     "DEFAULT_ARCH",
     "DEFAULT_MULTIPROCESSORS",
     "EXACT_FINALIZE_DEVICE",
@@ -69,15 +70,14 @@ __all__ = [
     "STATIC_SHARED_MEMORY_PER_BLOCK",
     "SYMBOLIC_M",
     "THREAD_SYNC_DISABLED_PASSES",
-    "CUDA_FLOAT64_DECIMALS",
     "CudaLimits",
     "PtxasUsage",
     "compile_cuda_source",
-    "exact_float64",
-    "exact_float64_constants",
     "cuda_ptx",
     "cuda_source",
     "device_arch",
+    "exact_float64",
+    "exact_float64_constants",
     "executable_cuda_source",
     "gpu_available",
     "multiprocessor_count",

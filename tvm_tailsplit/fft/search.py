@@ -247,6 +247,7 @@ class _Search:
     def __init__(self, build: Callable[[Variant], Any], estimate_plan: Any, rounds: int,
                  clock: Callable[[], float]) -> None:
         self.build, self.rounds, self.clock = build, rounds, clock
+        self.calls_per_run = CUDA_CALLS_PER_SYNC if estimate_plan.is_cuda else 1  # calls in one run of `_run`
         self.estimate = estimate_plan.variant
         self.plans: dict[Variant, Any] = {self.estimate: estimate_plan}
         self.hashes: dict[int, Variant] = {tvm_ffi.structural_hash(estimate_plan.module): self.estimate}
@@ -312,7 +313,7 @@ class _Search:
         x, out, device = self.inputs["x"], self.inputs["out"], self.inputs["device"]
         if plan.is_cuda:
             def run() -> None:
-                for _ in range(CUDA_CALLS_PER_SYNC):
+                for _ in range(self.calls_per_run):
                     plan(x, out)
                 device.sync()
             return run
@@ -328,8 +329,7 @@ class _Search:
             if plan is not None:
                 plans[variant] = plan
         labelled = {label(v, self.estimate): p for v, p in plans.items()}
-        calls = CUDA_CALLS_PER_SYNC if self.plans[self.estimate].is_cuda else 1
-        samples = timing_samples(labelled, rounds or self.rounds, self._run, self.clock, calls)
+        samples = timing_samples(labelled, rounds or self.rounds, self._run, self.clock, self.calls_per_run)
         self.samples = {variant: samples[label(variant, self.estimate)] for variant in plans}
         medians = {name: statistics.median(values) for name, values in samples.items()}
         result = {}
